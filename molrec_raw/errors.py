@@ -1,0 +1,117 @@
+"""The one exception hierarchy of molrec_raw.
+
+Every layer raises these and nothing else for bad input.  Each error can carry
+where it happened — the store, the node (array or group path), the store key
+(chunk key) and the spec rule — and prints them after its message, so a
+failure on a large record points at the exact place on disk.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = [
+    "MolrecError",
+    "StoreError",
+    "InvalidKeyError",
+    "NodeNotFoundError",
+    "ReadOnlyError",
+    "InvalidMetadataError",
+    "UnsupportedFeatureError",
+    "CorruptDataError",
+    "ChecksumMismatchError",
+    "ResourceLimitError",
+    "InvalidValueError",
+    "NodeExistsError",
+    "SpecViolationError",
+]
+
+
+class MolrecError(Exception):
+    """Base of every error molrec_raw raises on purpose."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        store: Optional[str] = None,
+        node: Optional[str] = None,
+        key: Optional[str] = None,
+        rule: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.store = store
+        self.node = node
+        self.key = key
+        self.rule = rule
+
+    def add_context(self, **context: Any) -> "MolrecError":
+        """Fill in location fields that are still unknown; return self for ``raise``."""
+        for name in ("store", "node", "key", "rule"):
+            value = context.get(name)
+            if value is not None and getattr(self, name) is None:
+                setattr(self, name, value)
+        return self
+
+    def __str__(self) -> str:
+        where = []
+        if self.store is not None:
+            where.append(f"store={self.store}")
+        if self.node is not None:
+            where.append(f"node={self.node or '/'}")
+        if self.key is not None:
+            where.append(f"key={self.key}")
+        if self.rule is not None:
+            where.append(f"rule={self.rule}")
+        return f"{self.message} [{', '.join(where)}]" if where else self.message
+
+
+class StoreError(MolrecError):
+    """A store could not perform an operation (I/O failure, bad key, closed store)."""
+
+
+class InvalidKeyError(StoreError):
+    """A store key that could escape the store root or is not a valid Zarr key."""
+
+
+class NodeNotFoundError(StoreError, KeyError):
+    """No group or array at the requested path."""
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return MolrecError.__str__(self)
+
+
+class ReadOnlyError(StoreError):
+    """A write was attempted on a read-only store or node."""
+
+
+class InvalidMetadataError(MolrecError):
+    """A zarr.json (or document) that is not valid per the spec."""
+
+
+class UnsupportedFeatureError(MolrecError):
+    """Valid per some spec, but outside the subset molrec_raw implements."""
+
+
+class CorruptDataError(MolrecError):
+    """Stored bytes that cannot be what a correct writer produced."""
+
+
+class ChecksumMismatchError(CorruptDataError):
+    """A stored checksum (crc32c, zip CRC-32) does not match the data."""
+
+
+class ResourceLimitError(MolrecError):
+    """A declared size would exceed a configured limit; refused before allocating."""
+
+
+class InvalidValueError(MolrecError, ValueError):
+    """A value the caller passed cannot be stored (wrong shape, type or range)."""
+
+
+class NodeExistsError(StoreError):
+    """A node already exists where a new one was to be created."""
+
+
+class SpecViolationError(MolrecError):
+    """Input that breaks a MolRec record rule."""

@@ -1,0 +1,49 @@
+"""``numcodecs.shuffle``: byte transposition by element size (zarr-v3-subset#5.6)."""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+import numpy as np
+
+from molrec_raw.errors import CorruptDataError, InvalidValueError
+from molrec_raw.zarr.codecs.base import Buffer, BytesBytesCodec, ChunkSpec, check_config, is_int, register
+
+
+@register
+class ShuffleCodec(BytesBytesCodec):
+    name = "numcodecs.shuffle"
+
+    def __init__(self, elementsize: int) -> None:
+        self.elementsize = elementsize
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], spec: ChunkSpec) -> "ShuffleCodec":
+        check_config(cls.name, config, {"elementsize": lambda v: is_int(v) and v >= 1})
+        return cls(config.get("elementsize", spec.dtype.itemsize or 1))
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"name": self.name, "configuration": {"elementsize": self.elementsize}}
+
+    def encoded_size(self, decoded_size: Optional[int]) -> Optional[int]:
+        return decoded_size
+
+    def _check(self, data: Buffer, error: type) -> np.ndarray:
+        raw = np.frombuffer(data, dtype=np.uint8)
+        if raw.size % self.elementsize:
+            raise error(
+                f"numcodecs.shuffle: {raw.size} bytes is not a multiple of elementsize {self.elementsize}",
+                rule="zarr-v3-subset#5.6",
+            )
+        return raw
+
+    def encode(self, data: Buffer) -> Buffer:
+        raw = self._check(data, InvalidValueError)
+        if self.elementsize == 1:
+            return raw
+        return np.ascontiguousarray(raw.reshape(-1, self.elementsize).T).reshape(-1)
+
+    def decode(self, data: Buffer, expected_size: Optional[int], limit: int) -> Buffer:
+        raw = self._check(data, CorruptDataError)
+        if self.elementsize == 1:
+            return raw
+        return np.ascontiguousarray(raw.reshape(self.elementsize, -1).T).reshape(-1)

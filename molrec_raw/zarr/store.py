@@ -1,0 +1,335 @@
+"""Stores: a flat map of ``/``-separated keys to bytes (zarr-v3-subset §1, §9).
+
+One small interface serves every layer above: ``get``, ``get_range``, ``set``,
+``write_at``, ``replace_atomic``, ``delete``, ``list``, ``list_dir``, ``sync``.
+The commit protocol of a trajectory is built only from these verbs.
+
+Every key is validated before it touches the file system (zarr-v3-subset §1):
+no absolute path, no ``.``/``..`` segment, no backslash, no empty segment, no
+NUL — a store never reads or writes outside its root.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+from molrec_raw.errors import InvalidKeyError, ReadOnlyError, StoreError
+
+__all__ = ["Store", "MemoryStore", "DirectoryStore", "validate_key", "StoreLike"]
+
+# Temporary files of atomic replaces carry this marker; listings never show them.
+TEMP_MARKER = ".molrec-tmp."
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` if it is a safe store key, else raise InvalidKeyError."""
+    if not isinstance(key, str):
+        raise InvalidKeyError(f"store key must be str, got {type(key).__name__}")
+    if key == "":
+        raise InvalidKeyError("empty store key", key=key)
+    if "\x00" in key or "\\" in key:
+        raise InvalidKeyError("store key contains NUL or backslash", key=repr(key))
+    if key.startswith("/") or (len(key) > 1 and key[1] == ":"):
+        raise InvalidKeyError("absolute store key refused", key=key)
+    for segment in key.split("/"):
+        if segment in ("", ".", ".."):
+            raise InvalidKeyError("store key has an empty, '.' or '..' segment", key=key)
+        if TEMP_MARKER in segment:
+            raise InvalidKeyError("store key uses the reserved temporary-file marker", key=key)
+    return key
+
+
+def _validate_prefix(prefix: str) -> str:
+    """A listing prefix: '' (root) or a valid key ending in '/'."""
+    if prefix == "":
+        return prefix
+    if not prefix.endswith("/"):
+        raise InvalidKeyError("listing prefix must be empty or end with '/'", key=prefix)
+    validate_key(prefix[:-1])
+    return prefix
+
+
+def _slice_range(size: int, start: int, length: Optional[int]) -> Tuple[int, int]:
+    """Resolve (start, length) against a value of ``size`` bytes; negative start counts from the end."""
+    if start < 0:
+        start = max(0, size + start)
+    end = size if length is None else min(size, start + length)
+    return min(start, size), max(end, min(start, size))
+
+
+class Store:
+    """The store interface.  ``get``/``get_range`` return None for a missing key."""
+
+    read_only: bool = False
+
+    def describe(self) -> str:  # pragma: no cover - overridden
+        return type(self).__name__
+
+    def _check_writable(self, key: str) -> None:
+        if self.read_only:
+            raise ReadOnlyError("store is read-only", store=self.describe(), key=key)
+
+    def get(self, key: str) -> Optional[bytes]:
+        raise NotImplementedError
+
+    def get_range(self, key: str, start: int, length: Optional[int] = None) -> Optional[bytes]:
+        """Bytes ``[start, start+length)`` of a value; a negative start counts from the end.
+
+        The result is shorter than ``length`` when the value is; callers check.
+        """
+        raise NotImplementedError
+
+    def size(self, key: str) -> Optional[int]:
+        raise NotImplementedError
+
+    def set(self, key: str, value: bytes) -> None:
+        raise NotImplementedError
+
+    def write_at(self, key: str, offset: int, value: bytes) -> None:
+        """Positional write into a value (created if missing); never truncates."""
+        raise NotImplementedError
+
+    def replace_atomic(self, key: str, value: bytes) -> None:
+        """Replace a whole value so readers see the old or the new bytes, never a mix."""
+        raise NotImplementedError
+
+    def delete(self, key: str) -> None:
+        """Remove a key; a missing key is not an error."""
+        raise NotImplementedError
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        """Every key under ``prefix`` (recursively)."""
+        raise NotImplementedError
+
+    def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
+        """Immediate (keys, child names) under ``prefix`` — one level, sorted."""
+        raise NotImplementedError
+
+    def sync(self, keys: Iterable[str]) -> None:
+        """Make the named values (and the directories holding them) durable."""
+
+    def close(self) -> None:
+        """Release resources; the default store holds none."""
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MemoryStore(Store):
+    """A store in a dict; for tests and for building records in memory."""
+
+    def __init__(self, values: Optional[Dict[str, bytes]] = None, *, read_only: bool = False) -> None:
+        self._values: Dict[str, bytes] = {}
+        for key, value in (values or {}).items():
+            self._values[validate_key(key)] = bytes(value)
+        self.read_only = read_only
+
+    def describe(self) -> str:
+        return "<memory>"
+
+    def get(self, key: str) -> Optional[bytes]:
+        return self._values.get(validate_key(key))
+
+    def get_range(self, key: str, start: int, length: Optional[int] = None) -> Optional[bytes]:
+        value = self._values.get(validate_key(key))
+        if value is None:
+            return None
+        lo, hi = _slice_range(len(value), start, length)
+        return value[lo:hi]
+
+    def size(self, key: str) -> Optional[int]:
+        value = self._values.get(validate_key(key))
+        return None if value is None else len(value)
+
+    def set(self, key: str, value: bytes) -> None:
+        self._check_writable(validate_key(key))
+        self._values[key] = bytes(value)
+
+    replace_atomic = set
+
+    def write_at(self, key: str, offset: int, value: bytes) -> None:
+        self._check_writable(validate_key(key))
+        old = bytearray(self._values.get(key, b""))
+        if len(old) < offset:
+            old.extend(b"\x00" * (offset - len(old)))
+        old[offset:offset + len(value)] = value
+        self._values[key] = bytes(old)
+
+    def delete(self, key: str) -> None:
+        self._check_writable(validate_key(key))
+        self._values.pop(key, None)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        _validate_prefix(prefix)
+        return iter(sorted(k for k in self._values if k.startswith(prefix)))
+
+    def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
+        _validate_prefix(prefix)
+        keys, dirs = set(), set()
+        for k in self._values:
+            if k.startswith(prefix):
+                head, sep, _ = k[len(prefix):].partition("/")
+                (dirs if sep else keys).add(head)
+        return sorted(keys), sorted(dirs)
+
+
+class DirectoryStore(Store):
+    """Keys are files under ``root`` (zarr-v3-subset §9.1).
+
+    ``set`` and ``replace_atomic`` write a temporary file in the same directory
+    and rename it over the target, so a crash leaves the old or the new value.
+    ``sync`` fsyncs files and then their directories.
+    """
+
+    def __init__(self, root: Union[str, os.PathLike], *, read_only: bool = False) -> None:
+        self.root = Path(root)
+        self.read_only = read_only
+        self._counter = itertools.count(1)
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *validate_key(key).split("/"))
+
+    def _fail(self, action: str, key: str, exc: OSError) -> StoreError:
+        return StoreError(f"cannot {action}: {exc.strerror or exc}", store=self.describe(), key=key)
+
+    def get(self, key: str) -> Optional[bytes]:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as fh:
+                return fh.read()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except IsADirectoryError:
+            return None
+        except OSError as exc:
+            raise self._fail("read", key, exc) from None
+
+    def get_range(self, key: str, start: int, length: Optional[int] = None) -> Optional[bytes]:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                lo, hi = _slice_range(size, start, length)
+                return os.pread(fh.fileno(), hi - lo, lo) if hi > lo else b""
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as exc:
+            raise self._fail("read", key, exc) from None
+
+    def size(self, key: str) -> Optional[int]:
+        try:
+            st = os.stat(self._path(key))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return None if os.path.isdir(self._path(key)) else st.st_size
+
+    def _makedirs(self, path: str, key: str) -> None:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        except OSError as exc:
+            raise self._fail("create directory", key, exc) from None
+
+    def replace_atomic(self, key: str, value: bytes) -> None:
+        self._check_writable(key)
+        path = self._path(key)
+        self._makedirs(path, key)
+        tmp = f"{path}{TEMP_MARKER}{os.getpid()}.{next(self._counter)}"
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(value)
+            os.replace(tmp, path)
+        except OSError as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise self._fail("write", key, exc) from None
+
+    set = replace_atomic
+
+    def write_at(self, key: str, offset: int, value: bytes) -> None:
+        self._check_writable(key)
+        if offset < 0:
+            raise StoreError("negative write offset", store=self.describe(), key=key)
+        path = self._path(key)
+        self._makedirs(path, key)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+            try:
+                view = memoryview(value)
+                done = 0
+                while done < len(view):
+                    done += os.pwrite(fd, view[done:], offset + done)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise self._fail("write", key, exc) from None
+
+    def delete(self, key: str) -> None:
+        self._check_writable(key)
+        try:
+            os.unlink(self._path(key))
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except OSError as exc:
+            raise self._fail("delete", key, exc) from None
+
+    def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
+        _validate_prefix(prefix)
+        directory = os.path.join(self.root, *prefix.split("/")[:-1]) if prefix else str(self.root)
+        keys: List[str] = []
+        dirs: List[str] = []
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if TEMP_MARKER in entry.name:
+                        continue
+                    (dirs if entry.is_dir() else keys).append(entry.name)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except OSError as exc:
+            raise self._fail("list", prefix, exc) from None
+        return sorted(keys), sorted(dirs)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        keys, dirs = self.list_dir(prefix)
+        merged = [(name, False) for name in keys] + [(name, True) for name in dirs]
+        for name, is_dir in sorted(merged):
+            if is_dir:
+                yield from self.list(f"{prefix}{name}/")
+            else:
+                yield prefix + name
+
+    def sync(self, keys: Iterable[str]) -> None:
+        """fsync each file, then each directory that holds one (so renames are durable)."""
+        directories = set()
+        for key in keys:
+            path = self._path(key)
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise self._fail("sync", key, exc) from None
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            directories.add(os.path.dirname(path))
+        for directory in sorted(directories):
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+StoreLike = Union[Store, str, os.PathLike]

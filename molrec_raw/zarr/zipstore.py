@@ -1,0 +1,275 @@
+"""Read-only zip store (zarr-v3-subset#9.2).
+
+The zip container is parsed by hand with ``struct``: end-of-central-directory
+record (searched backwards from EOF), ZIP64 locator/record, central directory
+(read in one go) and ZIP64 extra fields.  Entry name == store key; every name
+must be a safe store key or the archive is refused at open.  Only STORED
+(method 0) entries can be read; their bytes are served with ``os.pread`` from
+one file descriptor, so concurrent reads are safe.  Duplicate names resolve
+to the last central-directory record; directory entries are not keys.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from typing import Dict, Iterator, List, Optional, Tuple, Union
+
+from molrec_raw.errors import (
+    ChecksumMismatchError,
+    CorruptDataError,
+    InvalidKeyError,
+    MolrecError,
+    StoreError,
+    UnsupportedFeatureError,
+)
+from molrec_raw.zarr.store import Store, _slice_range, _validate_prefix, validate_key
+
+__all__ = ["ZipStore"]
+
+_RULE = "zarr-v3-subset#9.2"
+_EOCD = struct.Struct("<IHHHHIIH")  # sig disk cd_disk n_disk n_total cd_size cd_offset comment_len
+_LOC64 = struct.Struct("<IIQI")  # sig disk zip64_eocd_offset total_disks
+_EOCD64 = struct.Struct("<IQHHIIQQQQ")  # sig size made needed disk cd_disk n_disk n_total cd_size cd_offset
+_CEN = struct.Struct("<IHHHHHHIIIHHHHHII")  # see zarr-v3-subset#9.2 "Central header"
+_LOCAL = struct.Struct("<IHHHHHIIIHH")  # sig needed flags method time date crc comp uncomp n m
+_EXTRA = struct.Struct("<HH")
+_SIG_EOCD, _SIG_LOC64, _SIG_EOCD64 = b"PK\x05\x06", 0x07064B50, 0x06064B50
+_SIG_CEN, _SIG_LOCAL = 0x02014B50, 0x04034B50
+_U16, _U32 = 0xFFFF, 0xFFFFFFFF
+_MAX_COMMENT = 0xFFFF
+_PREAD_CHUNK = 1 << 30
+
+
+class _Entry:
+    __slots__ = ("flags", "method", "crc", "csize", "usize", "offset", "data_start")
+
+    def __init__(self, flags: int, method: int, crc: int, csize: int, usize: int, offset: int) -> None:
+        self.flags, self.method, self.crc = flags, method, crc
+        self.csize, self.usize, self.offset = csize, usize, offset
+        self.data_start: Optional[int] = None  # filled lazily from the local header
+
+
+class ZipStore(Store):
+    """A read-only store over a zip archive with STORED entries (zarr-v3-subset#9.2)."""
+
+    read_only = True
+
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
+        self._path = str(os.fspath(path))
+        self._fd: Optional[int] = None
+        try:
+            self._fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            self._size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            self.close()
+            raise StoreError(f"cannot open zip archive: {exc.strerror or exc}", store=self._path) from None
+        try:
+            self._entries = self._load()
+        except MolrecError:
+            self.close()
+            raise
+        except (struct.error, IndexError, ValueError, OverflowError, MemoryError) as exc:
+            self.close()
+            raise self._corrupt(f"unreadable zip archive ({type(exc).__name__}: {exc})") from None
+        self._keys = sorted(self._entries)
+
+    # -- helpers -----------------------------------------------------------
+    def describe(self) -> str:
+        return self._path
+
+    def _corrupt(self, message: str, key: Optional[str] = None) -> CorruptDataError:
+        return CorruptDataError(message, store=self._path, key=key, rule=_RULE)
+
+    def _unsupported(self, message: str, key: Optional[str] = None) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(message, store=self._path, key=key, rule=_RULE)
+
+    def _read(self, offset: int, length: int, key: Optional[str] = None) -> bytes:
+        """Exactly ``length`` bytes at ``offset`` (pread, no seek)."""
+        fd = self._fd
+        if fd is None:
+            raise StoreError("zip store is closed", store=self._path, key=key)
+        parts: List[bytes] = []
+        done = 0
+        try:
+            while done < length:
+                part = os.pread(fd, min(length - done, _PREAD_CHUNK), offset + done)
+                if not part:
+                    raise self._corrupt("unexpected end of archive (truncated?)", key)
+                parts.append(part)
+                done += len(part)
+        except OSError as exc:
+            raise StoreError(f"cannot read zip archive: {exc.strerror or exc}", store=self._path, key=key) from None
+        return b"".join(parts)
+
+    # -- parsing -----------------------------------------------------------
+    def _find_eocd(self) -> Tuple[int, Tuple[int, ...]]:
+        """Position and fields of the EOCD whose comment ends exactly at EOF."""
+        tail_len = min(self._size, _EOCD.size + _MAX_COMMENT)
+        tail = self._read(self._size - tail_len, tail_len)
+        pos = tail.rfind(_SIG_EOCD)
+        while pos >= 0:
+            if pos + _EOCD.size <= len(tail):
+                fields = _EOCD.unpack_from(tail, pos)
+                if pos + _EOCD.size + fields[7] == len(tail):
+                    return self._size - tail_len + pos, fields
+            pos = tail.rfind(_SIG_EOCD, 0, pos)
+        raise self._corrupt("not a zip archive (no end-of-central-directory record)")
+
+    def _load(self) -> Dict[str, _Entry]:
+        eocd_pos, (_, disk, cd_disk, n_disk, n_total, cd_size, cd_offset, _) = self._find_eocd()
+        cd_end = eocd_pos
+        if eocd_pos >= _LOC64.size:
+            sig, loc_disk, z64_offset, n_disks = _LOC64.unpack(self._read(eocd_pos - _LOC64.size, _LOC64.size))
+            if sig == _SIG_LOC64:
+                if loc_disk != 0 or n_disks > 1:
+                    raise self._unsupported("multi-disk zip archives are not supported")
+                if z64_offset + _EOCD64.size > eocd_pos - _LOC64.size:
+                    raise self._corrupt("ZIP64 end-of-central-directory record lies outside the archive")
+                rec = _EOCD64.unpack(self._read(z64_offset, _EOCD64.size))
+                if rec[0] != _SIG_EOCD64:
+                    raise self._corrupt("bad ZIP64 end-of-central-directory signature")
+                disk, cd_disk, n_disk, n_total, cd_size, cd_offset = rec[4:10]
+                cd_end = z64_offset
+        # Without a locator, 0xFFFF/0xFFFFFFFF are taken literally (as Python's zipfile does).
+        if disk != 0 or cd_disk != 0 or n_disk != n_total:
+            raise self._unsupported("multi-disk zip archives are not supported")
+        if cd_offset + cd_size > cd_end:
+            raise self._corrupt("central directory lies outside the archive")
+        cd = self._read(cd_offset, cd_size)
+        entries: Dict[str, _Entry] = {}
+        pos = count = 0
+        while pos < len(cd):
+            if pos + _CEN.size > len(cd):
+                raise self._corrupt("truncated central directory record")
+            (sig, _, _, flags, method, _, _, crc, csize, usize,
+             n, m, k, disk_start, _, _, offset) = _CEN.unpack_from(cd, pos)
+            if sig != _SIG_CEN:
+                raise self._corrupt(f"bad central directory signature at record {count}")
+            name_at = pos + _CEN.size
+            pos = name_at + n + m + k
+            if pos > len(cd):
+                raise self._corrupt("central directory record runs past the central directory (lying length field)")
+            raw_name = cd[name_at:name_at + n]
+            if _U32 in (csize, usize, offset) or disk_start == _U16:
+                usize, csize, offset, disk_start = self._zip64_extra(
+                    cd[name_at + n:name_at + n + m], usize, csize, offset, disk_start)
+            if disk_start != 0:
+                raise self._unsupported("multi-disk zip archives are not supported")
+            try:
+                name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+            except UnicodeDecodeError:
+                raise self._corrupt(f"zip entry name {raw_name!r} is flagged UTF-8 but is not") from None
+            count += 1
+            is_dir = name.endswith("/")
+            try:
+                validate_key(name[:-1] if is_dir else name)
+            except InvalidKeyError:
+                raise self._corrupt(f"zip entry name {name!r} is not a safe store key "
+                                    "(absolute, '.'/'..', backslash, empty segment or NUL)") from None
+            if not is_dir:
+                entries[name] = _Entry(flags, method, crc, csize, usize, offset)  # last record wins
+        if count != n_total:
+            raise self._corrupt(f"central directory holds {count} records, end record says {n_total}")
+        return entries
+
+    def _zip64_extra(self, extra: bytes, usize: int, csize: int, offset: int, disk: int) -> Tuple[int, int, int, int]:
+        """Replace 0xFFFFFFFF/0xFFFF fields by the values of the ZIP64 extra (id 0x0001)."""
+        pos = 0
+        while pos + _EXTRA.size <= len(extra):
+            tag, length = _EXTRA.unpack_from(extra, pos)
+            body = extra[pos + _EXTRA.size:pos + _EXTRA.size + length]
+            if len(body) != length:
+                raise self._corrupt("zip extra field runs past its record")
+            if tag == 1:
+                values, at = [], 0
+                for value in (usize, csize, offset):
+                    if value == _U32:
+                        if at + 8 > length:
+                            raise self._corrupt("ZIP64 extra field too short")
+                        value = struct.unpack_from("<Q", body, at)[0]
+                        at += 8
+                    values.append(value)
+                if disk == _U16:
+                    if at + 4 > length:
+                        raise self._corrupt("ZIP64 extra field too short")
+                    disk = struct.unpack_from("<I", body, at)[0]
+                return values[0], values[1], values[2], disk
+            pos += _EXTRA.size + length
+        return usize, csize, offset, disk
+
+    def _entry(self, key: str) -> Optional[_Entry]:
+        """The readable entry for ``key`` (data offset validated and cached), or None."""
+        entry = self._entries.get(validate_key(key))
+        if entry is None:
+            return None
+        if entry.flags & 0x1:
+            raise self._unsupported("encrypted zip entries are not supported", key)
+        if entry.method != 0:
+            raise self._unsupported("compressed zip entries are not supported; pack with STORED entries", key)
+        if entry.data_start is None:
+            if entry.offset + _LOCAL.size > self._size:
+                raise self._corrupt("local header lies past end of archive", key)
+            local = _LOCAL.unpack(self._read(entry.offset, _LOCAL.size, key))
+            if local[0] != _SIG_LOCAL:
+                raise self._corrupt("bad local header signature", key)
+            start = entry.offset + _LOCAL.size + local[9] + local[10]
+            if start + entry.usize > self._size:
+                raise self._corrupt("entry extends past end of archive", key)
+            if entry.csize != entry.usize:
+                raise self._corrupt("STORED entry with different compressed and uncompressed sizes", key)
+            entry.data_start = start
+        return entry
+
+    # -- Store interface ---------------------------------------------------
+    def get(self, key: str) -> Optional[bytes]:
+        entry = self._entry(key)
+        if entry is None:
+            return None
+        assert entry.data_start is not None
+        data = self._read(entry.data_start, entry.usize, key)
+        if zlib.crc32(data) != entry.crc:
+            raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE)
+        return data
+
+    def get_range(self, key: str, start: int, length: Optional[int] = None) -> Optional[bytes]:
+        entry = self._entry(key)
+        if entry is None:
+            return None
+        assert entry.data_start is not None
+        lo, hi = _slice_range(entry.usize, start, length)
+        return self._read(entry.data_start + lo, hi - lo, key)
+
+    def size(self, key: str) -> Optional[int]:
+        entry = self._entries.get(validate_key(key))
+        return None if entry is None else entry.usize
+
+    def set(self, key: str, value: bytes) -> None:
+        self._check_writable(key)
+
+    def write_at(self, key: str, offset: int, value: bytes) -> None:
+        self._check_writable(key)
+
+    def replace_atomic(self, key: str, value: bytes) -> None:
+        self._check_writable(key)
+
+    def delete(self, key: str) -> None:
+        self._check_writable(key)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        _validate_prefix(prefix)
+        return iter([k for k in self._keys if k.startswith(prefix)])
+
+    def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
+        _validate_prefix(prefix)
+        keys, dirs = set(), set()
+        for k in self._keys:
+            if k.startswith(prefix):
+                head, sep, _ = k[len(prefix):].partition("/")
+                (dirs if sep else keys).add(head)
+        return sorted(keys), sorted(dirs)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
