@@ -167,7 +167,7 @@ class Array:
             coords, local, out_sel = task
             key = self.chunk_key(coords)
             try:
-                pipeline.read_into(self._reader(key), local, out[out_sel])
+                pipeline.read_into(self._reader(key), local, out[out_sel + (Ellipsis,)])
             except MolrecError as exc:
                 raise self._context(exc, key) from None
             except (ValueError, TypeError, IndexError, OverflowError, struct.error) as exc:
@@ -202,7 +202,7 @@ class Array:
             key = self.chunk_key(coords)
             extent = tuple(min(c, s - k * c) for c, s, k in zip(chunk_shape, shape, coords))
             try:
-                encoded = pipeline.write(self._reader(key), local, data[out_sel], extent)
+                encoded = pipeline.write(self._reader(key), local, data[out_sel + (Ellipsis,)], extent)
                 if encoded is None:
                     self.store.delete(key)
                 else:

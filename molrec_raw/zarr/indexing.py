@@ -95,7 +95,7 @@ def _project_dim(dim: DimSelection, chunk: int) -> List[Tuple[int, Local, Any]]:
     ids = positions // chunk
     for k in range(count):  # bounded by the number of chunks: step > chunk
         local = int(positions[k] - ids[k] * chunk)
-        out.append((int(ids[k]), slice(local, local + 1), slice(k, k + 1)))
+        out.append((int(ids[k]), slice(local, local + 1, 1), slice(k, k + 1)))
     return out
 
 

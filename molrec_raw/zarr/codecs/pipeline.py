@@ -36,7 +36,7 @@ def is_all_fill(chunk: np.ndarray, spec: ChunkSpec) -> bool:
         return bool(np.all(chunk == spec.fill_value))
     if dtype.kind == "c":
         dtype = np.dtype(f"<f{dtype.itemsize // 2}")
-        chunk = chunk.view(dtype) if chunk.flags.c_contiguous else np.ascontiguousarray(chunk).view(dtype)
+        chunk = np.ascontiguousarray(chunk).reshape(-1).view(dtype)
         fill = np.asarray([spec.fill_value.real, spec.fill_value.imag], dtype=dtype)
         bits = chunk.reshape(-1, 2).view(_UINT_OF_SIZE[dtype.itemsize])
         return bool(np.all(bits == fill.view(_UINT_OF_SIZE[dtype.itemsize])))

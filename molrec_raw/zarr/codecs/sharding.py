@@ -187,7 +187,7 @@ class ShardingCodec(ArrayBytesCodec):
             fetch = reader
         for coords, inner_local, out_sel in touched:
             offset, nbytes = (int(v) for v in index[self._flat(coords)])
-            target = out[out_sel]
+            target = out[out_sel + (Ellipsis,)]
             if offset == int(EMPTY):
                 target[...] = self.spec.fill_value
                 continue
@@ -222,7 +222,7 @@ class ShardingCodec(ArrayBytesCodec):
             old = encoded[i]
             encoded[i] = self.inner.write(
                 lambda s, n, d=old: None if d is None else _slice(d, s, n),
-                inner_local, value[value_sel], inner_extent,
+                inner_local, value[value_sel + (Ellipsis,)], inner_extent,
             )
         return self._assemble(encoded)
 
