@@ -254,7 +254,10 @@ def open_node(store: Store, path: str, **options: Any) -> Node:
     metadata = _read_metadata(store, path)
     if isinstance(metadata, GroupMetadata):
         return Group(store, path, metadata, **options)
-    return Array(store, path, metadata, **options)
+    try:
+        return Array(store, path, metadata, **options)
+    except MolrecError as exc:  # the codec pipeline is validated when the array opens
+        raise exc.add_context(store=store.describe(), node=path, key=_join(path, "zarr.json")) from None
 
 
 def _require_group(store: Store, path: str) -> None:

@@ -140,7 +140,8 @@ class CodecPipeline:
             data = reader(0, None)
             if data is not None:
                 chunk[...] = self.decode(data)
-        chunk[local] = value
+        # a 0-d value is unwrapped: an object array would otherwise store the array itself
+        chunk[local] = value[()] if value.ndim == 0 else value
         if is_all_fill(chunk, self.spec):
             return None
         return self.encode(chunk)

@@ -1,0 +1,275 @@
+"""Hostile and corrupt input: every case raises molrec_raw's own error, names where it
+happened, never hangs, never allocates the declared size, never writes outside the store."""
+import gzip
+import json
+import struct
+import zipfile
+
+import numpy as np
+import orjson
+import pytest
+import zstandard
+
+from molrec_raw.errors import (
+    ChecksumMismatchError, CorruptDataError, InvalidKeyError, InvalidMetadataError, MolrecError,
+    ResourceLimitError, UnsupportedFeatureError,
+)
+from molrec_raw.zarr import DirectoryStore, Limits, MemoryStore, ZipStore, open_array, open_group
+
+LE = {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+def make(codecs, *, shape=(8,), chunks=(8,), dtype="uint16", shards=None):
+    store = MemoryStore()
+    a = open_array(store, "a", mode="w", shape=shape, dtype=dtype, chunks=chunks, shards=shards, codecs=codecs)
+    if dtype is str:
+        a[...] = np.array([f"s{i}" for i in range(np.prod(shape))], dtype=object).reshape(shape)
+    else:
+        a[...] = np.arange(np.prod(shape)).reshape(shape).astype(a.dtype) + 1
+    return store
+
+
+def read(store, **kw):
+    return open_array(store, "a", **kw)[...]
+
+
+def corrupt(store, key, fn):
+    store._values[key] = fn(store._values[key])
+
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+@case
+def truncated_chunk():
+    s = make([LE])
+    corrupt(s, "a/c/0", lambda b: b[:-3])
+    return s, CorruptDataError
+
+
+@case
+def crc_mismatch():
+    s = make([LE, {"name": "crc32c"}])
+    corrupt(s, "a/c/0", lambda b: b"\xff" + b[1:])
+    return s, ChecksumMismatchError
+
+
+@case
+def chunk_shorter_than_crc():
+    s = make([LE, {"name": "crc32c"}])
+    corrupt(s, "a/c/0", lambda b: b[:2])
+    return s, CorruptDataError
+
+
+@case
+def gzip_garbage():
+    s = make([LE, {"name": "gzip", "configuration": {"level": 1}}])
+    corrupt(s, "a/c/0", lambda b: b[:12] + b"\x00garbage" * 3)
+    return s, CorruptDataError
+
+
+@case
+def gzip_bomb():
+    s = make([LE, {"name": "gzip", "configuration": {"level": 1}}])
+    corrupt(s, "a/c/0", lambda b: gzip.compress(b"\x00" * (50 << 20)))
+    return s, CorruptDataError
+
+
+@case
+def zstd_lying_content_size():
+    s = make([LE, {"name": "zstd", "configuration": {}}])
+    corrupt(s, "a/c/0", lambda b: zstandard.ZstdCompressor().compress(b"\x00" * (1 << 30 - 4))[:20])
+    return s, CorruptDataError
+
+
+@case
+def zstd_bomb_without_content_size():
+    s = make([LE, {"name": "zstd", "configuration": {}}])
+    bomb = zstandard.ZstdCompressor(write_content_size=False).compress(b"\x00" * (64 << 20))
+    corrupt(s, "a/c/0", lambda b: bomb)
+    return s, CorruptDataError
+
+
+@case
+def zstd_garbage():
+    s = make([LE, {"name": "zstd", "configuration": {}}])
+    corrupt(s, "a/c/0", lambda b: b"\x28\xb5\x2f\xfd" + b"\xff" * 20)
+    return s, CorruptDataError
+
+
+@case
+def shuffle_wrong_length():
+    s = make([LE, {"name": "numcodecs.shuffle", "configuration": {"elementsize": 2}}])
+    corrupt(s, "a/c/0", lambda b: b + b"\x00")
+    return s, CorruptDataError
+
+
+@case
+def vlen_lying_length():
+    s = make([{"name": "vlen-utf8"}], dtype=str, shape=(2,), chunks=(2,))
+    corrupt(s, "a/c/0", lambda b: b[:4] + struct.pack("<I", 0xFFFFFFF0) + b[8:])
+    return s, CorruptDataError
+
+
+@case
+def vlen_lying_count():
+    s = make([{"name": "vlen-utf8"}], dtype=str, shape=(2,), chunks=(2,))
+    corrupt(s, "a/c/0", lambda b: struct.pack("<I", 0x7FFFFFFF) + b[4:])
+    return s, CorruptDataError
+
+
+@case
+def vlen_invalid_utf8():
+    s = make([{"name": "vlen-utf8"}], dtype=str, shape=(1,), chunks=(1,))
+    s._values["a/c/0"] = struct.pack("<II", 1, 2) + b"\xff\xfe"
+    return s, CorruptDataError
+
+
+@case
+def shard_index_past_end():
+    s = make([LE], shape=(8,), chunks=(2,), shards=(8,))
+
+    def lie(b):
+        index = np.frombuffer(b[-68:-4], "<u8").copy()
+        index[1] = 10**12
+        body = index.tobytes()
+        import crc32c
+        return b[:-68] + body + struct.pack("<I", crc32c.crc32c(body))
+    corrupt(s, "a/c/0", lie)
+    return s, CorruptDataError
+
+
+@case
+def shard_index_crc_mismatch():
+    s = make([LE], shape=(8,), chunks=(2,), shards=(8,))
+    corrupt(s, "a/c/0", lambda b: b[:-1] + bytes([b[-1] ^ 1]))
+    return s, ChecksumMismatchError
+
+
+@case
+def shard_shorter_than_index():
+    s = make([LE], shape=(8,), chunks=(2,), shards=(8,))
+    corrupt(s, "a/c/0", lambda b: b[:10])
+    return s, CorruptDataError
+
+
+@case
+def shard_offset_overflow():
+    s = make([LE], shape=(8,), chunks=(2,), shards=(8,))
+
+    def lie(b):
+        index = np.frombuffer(b[-68:-4], "<u8").copy()
+        index[0] = 2**64 - 10
+        index[1] = 20
+        import crc32c
+        return b[:-68] + index.tobytes() + struct.pack("<I", crc32c.crc32c(index.tobytes()))
+    corrupt(s, "a/c/0", lie)
+    return s, CorruptDataError
+
+
+@case
+def huge_declared_chunk():
+    s = MemoryStore()
+    s.set("a/zarr.json", orjson.dumps({
+        "zarr_format": 3, "node_type": "array", "shape": [2**62], "data_type": "float64",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2**60]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0.0, "codecs": [LE]}))
+    return s, ResourceLimitError
+
+
+@case
+def huge_declared_shard_index():
+    s = MemoryStore()
+    s.set("a/zarr.json", orjson.dumps({
+        "zarr_format": 3, "node_type": "array", "shape": [2**40], "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2**40]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1], "codecs": [LE]}}]}))
+    s.set("a/c/0", b"\x00" * 100)
+    return s, ResourceLimitError
+
+
+@case
+def metadata_not_json():
+    s = make([LE])
+    s._values["a/zarr.json"] = b"\xff\xfe{"
+    return s, InvalidMetadataError
+
+
+@case
+def metadata_unknown_codec():
+    s = make([LE])
+    doc = json.loads(s._values["a/zarr.json"])
+    doc["codecs"] = [{"name": "blosc", "configuration": {}}]
+    s._values["a/zarr.json"] = json.dumps(doc).encode()
+    return s, UnsupportedFeatureError
+
+
+@case
+def metadata_deeply_nested():
+    s = make([LE])
+    s._values["a/zarr.json"] = b"[" * 100000 + b"]" * 100000
+    return s, InvalidMetadataError
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_case_raises_library_error_with_location(name):
+    store, error = CASES[name]()
+    with pytest.raises(error) as info:
+        read(store, limits=Limits(max_chunk_bytes=1 << 24, max_read_bytes=1 << 26))
+    assert isinstance(info.value, MolrecError)
+    text = str(info.value)
+    assert "store=<memory>" in text and "node=a" in text
+
+
+def test_errors_name_the_chunk_key():
+    store, _ = CASES["crc_mismatch"]()
+    with pytest.raises(ChecksumMismatchError) as info:
+        read(store)
+    assert info.value.key == "a/c/0" and "key=a/c/0" in str(info.value)
+
+
+def test_huge_selection_refused_before_allocation():
+    store = MemoryStore()
+    a = open_array(store, "a", mode="w", shape=(2**40,), dtype="float64", chunks=(2**20,))
+    with pytest.raises(ResourceLimitError):
+        a[...]
+    assert a[5] == 0.0
+
+
+def test_hostile_zip_names_never_escape(tmp_path):
+    path = tmp_path / "evil.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("zarr.json", b'{"zarr_format":3,"node_type":"group"}')
+        zf.writestr("../escape", b"x")
+    with pytest.raises(CorruptDataError):
+        open_group(path)
+    assert not (tmp_path / "escape").exists()
+
+
+def test_directory_store_never_writes_outside(tmp_path):
+    root = tmp_path / "root"
+    g = open_group(DirectoryStore(root), "w")
+    for name in ["../out", "a/../../out", "..\\out", "a/./b"]:
+        with pytest.raises(InvalidKeyError):
+            g.create_group(name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+
+
+def test_zip_array_corruption_names_store(tmp_path):
+    store = make([LE, {"name": "crc32c"}])
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        for key in store.list(""):
+            data = store.get(key)
+            if key == "a/c/0":
+                data = b"\x00" + data[1:]
+            zf.writestr(key, data)
+    with pytest.raises(ChecksumMismatchError) as info:
+        open_array(ZipStore(path), "a")[...]
+    assert str(path) in str(info.value)

@@ -1,0 +1,86 @@
+"""Store interface: key validation, ranges, positional writes, atomic replace, listing, sync."""
+import os
+
+import pytest
+
+from molrec_raw.errors import InvalidKeyError, ReadOnlyError
+from molrec_raw.zarr import DirectoryStore, MemoryStore
+
+
+@pytest.fixture(params=["memory", "directory"])
+def store(request, tmp_path):
+    return MemoryStore() if request.param == "memory" else DirectoryStore(tmp_path / "root")
+
+
+@pytest.mark.parametrize("key", ["/abs", "../x", "a/../../x", "a\\b", "a//b", "a/", "", "a\x00b", ".", "a/./b",
+                                 "C:/x"])
+def test_hostile_keys_refused_everywhere(store, key, tmp_path):
+    for op in (lambda: store.get(key), lambda: store.set(key, b"x"), lambda: store.write_at(key, 0, b"x"),
+               lambda: store.replace_atomic(key, b"x"), lambda: store.delete(key),
+               lambda: store.get_range(key, 0, 1)):
+        with pytest.raises(InvalidKeyError):
+            op()
+    assert not (tmp_path / "x").exists()
+
+
+def test_get_set_range_delete(store):
+    assert store.get("a/b") is None and store.get_range("a/b", 0, 1) is None
+    store.set("a/b", b"0123456789")
+    assert store.get("a/b") == b"0123456789"
+    assert store.get_range("a/b", 2, 3) == b"234"
+    assert store.get_range("a/b", -4, 4) == b"6789"
+    assert store.get_range("a/b", 8, 10) == b"89"
+    assert store.get_range("a/b", 20, 5) == b""
+    assert store.size("a/b") == 10
+    store.delete("a/b")
+    store.delete("a/b")
+    assert store.get("a/b") is None
+
+
+def test_write_at_is_positional_and_never_truncates(store):
+    store.write_at("f", 0, b"abcdef")
+    store.write_at("f", 2, b"XY")
+    assert store.get("f") == b"abXYef"
+    store.write_at("f", 8, b"Z")
+    assert store.get("f") == b"abXYef\x00\x00Z"
+
+
+def test_replace_atomic_leaves_no_temp_files(store):
+    store.replace_atomic("d/zarr.json", b"{}")
+    store.replace_atomic("d/zarr.json", b"{1}")
+    assert store.get("d/zarr.json") == b"{1}"
+    assert list(store.list("")) == ["d/zarr.json"]
+
+
+def test_list_and_list_dir(store):
+    for key in ["zarr.json", "a/zarr.json", "a/c/0", "a/c/1", "b/x/zarr.json"]:
+        store.set(key, b"1")
+    assert list(store.list("")) == sorted(["zarr.json", "a/zarr.json", "a/c/0", "a/c/1", "b/x/zarr.json"])
+    assert list(store.list("a/")) == ["a/c/0", "a/c/1", "a/zarr.json"]
+    assert store.list_dir("") == (["zarr.json"], ["a", "b"])
+    assert store.list_dir("a/c/") == (["0", "1"], [])
+
+
+def test_listing_hides_stale_temp_files(tmp_path):
+    s = DirectoryStore(tmp_path)
+    s.set("k", b"1")
+    (tmp_path / "k.molrec-tmp.123.1").write_bytes(b"partial")
+    assert list(s.list("")) == ["k"]
+
+
+def test_sync_fsyncs_files_and_directories(tmp_path, monkeypatch):
+    s = DirectoryStore(tmp_path)
+    s.set("a/b", b"1")
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    s.sync(["a/b", "missing"])
+    assert str(tmp_path / "a" / "b") in synced and str(tmp_path / "a") in synced
+
+
+def test_read_only_stores_refuse_writes(tmp_path):
+    for s in (MemoryStore(read_only=True), DirectoryStore(tmp_path, read_only=True)):
+        for op in (lambda: s.set("k", b""), lambda: s.write_at("k", 0, b""), lambda: s.delete("k"),
+                   lambda: s.replace_atomic("k", b"")):
+            with pytest.raises(ReadOnlyError):
+                op()
