@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -57,6 +58,17 @@ def _slice_range(size: int, start: int, length: Optional[int]) -> Tuple[int, int
         start = max(0, size + start)
     end = size if length is None else min(size, start + length)
     return min(start, size), max(end, min(start, size))
+
+
+def list_dir_of_keys(keys: Iterable[str], prefix: str) -> Tuple[List[str], List[str]]:
+    """``list_dir`` for stores that hold a flat key set: immediate (keys, child names)."""
+    _validate_prefix(prefix)
+    names, dirs = set(), set()
+    for k in keys:
+        if k.startswith(prefix):
+            head, sep, _ = k[len(prefix):].partition("/")
+            (dirs if sep else names).add(head)
+    return sorted(names), sorted(dirs)
 
 
 class Store:
@@ -169,13 +181,7 @@ class MemoryStore(Store):
         return iter(sorted(k for k in self._values if k.startswith(prefix)))
 
     def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
-        _validate_prefix(prefix)
-        keys, dirs = set(), set()
-        for k in self._values:
-            if k.startswith(prefix):
-                head, sep, _ = k[len(prefix):].partition("/")
-                (dirs if sep else keys).add(head)
-        return sorted(keys), sorted(dirs)
+        return list_dir_of_keys(self._values, prefix)
 
 
 class DirectoryStore(Store):
@@ -229,7 +235,7 @@ class DirectoryStore(Store):
             st = os.stat(self._path(key))
         except (FileNotFoundError, NotADirectoryError):
             return None
-        return None if os.path.isdir(self._path(key)) else st.st_size
+        return None if stat.S_ISDIR(st.st_mode) else st.st_size
 
     def _makedirs(self, path: str, key: str) -> None:
         try:

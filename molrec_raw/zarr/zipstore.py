@@ -23,7 +23,7 @@ from molrec_raw.errors import (
     StoreError,
     UnsupportedFeatureError,
 )
-from molrec_raw.zarr.store import Store, _slice_range, _validate_prefix, validate_key
+from molrec_raw.zarr.store import Store, _slice_range, _validate_prefix, list_dir_of_keys, validate_key
 
 __all__ = ["ZipStore"]
 
@@ -261,13 +261,7 @@ class ZipStore(Store):
         return iter([k for k in self._keys if k.startswith(prefix)])
 
     def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
-        _validate_prefix(prefix)
-        keys, dirs = set(), set()
-        for k in self._keys:
-            if k.startswith(prefix):
-                head, sep, _ = k[len(prefix):].partition("/")
-                (dirs if sep else keys).add(head)
-        return sorted(keys), sorted(dirs)
+        return list_dir_of_keys(self._keys, prefix)
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
