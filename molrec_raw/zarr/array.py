@@ -17,12 +17,12 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 import numpy as np
 
 from molrec_raw.errors import (
-    CorruptDataError, InvalidValueError, MolrecError, ReadOnlyError, ResourceLimitError,
+    CorruptDataError, InvalidValueError, MolrecError, ResourceLimitError,
 )
-from molrec_raw.zarr.attributes import Attributes
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline, Limits
 from molrec_raw.zarr.indexing import finish, normalize_selection, project, selection_shape
 from molrec_raw.zarr.metadata import ArrayMetadata
+from molrec_raw.zarr.node import Node
 from molrec_raw.zarr.store import Store
 
 __all__ = ["Array"]
@@ -30,20 +30,14 @@ __all__ = ["Array"]
 _STRING_ITEM_BYTES = 16  # memory estimate per element of an object array of str
 
 
-class Array:
+class Array(Node):
     """A Zarr V3 array in a store; numpy basic indexing for reads and writes."""
 
-    def __init__(self, store: Store, path: str, metadata: ArrayMetadata, *,
-                 read_only: bool = False, limits: Limits = Limits(), threads: int = 2) -> None:
-        self.store = store
-        self.path = path
-        self.read_only = read_only or store.read_only
-        self.limits = limits
-        self.threads = threads
+    def __init__(self, store: Store, path: str, metadata: ArrayMetadata, **options: Any) -> None:
+        super().__init__(store, path, **options)
         self._prefix = f"{path}/" if path else ""
         self._pipeline: Optional[CodecPipeline] = None
         self.metadata = metadata
-        self.attrs = Attributes(lambda: self.metadata.attributes, self._save_attributes)
 
     # -- description ------------------------------------------------------
     @property
@@ -62,14 +56,6 @@ class Array:
     def pipeline(self) -> CodecPipeline:
         assert self._pipeline is not None
         return self._pipeline
-
-    @property
-    def name(self) -> str:
-        return "/" + self.path
-
-    @property
-    def basename(self) -> str:
-        return self.path.rsplit("/", 1)[-1]
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -114,13 +100,6 @@ class Array:
     def chunk_key(self, coords: Tuple[int, ...]) -> str:
         """The store key of the chunk (or shard) at grid ``coords``."""
         return self._prefix + self.metadata.chunk_key_encoding.encode(coords)
-
-    def _context(self, exc: MolrecError, key: Optional[str] = None) -> MolrecError:
-        return exc.add_context(store=self.store.describe(), node=self.path, key=key)
-
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise self._context(ReadOnlyError("array is read-only"))
 
     def _check_chunk_size(self, metadata: ArrayMetadata) -> None:
         item = metadata.dtype.itemsize or _STRING_ITEM_BYTES
@@ -216,7 +195,7 @@ class Array:
 
     def _publish(self, metadata: ArrayMetadata) -> None:
         """Write zarr.json by atomic replace, then adopt it in memory."""
-        self.store.replace_atomic(self._prefix + "zarr.json", metadata.to_json())
+        self.store.replace_atomic(self._metadata_key, metadata.to_json())
         self.metadata = metadata
 
     def _save_attributes(self, attributes: Dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from molrec_raw.errors import (
     NodeNotFoundError, ReadOnlyError,
 )
 from molrec_raw.zarr.array import Array
-from molrec_raw.zarr.attributes import Attributes
+from molrec_raw.zarr.node import Node
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline, Limits
 from molrec_raw.zarr.codecs.sharding import DEFAULT_INDEX_CODECS
 from molrec_raw.zarr.dtypes import data_type_for_numpy
@@ -28,7 +28,7 @@ from molrec_raw.zarr.zipstore import ZipStore
 
 __all__ = ["Group", "open_group", "open_array", "open_node", "default_codecs", "as_store"]
 
-Node = Union["Group", Array]
+AnyNode = Union["Group", Array]
 _MODES = ("r", "r+", "a", "w")
 
 
@@ -70,45 +70,24 @@ def as_store(store_or_path: StoreLike, mode: str = "r") -> Store:
     return DirectoryStore(path, read_only=(mode == "r"))
 
 
-class Group:
+class Group(Node):
     """A Zarr V3 group: attributes and children."""
 
-    def __init__(self, store: Store, path: str, metadata: GroupMetadata, *,
-                 read_only: bool = False, limits: Limits = Limits(), threads: int = 2) -> None:
-        self.store = store
-        self.path = path
+    def __init__(self, store: Store, path: str, metadata: GroupMetadata, **options: Any) -> None:
+        super().__init__(store, path, **options)
         self.metadata = metadata
-        self.read_only = read_only or store.read_only
-        self.limits = limits
-        self.threads = threads
-        self.attrs = Attributes(lambda: self.metadata.attributes, self._save_attributes)
-
-    @property
-    def name(self) -> str:
-        return "/" + self.path
-
-    @property
-    def basename(self) -> str:
-        return self.path.rsplit("/", 1)[-1]
 
     def __repr__(self) -> str:
         return f"<Group {self.name} in {self.store.describe()}>"
 
-    def _options(self) -> Dict[str, Any]:
-        return {"read_only": self.read_only, "limits": self.limits, "threads": self.threads}
-
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise ReadOnlyError("group is read-only", store=self.store.describe(), node=self.path)
-
     def _save_attributes(self, attributes: Dict[str, Any]) -> None:
         self._check_writable()
         metadata = GroupMetadata(attributes, self.metadata.extra)
-        self.store.replace_atomic(_join(self.path, "zarr.json"), metadata.to_json())
+        self.store.replace_atomic(self._metadata_key, metadata.to_json())
         self.metadata = metadata
 
     # -- children -----------------------------------------------------------
-    def __getitem__(self, name: str) -> Node:
+    def __getitem__(self, name: str) -> AnyNode:
         path = _join(self.path, name.strip("/"))
         return open_node(self.store, path, **self._options())
 
@@ -135,7 +114,7 @@ class Group:
     def __len__(self) -> int:
         return len(self._member_names())
 
-    def members(self) -> Tuple[Tuple[str, Node], ...]:
+    def members(self) -> Tuple[Tuple[str, AnyNode], ...]:
         """(name, node) of every child, sorted by name."""
         return tuple((name, self[name]) for name in self._member_names())
 
@@ -249,7 +228,7 @@ def _read_metadata(store: Store, path: str) -> Any:
         raise exc.add_context(store=store.describe(), node=path, key=key) from None
 
 
-def open_node(store: Store, path: str, **options: Any) -> Node:
+def open_node(store: Store, path: str, **options: Any) -> AnyNode:
     """Open whatever node lives at ``path``."""
     metadata = _read_metadata(store, path)
     if isinstance(metadata, GroupMetadata):

@@ -5,6 +5,7 @@ import json
 import struct
 import zipfile
 
+import crc32c
 import numpy as np
 import orjson
 import pytest
@@ -130,18 +131,22 @@ def vlen_invalid_utf8():
     return s, CorruptDataError
 
 
-@case
-def shard_index_past_end():
+def lying_shard_index(**entries):
+    """A 4-inner-chunk shard whose index (at the end, CRC fixed up) has ``entries`` overwritten."""
     s = make([LE], shape=(8,), chunks=(2,), shards=(8,))
 
     def lie(b):
         index = np.frombuffer(b[-68:-4], "<u8").copy()
-        index[1] = 10**12
-        body = index.tobytes()
-        import crc32c
-        return b[:-68] + body + struct.pack("<I", crc32c.crc32c(body))
+        for position, value in entries.items():
+            index[int(position[1:])] = value
+        return b[:-68] + index.tobytes() + struct.pack("<I", crc32c.crc32c(index.tobytes()))
     corrupt(s, "a/c/0", lie)
-    return s, CorruptDataError
+    return s
+
+
+@case
+def shard_index_past_end():
+    return lying_shard_index(i1=10**12), CorruptDataError
 
 
 @case
@@ -160,16 +165,7 @@ def shard_shorter_than_index():
 
 @case
 def shard_offset_overflow():
-    s = make([LE], shape=(8,), chunks=(2,), shards=(8,))
-
-    def lie(b):
-        index = np.frombuffer(b[-68:-4], "<u8").copy()
-        index[0] = 2**64 - 10
-        index[1] = 20
-        import crc32c
-        return b[:-68] + index.tobytes() + struct.pack("<I", crc32c.crc32c(index.tobytes()))
-    corrupt(s, "a/c/0", lie)
-    return s, CorruptDataError
+    return lying_shard_index(i0=2**64 - 10, i1=20), CorruptDataError
 
 
 @case

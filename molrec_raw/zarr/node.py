@@ -1,0 +1,49 @@
+"""What arrays and groups share: where they live, how they were opened, their attributes."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from molrec_raw.errors import MolrecError, ReadOnlyError
+from molrec_raw.zarr.attributes import Attributes
+from molrec_raw.zarr.codecs import Limits
+from molrec_raw.zarr.store import Store
+
+
+class Node:
+    """A node at ``path`` in ``store``; ``attrs`` persists through ``_save_attributes``."""
+
+    metadata: Any
+
+    def __init__(self, store: Store, path: str, *, read_only: bool = False,
+                 limits: Limits = Limits(), threads: int = 2) -> None:
+        self.store = store
+        self.path = path
+        self.read_only = read_only or store.read_only
+        self.limits = limits
+        self.threads = threads
+        self.attrs = Attributes(lambda: self.metadata.attributes, self._save_attributes)
+
+    @property
+    def name(self) -> str:
+        return "/" + self.path
+
+    @property
+    def basename(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def _metadata_key(self) -> str:
+        return f"{self.path}/zarr.json" if self.path else "zarr.json"
+
+    def _options(self) -> Dict[str, Any]:
+        return {"read_only": self.read_only, "limits": self.limits, "threads": self.threads}
+
+    def _context(self, exc: MolrecError, key: Optional[str] = None) -> MolrecError:
+        return exc.add_context(store=self.store.describe(), node=self.path, key=key)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise self._context(ReadOnlyError(f"{type(self).__name__.lower()} is read-only"))
+
+    def _save_attributes(self, attributes: Dict[str, Any]) -> None:
+        raise NotImplementedError
