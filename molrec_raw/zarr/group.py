@@ -18,7 +18,7 @@ from molrec_raw.errors import (
     NodeNotFoundError, ReadOnlyError,
 )
 from molrec_raw.zarr.array import Array
-from molrec_raw.zarr.node import Node
+from molrec_raw.zarr.node import Node, drop_stale_consolidation
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline, Limits
 from molrec_raw.zarr.codecs.sharding import DEFAULT_INDEX_CODECS
 from molrec_raw.zarr.dtypes import data_type_for_numpy
@@ -262,7 +262,10 @@ def _delete_tree(store: Store, path: str) -> None:
 
 
 def _ensure_ancestors(store: Store, path: str) -> None:
+    """Before a node is created at ``path``: every ancestor is a group, none holds a
+    consolidated copy that the new node would make stale."""
     parts = path.split("/") if path else []
+    drop_stale_consolidation(store, "/".join(parts[:-1]))
     current = ""
     for part in parts[:-1]:
         current = _join(current, part)

@@ -9,9 +9,9 @@ which orjson refuses; such documents are re-parsed with ``json.loads``.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
+import numpy as np
 import orjson
 
 from molrec_raw.errors import InvalidMetadataError
@@ -20,8 +20,12 @@ _DUMP_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
 
 
 def _find_non_finite(value: Any, path: str) -> str | None:
-    if isinstance(value, float):
-        return None if math.isfinite(value) else path
+    if isinstance(value, (float, np.floating, np.complexfloating)):
+        return None if np.isfinite(value) else path
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "fc" and not np.isfinite(value).all():
+            return path
+        return None
     if isinstance(value, dict):
         for k, v in value.items():
             found = _find_non_finite(v, f"{path}/{k}")

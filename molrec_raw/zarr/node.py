@@ -6,7 +6,27 @@ from typing import Any, Dict, Optional
 from molrec_raw.errors import MolrecError, ReadOnlyError
 from molrec_raw.zarr.attributes import Attributes
 from molrec_raw.zarr.codecs import Limits
+from molrec_raw.zarr.metadata import GroupMetadata, parse_metadata
 from molrec_raw.zarr.store import Store
+
+
+def drop_stale_consolidation(store: Store, path: str) -> None:
+    """Remove ``consolidated_metadata`` from every group from the root down to ``path``.
+
+    zarr-python lists members and shapes from such an inline copy instead of the
+    store (zarr-v3-subset#2.1), so once we change the hierarchy the copy would lie.
+    Cheap when absent: one small read per ancestor, a byte search, no parse.
+    """
+    parts = path.split("/") if path else []
+    for depth in range(len(parts) + 1):
+        group_path = "/".join(parts[:depth])
+        key = f"{group_path}/zarr.json" if group_path else "zarr.json"
+        raw = store.get(key)
+        if raw is None or b"consolidated_metadata" not in raw:
+            continue
+        metadata = parse_metadata(raw)
+        if isinstance(metadata, GroupMetadata):
+            store.replace_atomic(key, metadata.to_json())  # written without the copy
 
 
 class Node:
@@ -22,6 +42,7 @@ class Node:
         self.limits = limits
         self.threads = threads
         self.attrs = Attributes(lambda: self.metadata.attributes, self._save_attributes)
+        self._consolidation_dropped = False
 
     @property
     def name(self) -> str:
@@ -42,8 +63,13 @@ class Node:
         return exc.add_context(store=self.store.describe(), node=self.path, key=key)
 
     def _check_writable(self) -> None:
+        """Every mutation starts here: refuse on read-only nodes, and before the first
+        change drop any consolidated copy of the metadata above this node."""
         if self.read_only:
             raise self._context(ReadOnlyError(f"{type(self).__name__.lower()} is read-only"))
+        if not self._consolidation_dropped:
+            drop_stale_consolidation(self.store, self.path)
+            self._consolidation_dropped = True
 
     def _save_attributes(self, attributes: Dict[str, Any]) -> None:
         raise NotImplementedError

@@ -9,15 +9,20 @@ Every configuration in ``CASES`` is exercised twice:
   same configuration (sharded arrays with its default Morton sub-chunk order), and
   molrec_raw must read it back identically.
 
-Further tests: zip archives both ways, the byte-exact shard vector of
-zarr-v3-subset §7, and tensorstore reads of a dozen of our arrays.  Everything is
-skipped cleanly when zarr-python 3 (resp. tensorstore) is not importable.
+Both directions also compare the codec pipeline each side sees with the intended one.
+Further tests: zip archives both ways, the byte-exact shard vectors of
+zarr-v3-subset §7 (ours and zarr-python's), Morton-ordered shards, zarr-python's
+default pipelines read and then rewritten by us, append/resize, consolidated
+metadata, non-finite attributes, and tensorstore reads of ~20 of our arrays.
+Everything is skipped cleanly when zarr-python 3 (resp. tensorstore) is not
+importable.  Known package bugs are ``xfail(strict=True)`` with the reason.
 """
 from __future__ import annotations
 
+import json
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -26,6 +31,7 @@ import numpy as np
 import pytest
 
 import molrec_raw.zarr as mz
+from molrec_raw.errors import InvalidMetadataError
 
 pytestmark = pytest.mark.interop
 
@@ -37,7 +43,15 @@ pytestmark = pytest.mark.interop
 def zp():
     """zarr-python >= 3, or skip."""
     zarr = pytest.importorskip("zarr")
-    major = int(str(getattr(zarr, "__version__", "0")).split(".")[0] or 0)
+    version = getattr(zarr, "__version__", None)
+    if version is None:
+        # tests/conftest.py puts tests/ on sys.path, so without zarr-python installed
+        # "import zarr" finds the namespace package tests/zarr: not the oracle.
+        import sys
+
+        sys.modules.pop("zarr", None)
+        pytest.skip("zarr-python is not installed ('zarr' resolves to the tests/zarr directory)")
+    major = int(str(version).split(".")[0] or 0)
     if major < 3:
         pytest.skip(f"zarr-python {zarr.__version__} is not 3.x")
     return zarr
@@ -120,6 +134,7 @@ class Case:
     key_encoding: Optional[Dict[str, Any]] = None  # zarr.json form
     expect_keys: Tuple[str, ...] = ()             # chunk keys (relative to the array) that must exist
     absent_keys: Tuple[str, ...] = ()             # chunk keys that must not exist (never written)
+    fortran: bool = False                         # hand the full write over as an F-ordered array
     xfail_a: Optional[str] = None
     xfail_b: Optional[str] = None
 
@@ -193,6 +208,8 @@ CASES: List[Case] = [
     Case("shard-nested-start-zstd", "int32", (8, 8), (4, 4),
          (SHARD((2, 2), [LITTLE, ZSTD(3)], "start"),), shards=(8, 8), index_location="start"),
     Case("shard0d-int16", "int16", (), (), (LITTLE,), shards=(), expect_keys=("c",)),
+    Case("shard-one-inner-larger-than-array", "int32", (3, 2), (8, 8), (LITTLE, CRC), shards=(8, 8),
+         index_location="start", fortran=True),
     # -- missing chunks and fill values ------------------------------------------------------
     Case("missing-nan-float32", "float32", (7, 5), (2, 3), (LITTLE, ZSTD(3)), fill=float("nan"),
          write="partial", absent_keys=("c/2/0", "c/2/1", "c/3/0")),
@@ -209,8 +226,14 @@ CASES: List[Case] = [
     Case("fill-uint32-max", "uint32", (9,), (4,), (LITTLE,), fill=2**32 - 1, write="partial"),
     Case("fill-true-bool", "bool", (7, 5), (2, 3), (LITTLE,), fill=True, write="partial"),
     Case("fill-complex64", "complex64", (9,), (4,), (LITTLE, ZSTD(3)), fill=complex(1.5, -2.0), write="partial"),
+    Case("fill-complex128-nan-neginf", "complex128", (7, 5), (2, 3), (BIG,), fill=complex(float("nan"), float("-inf")),
+         write="partial"),
+    Case("fill-float32-nan-payload", "float32", (9,), (4,), (LITTLE,),
+         fill=np.frombuffer(bytes.fromhex("0100c07f"), "<f4")[0], write="partial"),
+    Case("fill-float16-subnormal", "float16", (9,), (4,), (LITTLE, GZIP(5)), fill=np.float16(6e-8), write="partial"),
     # -- strings ------------------------------------------------------------------------------
     Case("string-unicode-gzip-edge", "string", (7, 3), (2, 2), (VLEN, GZIP(5))),
+    Case("string-fortran-order-write", "string", (4, 3), (4, 3), (VLEN,), fortran=True),
     Case("string-fill-partial", "string", (9,), (2,), (VLEN,), fill="∅ fill", write="partial",
          absent_keys=("c/3",)),
     # -- chunk key encodings --------------------------------------------------------------------
@@ -336,7 +359,7 @@ def write_case(arr: Any, case: Case) -> np.ndarray:
     """Write ``case``'s data through ``arr`` (ours or zarr-python's); return the expected array."""
     data = make_data(case)
     if case.write == "full":
-        arr[...] = data
+        arr[...] = np.asfortranarray(data) if case.fortran else data
         return data
     expected = np.empty(case.shape, dtype=np_dtype(case.dtype))
     expected[...] = default_fill(case)
@@ -377,7 +400,7 @@ def probe_selections(case: Case) -> List[Tuple[Any, ...]]:
     if not case.shape:
         return [()]
     if 0 in case.shape:
-        return [tuple(slice(0, 1) for _ in case.shape)]
+        return [tuple(slice(0, min(1, s)) for s in case.shape)]
     sels = [tuple(slice(0, c) for c in case.chunks)]  # exactly the first (inner) chunk
     sels.append(tuple(slice(1, None, 2) for _ in case.shape))
     sels.append((case.shape[0] - 1,) + tuple(slice(None) for _ in case.shape[1:]))
@@ -456,6 +479,30 @@ def zp_create(zarr: Any, store: Any, case: Case, name: Optional[str] = None) -> 
     return zarr.create_array(**kwargs)
 
 
+def normalize_codecs(codecs: Sequence[Any]) -> List[Dict[str, Any]]:
+    """Codec JSON with defaults spelled out, so two writers' pipelines compare equal."""
+    out = []
+    for codec in json.loads(json.dumps(list(codecs))):  # tuples -> lists
+        name, conf = codec["name"], codec.get("configuration") or {}
+        if name == "bytes":
+            conf = {"endian": conf.get("endian") or "little"}
+        elif name == "sharding_indexed":
+            conf = {"chunk_shape": conf["chunk_shape"], "codecs": normalize_codecs(conf["codecs"]),
+                    "index_codecs": normalize_codecs(conf.get("index_codecs", [LITTLE, CRC])),
+                    "index_location": conf.get("index_location", "end")}
+        out.append({"name": name, "configuration": conf})
+    return out
+
+
+def expected_codecs(case: Case) -> List[Dict[str, Any]]:
+    inner = [dict(c) for c in case.codecs]
+    return normalize_codecs(inner if case.shards is None else [SHARD(case.chunks, inner, case.index_location)])
+
+
+def stored_codecs(array_dir: Path) -> List[Dict[str, Any]]:
+    return normalize_codecs(json.loads((array_dir / "zarr.json").read_bytes())["codecs"])
+
+
 def check_keys(array_dir: Path, case: Case) -> None:
     for key in case.expect_keys:
         assert (array_dir / key).is_file(), f"chunk key {key!r} missing in {sorted(p.name for p in array_dir.iterdir())}"
@@ -471,7 +518,7 @@ def check_fill(actual: Any, case: Case, what: str) -> None:
 # ---------------------------------------------------------------------------
 # direction A: molrec_raw writes, zarr-python reads
 # ---------------------------------------------------------------------------
-def _assert_zp_reads(zarr: Any, za: Any, case: Case, expected: np.ndarray) -> None:
+def _assert_zp_reads(za: Any, case: Case, expected: np.ndarray) -> None:
     assert za.shape == case.shape
     assert za.metadata.to_dict()["data_type"] == case.dtype
     if case.shards is None:
@@ -496,8 +543,11 @@ def test_we_write_zarr_python_reads(zp, tmp_path, case):
     assert_same(arr[...], expected, case.dtype, "our own read-back")
     check_keys(root / case.name, case)
 
+    assert stored_codecs(root / case.name) == expected_codecs(case)
+
     za = zp.open_array(store=str(root), path=case.name, mode="r")
-    _assert_zp_reads(zp, za, case, expected)
+    assert normalize_codecs(za.metadata.to_dict()["codecs"]) == expected_codecs(case)
+    _assert_zp_reads(za, case, expected)
     zg = zp.open_group(store=str(root), mode="r")
     assert zg.attrs.asdict() == {"origin": "molrec_raw"}
     assert_same(zg[case.name][...], expected, case.dtype, "zarr-python read via group")
@@ -527,8 +577,10 @@ def test_zarr_python_writes_we_read(zp, tmp_path, case):
     za = zp_create(zp, zg.store, case)
     expected = write_case(za, case)
     check_keys(root / case.name, case)
+    assert stored_codecs(root / case.name) == expected_codecs(case), "zarr-python wrote another pipeline"
 
     arr = mz.open_array(root, path=case.name)
+    assert normalize_codecs(arr.metadata.to_dict()["codecs"]) == expected_codecs(case)
     _assert_we_read(arr, case, expected)
     group = mz.open_group(root)
     assert group.attrs.asdict() == {"origin": "zarr-python"}
@@ -583,7 +635,7 @@ def test_zip_we_write_zarr_python_reads(zp, tmp_path):
         for (in_sub, cid), exp in expected.items():
             case = BY_ID[cid]
             za = (zg["sub"] if in_sub else zg)[cid]
-            _assert_zp_reads(zp, za, case, exp)
+            _assert_zp_reads(za, case, exp)
     finally:
         store.close()
     # and we read our own zip too
@@ -667,13 +719,13 @@ def test_shard_bytes_match_zarr_python(zp, tmp_path, location):
 
 def test_morton_ordered_shard_is_read(zp, tmp_path):
     """zarr-python's default sub-chunk order is Morton; the index, not the layout, must rule."""
-    data = np.arange(16, dtype=np.uint8).reshape(4, 4)
+    data = np.arange(1, 17, dtype=np.uint8).reshape(4, 4)  # no inner chunk equals the fill value
     za = zp.create_array(store=str(tmp_path / "m.zarr"), name="a", shape=(4, 4), dtype="uint8",
                          chunks=(1, 1), shards=(4, 4), filters=None, compressors=None,
                          serializer=zp.codecs.BytesCodec())
     za[...] = data
     raw = (tmp_path / "m.zarr" / "a" / "c" / "0" / "0").read_bytes()
-    assert list(raw[:6]) == [0, 4, 1, 5, 8, 12], "zarr-python no longer writes Morton order?"
+    assert list(raw[:6]) == [1, 5, 2, 6, 9, 13], "zarr-python no longer writes Morton order?"
     arr = mz.open_array(tmp_path / "m.zarr", path="a")
     np.testing.assert_array_equal(arr[...], data)
     for i in range(4):
@@ -696,3 +748,142 @@ def test_tensorstore_reads_ours(ts, tmp_path, case):
     assert_same(store.read().result(), expected, case.dtype, "tensorstore full read")
     for sel in probe_selections(case):
         assert_same(store[sel].read().result(), expected[sel], case.dtype, f"tensorstore read of {sel}")
+
+
+# ---------------------------------------------------------------------------
+# zarr-python's defaults, and read-modify-write across implementations
+# ---------------------------------------------------------------------------
+ALL_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+              "float16", "float32", "float64", "complex64", "complex128", "string"]
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["unsharded", "sharded"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_zarr_python_defaults_we_read_and_rewrite(zp, tmp_path, dtype, sharded):
+    """zarr-python's default pipeline (``{"name": "bytes"}`` without configuration for 1-byte
+    types, zstd level 0, Morton shards); then we write into its chunks / shards and
+    zarr-python must read the result."""
+    case = Case(f"defaults-{dtype}", dtype, (7, 5), (2, 2), ())
+    data = make_data(case)
+    root = str(tmp_path / "d.zarr")
+    za = zp.create_array(store=root, name="a", shape=case.shape, dtype=str if dtype == "string" else dtype,
+                         chunks=(2, 2), shards=(4, 4) if sharded else None)
+    za[...] = data
+    arr = mz.open_array(root, path="a")
+    assert_same(arr[...], data, dtype, "our read of zarr-python defaults")
+    assert_same(arr[1:6:2, 3], data[1:6:2, 3], dtype, "our strided read")
+
+    ours = mz.open_array(root, path="a", mode="r+")
+    ours[1:4, 2:5] = data[3:6, 0:3]
+    ours[6, 4] = data[0, 0]
+    expected = data.copy()
+    expected[1:4, 2:5] = data[3:6, 0:3]
+    expected[6, 4] = data[0, 0]
+    assert_same(zp.open_array(store=root, path="a", mode="r")[...], expected, dtype, "zarr-python after our RMW")
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["unsharded", "sharded"])
+def test_append_and_resize_zarr_python_reads(zp, tmp_path, sharded):
+    root = tmp_path / "ours.zarr"
+    group = mz.open_group(root, mode="w")
+    arr = group.create_array("a", shape=[3, 2], dtype="float32", chunks=[2, 2], shards=[4, 4] if sharded else None,
+                             codecs=[BIG, ZSTD(3)], fill_value=float("nan"))
+    arr[...] = np.arange(6, dtype=np.float32).reshape(3, 2)
+    arr.append(np.arange(10, 20, dtype=np.float32).reshape(5, 2))
+    arr.append(np.full((8, 3), 7, dtype=np.float32), axis=1)
+    expected = np.concatenate([np.concatenate([np.arange(6).reshape(3, 2), np.arange(10, 20).reshape(5, 2)]),
+                               np.full((8, 3), 7)], axis=1).astype(np.float32)
+    za = zp.open_array(store=str(root), path="a", mode="r")
+    assert za.shape == (8, 5)
+    assert_same(za[...], expected, "float32", "zarr-python after append")
+
+    arr.resize([3, 4])   # shrink: cut-off parts of edge chunks must be reset to fill
+    arr.resize([6, 6])   # grow again: nothing stale may reappear
+    expected2 = np.full((6, 6), np.nan, dtype=np.float32)
+    expected2[:3, :4] = expected[:3, :4]
+    assert_same(zp.open_array(store=str(root), path="a", mode="r")[...], expected2, "float32", "zarr-python after resize")
+    assert_same(arr[...], expected2, "float32", "our read after resize")
+
+
+def test_zarr_python_resize_we_read(zp, tmp_path):
+    root = str(tmp_path / "z.zarr")
+    za = zp.create_array(store=root, name="a", shape=(5, 3), dtype="int16", chunks=(2, 2), fill_value=-1)
+    za[...] = np.arange(15, dtype=np.int16).reshape(5, 3)
+    za.resize((7, 4))
+    za[6, 3] = 99
+    assert_same(mz.open_array(root, path="a")[...], za[...], "int16", "our read after zarr-python resize")
+
+
+def test_zarr_python_non_finite_attributes_we_read(zp, tmp_path):
+    """zarr-python writes bare NaN / Infinity tokens in attributes (zarr-v3-subset §11.1)."""
+    root = str(tmp_path / "z.zarr")
+    zp.create_array(store=root, name="a", shape=(2,), dtype="int8",
+                    attributes={"nan": float("nan"), "inf": [float("inf"), -float("inf")], "ok": 1.5})
+    attrs = mz.open_array(root, path="a").attrs.asdict()
+    assert np.isnan(attrs["nan"]) and attrs["inf"] == [np.inf, -np.inf] and attrs["ok"] == 1.5
+
+
+@pytest.mark.parametrize("value", [np.float32("nan"), np.float16("inf"), np.array([1.0, np.nan])],
+                         ids=["float32-nan", "float16-inf", "ndarray-nan"])
+def test_numpy_non_finite_attribute_is_not_silently_nulled(zp, tmp_path, value):
+    root = tmp_path / "ours.zarr"
+    group = mz.open_group(root, mode="w")
+    try:
+        group.create_array("a", shape=[2], dtype="int8", attributes={"x": value})
+    except InvalidMetadataError:
+        return  # refusing, as for a Python float NaN, is the documented behaviour (jsonio.dumps)
+    seen = zp.open_array(store=str(root), path="a", mode="r").attrs["x"]
+    expected = np.asarray(value, dtype=np.float64)
+    assert seen is not None and None not in np.ravel(np.asarray(seen, dtype=object)).tolist(), (
+        f"{value!r} was written as {seen!r}")
+    np.testing.assert_array_equal(np.asarray(seen, dtype=np.float64), expected)
+
+
+def test_child_added_to_consolidated_group_is_visible_to_zarr_python(zp, tmp_path):
+    import warnings
+
+    root = str(tmp_path / "c.zarr")
+    zg = zp.open_group(store=root, mode="w")
+    zg.create_array("x", shape=(2,), dtype="int8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zp.consolidate_metadata(root)
+    ours = mz.open_group(root, mode="r+")
+    assert sorted(ours) == ["x"]
+    ours.create_array("y", shape=[2], dtype="int8", fill_value=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        seen = zp.open_group(store=root, mode="r")
+        assert sorted(seen.array_keys()) == ["x", "y"]
+        np.testing.assert_array_equal(seen["y"][...], [3, 3])
+
+
+def test_append_in_consolidated_hierarchy_is_visible_to_zarr_python(zp, tmp_path):
+    import warnings
+
+    root = str(tmp_path / "c.zarr")
+    zg = zp.open_group(store=root, mode="w")
+    zg.create_array("x", shape=(2,), dtype="int8", chunks=(2,))[...] = [1, 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zp.consolidate_metadata(root)
+    mz.open_group(root, mode="r+")["x"].append(np.array([3, 4], dtype="int8"))
+    np.testing.assert_array_equal(mz.open_array(root, path="x")[...], [1, 2, 3, 4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_array_equal(zp.open_group(store=root, mode="r")["x"][...], [1, 2, 3, 4])
+
+
+def test_consolidated_group_we_read(zp, tmp_path):
+    import warnings
+
+    root = str(tmp_path / "c.zarr")
+    zg = zp.open_group(store=root, mode="w", attributes={"a": 1})
+    x = zg.create_group("sub").create_array("x", shape=(4,), dtype="int32", chunks=(2,))
+    x[...] = [1, 2, 3, 4]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zp.consolidate_metadata(root)
+    group = mz.open_group(root)
+    assert group.attrs.asdict() == {"a": 1}
+    np.testing.assert_array_equal(group["sub"]["x"][...], [1, 2, 3, 4])
