@@ -91,7 +91,13 @@ TS_NOSYNC = {"file_io_sync": False}
 
 # --------------------------------------------------------------------------- helpers
 class Workspace:
-    """Fresh directories under one temporary root; removed at the end unless kept."""
+    """Fresh directories under one temporary root; removed at the end unless kept.
+
+    Nothing is deleted while timing runs: removing the previous store right before a
+    timed step slowed that step 3-5x on the reference machine (ext4 mounted with
+    ``discard``, so deletions likely cost TRIM/journal work in the background; metadata
+    create went from ~0.5 s to 2-3 s).  A full run keeps about 1 GB until the end.
+    """
 
     def __init__(self, parent: Optional[str], keep: bool) -> None:
         if parent:
@@ -103,10 +109,6 @@ class Workspace:
     def fresh(self, label: str) -> str:
         self._n += 1
         return os.path.join(self.root, f"{self._n:04d}-{label}")
-
-    @staticmethod
-    def remove(path: str) -> None:
-        shutil.rmtree(path, ignore_errors=True)
 
     def close(self) -> None:
         if not self.keep:
@@ -120,10 +122,12 @@ def quiesce() -> None:
     gc.collect()
 
 
-def timed(fn: Callable[[], Any]) -> Tuple[float, Any]:
-    t0 = time.perf_counter()
+def timed(fn: Callable[[], Any]) -> Tuple[float, float, Any]:
+    """(wall seconds, process CPU seconds over all threads, result) of one call."""
+    c0, t0 = time.process_time(), time.perf_counter()
     out = fn()
-    return time.perf_counter() - t0, out
+    t1, c1 = time.perf_counter(), time.process_time()
+    return t1 - t0, c1 - c0, out
 
 
 def tree_bytes(path: str) -> int:
@@ -144,6 +148,21 @@ def version_of(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "?"
+
+
+def molrec_revision() -> str:
+    """The git commit of the package under test, and whether molrec_raw/ differs from it."""
+    import subprocess
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(mz.__file__)))
+    try:
+        head = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--", "molrec_raw"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head}{' + uncommitted changes' if dirty else ''}"
 
 
 def bulk_data(n: int) -> np.ndarray:
@@ -371,18 +390,21 @@ def check_meta(result: Tuple[Readback, Dict[str, Any]], plan: Any, with_groups: 
 class Results:
     def __init__(self) -> None:
         self.times: Dict[str, Dict[str, List[float]]] = {}
+        self.cpu: Dict[str, Dict[str, List[float]]] = {}
         self.notes: List[str] = []
         self.info: Dict[str, Any] = {}
 
-    def add(self, case: str, lib: str, seconds: float) -> None:
+    def add(self, case: str, lib: str, seconds: float, cpu: float) -> None:
         self.times.setdefault(case, {}).setdefault(lib, []).append(seconds)
+        self.cpu.setdefault(case, {}).setdefault(lib, []).append(cpu)
 
-    def median(self, case: str, lib: str) -> Optional[float]:
-        values = self.times.get(case, {}).get(lib)
-        return statistics.median(values) if values else None
+    def median(self, case: str, lib: str, cpu: bool = False, best: bool = False) -> Optional[float]:
+        """Median (or, with ``best``, minimum) of the wall (or CPU) times."""
+        values = (self.cpu if cpu else self.times).get(case, {}).get(lib)
+        return (min(values) if best else statistics.median(values)) if values else None
 
-    def ratio(self, case: str, peer: str) -> Optional[float]:
-        ours, theirs = self.median(case, OURS), self.median(case, peer)
+    def ratio(self, case: str, peer: str, cpu: bool = False, best: bool = False) -> Optional[float]:
+        ours, theirs = self.median(case, OURS, cpu, best), self.median(case, peer, cpu, best)
         return None if ours is None or theirs is None or ours == 0 else theirs / ours
 
 
@@ -438,7 +460,6 @@ def warm_up(ws: Workspace, libs: List[str], fsync: bool) -> None:
         else:
             ts_bulk_write(path, small, fsync)
             ts_bulk_read(path)
-        ws.remove(path)
 
 
 def run_bulk(res: Results, ws: Workspace, n: int, repeats: int, libs: List[str], fsync: bool) -> None:
@@ -459,19 +480,17 @@ def run_bulk(res: Results, ws: Workspace, n: int, repeats: int, libs: List[str],
             path = ws.fresh(f"bulk-{chain}-{lib}")
             wcase, rcase = (BULK_W, BULK_R) if chain == "shuffle" else (BULK_W0, BULK_R0)
             quiesce()
-            seconds, _ = timed(lambda: write(path))
-            res.add(wcase, lib, seconds)
+            seconds, cpu, _ = timed(lambda: write(path))
+            res.add(wcase, lib, seconds, cpu)
             quiesce()
-            seconds, back = timed(lambda: read(path))
-            res.add(rcase, lib, seconds)
+            seconds, cpu, back = timed(lambda: read(path))
+            res.add(rcase, lib, seconds, cpu)
             if back.shape != data.shape or not np.array_equal(back, data):
                 raise AssertionError(f"bulk {chain} {lib}: read-back differs from the input")
             del back
             res.info["bulk"]["stored_bytes"][f"{lib} [{chain}]"] = tree_bytes(path)
             if rep == 0:
                 first_paths[(chain, lib)] = path
-            else:
-                ws.remove(path)
             print(f"  bulk rep {rep + 1}/{repeats} {lib:<11} [{chain:<7}] "
                   f"write {res.times[wcase][lib][-1]:.3f} s  read {res.times[rcase][lib][-1]:.3f} s", flush=True)
         if rep == 0:
@@ -492,8 +511,6 @@ def run_bulk(res: Results, ws: Workspace, n: int, repeats: int, libs: List[str],
                     raise AssertionError("molrec_raw cannot read tensorstore's bulk array")
                 if not np.array_equal(ts_bulk_read(first_paths[("plain", OURS)]), data):
                     raise AssertionError("tensorstore cannot read molrec_raw's bulk array")
-            for path in first_paths.values():
-                ws.remove(path)
 
 
 def run_meta(res: Results, ws: Workspace, n_groups: int, repeats: int, libs: List[str], fsync: bool) -> None:
@@ -515,18 +532,18 @@ def run_meta(res: Results, ws: Workspace, n_groups: int, repeats: int, libs: Lis
         for lib in creators:
             path = ws.fresh(f"meta-{lib}")
             quiesce()
-            seconds, _ = timed(lambda: creators[lib](path))
-            res.add(META_C, lib, seconds)
+            seconds, cpu, _ = timed(lambda: creators[lib](path))
+            res.add(META_C, lib, seconds, cpu)
             line = f"  meta rep {rep + 1}/{repeats} {lib:<11} create {seconds:.3f} s"
             if lib in members:
                 quiesce()
-                seconds, back = timed(lambda: members[lib](path))
-                res.add(META_M, lib, seconds)
+                seconds, cpu, back = timed(lambda: members[lib](path))
+                res.add(META_M, lib, seconds, cpu)
                 check_meta(back, plan, True, f"{lib} members")
                 line += f"  members {seconds:.3f} s"
             quiesce()
-            seconds, back = timed(lambda: by_name[lib](path))
-            res.add(META_N, lib, seconds)
+            seconds, cpu, back = timed(lambda: by_name[lib](path))
+            res.add(META_N, lib, seconds, cpu)
             check_meta(back, plan, lib != TS, f"{lib} by name")
             line += f"  by-name {seconds:.3f} s"
             res.info["metadata"]["stored_bytes"][lib] = tree_bytes(path)
@@ -535,7 +552,6 @@ def run_meta(res: Results, ws: Workspace, n_groups: int, repeats: int, libs: Lis
                 res.info["metadata"].setdefault("codecs", {})[lib] = chain_of(load_json(os.path.join(first, "zarr.json")))
                 if lib != OURS and not np.array_equal(mz.open_array(first, mode="r")[...], plan[0][2][0][2]):
                     raise AssertionError(f"molrec_raw cannot read {lib}'s metadata-case array")
-            ws.remove(path)
             print(line, flush=True)
     chains = res.info["metadata"].get("codecs", {})
     for lib, chain in chains.items():
@@ -569,16 +585,15 @@ TARGETS = [  # (description, case, peer, minimum ratio)
 ]
 
 
-def table(res: Results) -> str:
+def table(res: Results, cpu: bool = False, best: bool = False) -> str:
     header = ["case", OURS, ZP, TS, "ratio zp/ours", "ratio ts/ours"]
     rows = []
     for case in CASES:
         if case not in res.times:
             continue
         label = case + (" *" if case == META_C and TS in res.times[case] else "")
-        rows.append([label, fmt_time(res.median(case, OURS)), fmt_time(res.median(case, ZP)),
-                     fmt_time(res.median(case, TS)), fmt_ratio(res.ratio(case, ZP)),
-                     fmt_ratio(res.ratio(case, TS))])
+        rows.append([label, *(fmt_time(res.median(case, lib, cpu, best)) for lib in LIBS),
+                     fmt_ratio(res.ratio(case, ZP, cpu, best)), fmt_ratio(res.ratio(case, TS, cpu, best))])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "| " + " | ".join(  # noqa: E731
         c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |"
@@ -599,7 +614,8 @@ def report(res: Results, args: argparse.Namespace) -> str:
     lines = [f"Zarr layer benchmark — {res.info['date']}",
              f"python {platform.python_version()} on {platform.platform()}, {os.cpu_count()} CPU(s); "
              + ", ".join(f"{k} {v}" for k, v in res.info["versions"].items()),
-             f"median of {args.repeats} repetitions; ratio = peer time / molrec_raw time (> 1: molrec_raw faster)",
+             f"median of {args.repeats} repetitions; ratio = peer time / molrec_raw time (> 1: molrec_raw faster); "
+             "on a noisy machine compare ratios over several runs, not single times",
              "", table(res), ""]
     if META_C in res.times and TS in res.times[META_C]:
         lines.append("* tensorstore creates arrays only (it has no group API: no root/group zarr.json, "
@@ -607,7 +623,7 @@ def report(res: Results, args: argparse.Namespace) -> str:
     lines.append("Bulk [shuffle chain] = bytes + numcodecs.shuffle(8) + zstd(3) + crc32c (molrec_raw vs zarr-python); "
                  "[no-shuffle chain] = bytes + zstd(3) + crc32c (molrec_raw vs tensorstore, which lacks shuffle).")
     lines.append("Reads are warm-cache (OS caches cannot be dropped here); os.sync() runs before every timed "
-                 "step, outside the timed region.")
+                 "step, outside the timed region; stores are deleted only after the last timing.")
     lines.append("")
     lines.append("Targets:")
     for t in targets(res):
@@ -623,7 +639,16 @@ def report(res: Results, args: argparse.Namespace) -> str:
         lines.append(f"Bulk: {bulk['elements']} float64 = {bulk['raw_bytes'] / 2**20:.0f} MiB raw; stored: "
                      + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in bulk["stored_bytes"].items()))
     lines.append("")
-    lines.append("All repetitions (ms):")
+    lines.append("Secondary: process CPU time (all threads; medians) — less sensitive to I/O stalls and")
+    lines.append("neighbours on a noisy machine, but it counts work, not latency (parallelism hides in it):")
+    lines.append("")
+    lines.append(table(res, cpu=True))
+    lines.append("")
+    lines.append("Secondary: best (minimum) wall time of the repetitions — the least disturbed run of each:")
+    lines.append("")
+    lines.append(table(res, best=True))
+    lines.append("")
+    lines.append("All repetitions, wall (ms):")
     for case in CASES:
         for lib in LIBS:
             values = res.times.get(case, {}).get(lib)
@@ -658,7 +683,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     res = Results()
     res.info["date"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    res.info["versions"] = {"molrec_raw": version_of("molrec-raw"), "numpy": np.__version__}
+    res.info["versions"] = {"molrec_raw": f"{version_of('molrec-raw')} (git {molrec_revision()})",
+                            "numpy": np.__version__}
     libs = [OURS]
     if ZP in args.skip:
         res.notes.append("zarr-python skipped (--skip)")
@@ -713,6 +739,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             "times_seconds": res.times,
             "medians_seconds": {c: {lib: res.median(c, lib) for lib in v} for c, v in res.times.items()},
             "ratios": {c: {p: res.ratio(c, p) for p in (ZP, TS)} for c in res.times},
+            "cpu_seconds": res.cpu,
+            "cpu_medians_seconds": {c: {lib: res.median(c, lib, True) for lib in v} for c, v in res.cpu.items()},
+            "cpu_ratios": {c: {p: res.ratio(c, p, True) for p in (ZP, TS)} for c in res.cpu},
+            "best_ratios": {c: {p: res.ratio(c, p, best=True) for p in (ZP, TS)} for c in res.times},
             "targets": targets(res),
         }
         with open(args.json, "w", encoding="utf-8") as fh:
