@@ -33,11 +33,14 @@ _STRING_ITEM_BYTES = 16  # memory estimate per element of an object array of str
 class Array(Node):
     """A Zarr V3 array in a store; numpy basic indexing for reads and writes."""
 
-    def __init__(self, store: Store, path: str, metadata: ArrayMetadata, **options: Any) -> None:
+    def __init__(self, store: Store, path: str, metadata: ArrayMetadata, *,
+                 pipeline: Optional[CodecPipeline] = None, **options: Any) -> None:
         super().__init__(store, path, **options)
         self._prefix = f"{path}/" if path else ""
-        self._pipeline: Optional[CodecPipeline] = None
-        self.metadata = metadata
+        self._pipeline = pipeline  # reused when the creator already built it
+        self._metadata = metadata
+        if pipeline is None:
+            self.metadata = metadata
 
     # -- description ------------------------------------------------------
     @property
@@ -46,8 +49,8 @@ class Array(Node):
 
     @metadata.setter
     def metadata(self, metadata: ArrayMetadata) -> None:
-        old = getattr(self, "_metadata", None)
-        if old is None or old.codecs != metadata.codecs or old.chunk_shape != metadata.chunk_shape:
+        old = self._metadata
+        if self._pipeline is None or old.codecs != metadata.codecs or old.chunk_shape != metadata.chunk_shape:
             spec = ChunkSpec(metadata.chunk_shape, metadata.dtype, metadata.fill_value, self.limits)
             self._pipeline = CodecPipeline(metadata.codecs, spec)
         self._metadata = metadata

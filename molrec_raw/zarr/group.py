@@ -100,13 +100,13 @@ class Group(Node):
     def __contains__(self, name: str) -> bool:
         return self.get(name) is not None
 
+    def _child_dirs(self) -> List[str]:
+        """Sub-prefixes that may be children (``__`` prefixes are reserved, §1)."""
+        _, dirs = self.store.list_dir(f"{self.path}/" if self.path else "")
+        return [d for d in dirs if not d.startswith("__")]
+
     def _member_names(self) -> List[str]:
-        prefix = f"{self.path}/" if self.path else ""
-        _, dirs = self.store.list_dir(prefix)
-        return [
-            d for d in dirs
-            if not d.startswith("__") and self.store.size(f"{prefix}{d}/zarr.json") is not None
-        ]
+        return [d for d in self._child_dirs() if self.store.size(_join(_join(self.path, d), "zarr.json")) is not None]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._member_names())
@@ -115,8 +115,14 @@ class Group(Node):
         return len(self._member_names())
 
     def members(self) -> Tuple[Tuple[str, AnyNode], ...]:
-        """(name, node) of every child, sorted by name."""
-        return tuple((name, self[name]) for name in self._member_names())
+        """(name, node) of every child, sorted by name (one metadata read per child)."""
+        found = []
+        for name in self._child_dirs():
+            try:
+                found.append((name, self[name]))
+            except NodeNotFoundError:  # a directory without zarr.json is not a node
+                pass
+        return tuple(found)
 
     def groups(self) -> Iterator[Tuple[str, "Group"]]:
         return ((n, m) for n, m in self.members() if isinstance(m, Group))
@@ -146,7 +152,7 @@ class Group(Node):
         path = self._prepare_child(name, overwrite)
         metadata = GroupMetadata(dict(attributes or {}))
         self.store.set(_join(path, "zarr.json"), metadata.to_json())
-        return Group(self.store, path, metadata, **self._options())
+        return _created(Group(self.store, path, metadata, **self._options()))
 
     def require_group(self, name: str) -> "Group":
         node = self.get(name)
@@ -168,7 +174,7 @@ class Group(Node):
         """Create an array.  ``codecs`` is the (inner) pipeline as zarr.json codec objects;
         with ``shards`` the array is sharded: the grid uses ``shards`` and each shard holds
         ``chunks``-shaped inner chunks."""
-        metadata = build_array_metadata(
+        metadata, pipeline = build_array_metadata(
             shape=shape, dtype=dtype, chunks=chunks, shards=shards, codecs=codecs,
             fill_value=fill_value, attributes=attributes, dimension_names=dimension_names,
             chunk_key_encoding=chunk_key_encoding, shard_index_location=shard_index_location,
@@ -176,7 +182,7 @@ class Group(Node):
         )
         path = self._prepare_child(name, overwrite)
         self.store.set(_join(path, "zarr.json"), metadata.to_json())
-        return Array(self.store, path, metadata, **self._options())
+        return _created(Array(self.store, path, metadata, pipeline=pipeline, **self._options()))
 
 
 def build_array_metadata(
@@ -184,8 +190,8 @@ def build_array_metadata(
     codecs: Optional[List[Any]], fill_value: Any, attributes: Optional[Dict[str, Any]],
     dimension_names: Optional[Sequence[Optional[str]]], chunk_key_encoding: Optional[Dict[str, Any]],
     shard_index_location: str, limits: Limits,
-) -> ArrayMetadata:
-    """Validate a caller's array description and return its canonical metadata."""
+) -> Tuple[ArrayMetadata, CodecPipeline]:
+    """Validate a caller's array description; return its canonical metadata and pipeline."""
     dtype_ = data_type_for_numpy(dtype)
     shape_t = tuple(int(s) for s in shape)
     chunks_t = tuple(int(c) for c in (chunks if chunks is not None else [max(1, s) for s in shape_t]))
@@ -204,17 +210,19 @@ def build_array_metadata(
     else:
         grid, top = chunks_t, inner
     fill = dtype_.coerce_fill(fill_value)
-    try:
-        spec = ChunkSpec(grid, dtype_, fill, limits)
-        canonical = CodecPipeline(top, spec).to_json()
-    except MolrecError:
-        raise
+    pipeline = CodecPipeline(top, ChunkSpec(grid, dtype_, fill, limits))
     encoding = ChunkKeyEncoding.from_json(chunk_key_encoding or {"name": "default"})
     names = None if dimension_names is None else tuple(dimension_names)
     return ArrayMetadata(
-        shape=shape_t, dtype=dtype_, chunk_shape=grid, fill_value=fill, codecs=tuple(canonical),
+        shape=shape_t, dtype=dtype_, chunk_shape=grid, fill_value=fill, codecs=tuple(pipeline.to_json()),
         chunk_key_encoding=encoding, attributes=dict(attributes or {}), dimension_names=names,
-    )
+    ), pipeline
+
+
+def _created(node: AnyNode) -> AnyNode:
+    """A node we just created: its ancestors were cleared of consolidated copies already."""
+    node._consolidation_dropped = True
+    return node
 
 
 def _read_metadata(store: Store, path: str) -> Any:
@@ -292,7 +300,7 @@ def open_group(store_or_path: StoreLike, mode: str = "r", *, path: str = "",
     _ensure_ancestors(store, path)
     metadata = GroupMetadata(dict(attributes or {}))
     store.set(_join(path, "zarr.json"), metadata.to_json())
-    return Group(store, path, metadata, **options)
+    return _created(Group(store, path, metadata, **options))
 
 
 def open_array(store_or_path: StoreLike, path: str = "", mode: str = "r", *,
@@ -310,7 +318,7 @@ def open_array(store_or_path: StoreLike, path: str = "", mode: str = "r", *,
         return node
     if not create:
         raise InvalidValueError("creating an array needs shape, dtype, ... keywords")
-    metadata = build_array_metadata(
+    metadata, pipeline = build_array_metadata(
         shape=create.pop("shape"), dtype=create.pop("dtype"), chunks=create.pop("chunks", None),
         shards=create.pop("shards", None), codecs=create.pop("codecs", None),
         fill_value=create.pop("fill_value", None), attributes=create.pop("attributes", None),
@@ -325,4 +333,4 @@ def open_array(store_or_path: StoreLike, path: str = "", mode: str = "r", *,
     _delete_tree(store, path)
     _ensure_ancestors(store, path)
     store.set(_join(path, "zarr.json"), metadata.to_json())
-    return Array(store, path, metadata, **options)
+    return _created(Array(store, path, metadata, pipeline=pipeline, **options))

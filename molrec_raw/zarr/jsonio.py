@@ -41,16 +41,18 @@ def _find_non_finite(value: Any, path: str) -> str | None:
 
 def dumps(document: Any) -> bytes:
     """Serialise deterministically (insertion order kept); refuse non-finite floats."""
-    bad = _find_non_finite(document, "")
-    if bad is not None:
-        raise InvalidMetadataError(
-            f"non-finite float at JSON path {bad or '/'}: JSON cannot hold NaN/Infinity",
-            rule="zarr-v3-subset#3",
-        )
     try:
-        return orjson.dumps(document, option=_DUMP_OPTIONS)
+        out = orjson.dumps(document, option=_DUMP_OPTIONS)
     except TypeError as exc:
         raise InvalidMetadataError(f"value not representable as JSON: {exc}") from None
+    if b"null" in out:  # orjson writes NaN/Infinity as null: only then look closer
+        bad = _find_non_finite(document, "")
+        if bad is not None:
+            raise InvalidMetadataError(
+                f"non-finite float at JSON path {bad or '/'}: JSON cannot hold NaN/Infinity",
+                rule="zarr-v3-subset#3",
+            )
+    return out
 
 
 def loads(data: bytes) -> Any:

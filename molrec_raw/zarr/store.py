@@ -246,10 +246,14 @@ class DirectoryStore(Store):
     def replace_atomic(self, key: str, value: bytes) -> None:
         self._check_writable(key)
         path = self._path(key)
-        self._makedirs(path, key)
         tmp = f"{path}{TEMP_MARKER}{os.getpid()}.{next(self._counter)}"
         try:
-            with open(tmp, "wb") as fh:
+            try:
+                fh = open(tmp, "wb")
+            except FileNotFoundError:  # first value in a new directory
+                self._makedirs(path, key)
+                fh = open(tmp, "wb")
+            with fh:
                 fh.write(value)
             os.replace(tmp, path)
         except OSError as exc:
@@ -266,9 +270,12 @@ class DirectoryStore(Store):
         if offset < 0:
             raise StoreError("negative write offset", store=self.describe(), key=key)
         path = self._path(key)
-        self._makedirs(path, key)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+            except FileNotFoundError:  # first value in a new directory
+                self._makedirs(path, key)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
             try:
                 view = memoryview(value)
                 done = 0

@@ -135,6 +135,9 @@ class CodecPipeline:
         """
         if self.sharding is not None:
             return self.sharding.write(reader, local, value, extent)
+        if value.shape == self.spec.shape and covers(local, self.spec.shape):
+            chunk = value  # the whole chunk: no fill buffer, no copy
+            return None if is_all_fill(chunk, self.spec) else self.encode(chunk)
         chunk = self.spec.fill_chunk()
         if not covers(local, extent):
             data = reader(0, None)

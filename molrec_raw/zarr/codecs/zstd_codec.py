@@ -6,6 +6,7 @@ claims more than the chunk can hold is refused before anything is allocated.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Dict, Mapping, Optional
 
 import zstandard
@@ -21,6 +22,7 @@ class ZstdCodec(BytesBytesCodec):
     def __init__(self, level: int, checksum: bool) -> None:
         self.level = level
         self.checksum = checksum
+        self._local = threading.local()  # compressor objects are not thread-safe
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], spec: ChunkSpec) -> "ZstdCodec":
@@ -35,10 +37,11 @@ class ZstdCodec(BytesBytesCodec):
         return {"name": "zstd", "configuration": {"level": self.level, "checksum": self.checksum}}
 
     def encode(self, data: Buffer) -> Buffer:
-        # A compressor object is not thread-safe; one per call costs microseconds.
-        compressor = zstandard.ZstdCompressor(
-            level=self.level, write_checksum=self.checksum, write_content_size=True
-        )
+        compressor = getattr(self._local, "compressor", None)
+        if compressor is None:
+            compressor = self._local.compressor = zstandard.ZstdCompressor(
+                level=self.level, write_checksum=self.checksum, write_content_size=True
+            )
         return compressor.compress(data)
 
     def decode(self, data: Buffer, expected_size: Optional[int], limit: int) -> Buffer:
