@@ -102,9 +102,17 @@ class BytesBytesCodec(Codec):
     def encode(self, data: Buffer) -> Buffer:
         raise NotImplementedError
 
+    # True when ``decode`` returns a view of its input (no copy worth avoiding).
+    decodes_to_view: ClassVar[bool] = False
+
     def decode(self, data: Buffer, expected_size: Optional[int], limit: int) -> Buffer:
         """Decode; the output must be ``expected_size`` bytes when known, else ≤ ``limit``."""
         raise NotImplementedError
+
+    def decode_into(self, data: Buffer, target: memoryview) -> None:
+        """Decode into ``target``, which the output must fill exactly (fixed-size chains)."""
+        result = self.decode(data, len(target), len(target))
+        np.frombuffer(target, np.uint8)[:] = np.frombuffer(result, np.uint8)
 
 
 _REGISTRY: Dict[str, Type[Codec]] = {}

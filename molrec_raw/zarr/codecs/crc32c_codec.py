@@ -16,6 +16,7 @@ def crc32c_of(data: Buffer) -> int:
 @register
 class Crc32cCodec(BytesBytesCodec):
     name = "crc32c"
+    decodes_to_view = True
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], spec: ChunkSpec) -> "Crc32cCodec":

@@ -11,6 +11,7 @@ needs, at any nesting depth.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -83,6 +84,12 @@ class CodecPipeline:
         self._sizes: List[Optional[int]] = [array_bytes.encoded_size()]
         for codec in self.bytes_codecs:
             self._sizes.append(codec.encoded_size(self._sizes[-1]))
+        # Fixed-size chains of plain little-endian bytes can decode straight into the result.
+        self._direct = (
+            not self.array_codecs and array_bytes.name == "bytes"
+            and getattr(array_bytes, "_stored", None) == spec.dtype.numpy
+        )
+        self._scratch = threading.local()
         # Partial reads go through the sharding codec only when it stands alone (zarr-v3-subset#7).
         self.sharding = array_bytes if (
             getattr(array_bytes, "partial_reads", False) and not self.array_codecs and not self.bytes_codecs
@@ -113,6 +120,29 @@ class CodecPipeline:
             chunk = codec.decode(chunk)
         return chunk
 
+    def decode_into(self, data: Buffer, out: np.ndarray) -> None:
+        """Decode a whole chunk into ``out`` (C-contiguous, chunk shape, native dtype);
+        intermediate steps reuse one per-thread scratch buffer instead of allocating."""
+        target = memoryview(out.reshape(-1).view(np.uint8))
+        steps = list(zip(reversed(self.bytes_codecs), reversed(self._sizes[:-1])))
+        for position, (codec, size) in enumerate(steps):
+            if position == len(steps) - 1:
+                codec.decode_into(data, target)
+                return
+            if codec.decodes_to_view:
+                data = codec.decode(data, size, self.spec.limits.max_chunk_bytes)
+            else:
+                scratch = getattr(self._scratch, "buffer", None)
+                if scratch is None or len(scratch) != size:
+                    scratch = self._scratch.buffer = memoryview(np.empty(size, np.uint8))
+                codec.decode_into(data, scratch)
+                data = scratch
+        if len(data) != len(target):
+            raise CorruptDataError(
+                f"bytes codec: chunk has {len(data)} bytes, expected {len(target)}", rule="zarr-v3-subset#5.1"
+            )
+        target[:] = memoryview(data).cast("B")
+
     # -- selections -------------------------------------------------------
     def read_into(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray) -> None:
         """Fill ``out`` with ``chunk[local]``; a missing value reads as the fill value."""
@@ -122,6 +152,9 @@ class CodecPipeline:
         data = reader(0, None)
         if data is None:
             out[...] = self.spec.fill_value
+        elif (self._direct and out.shape == self.spec.shape and out.flags.c_contiguous
+              and out.dtype == self.spec.dtype.numpy and covers(local, self.spec.shape)):
+            self.decode_into(data, out)
         else:
             out[...] = self.decode(data)[local]
 

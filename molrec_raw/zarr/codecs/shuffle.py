@@ -43,11 +43,20 @@ class ShuffleCodec(BytesBytesCodec):
         return np.ascontiguousarray(raw.reshape(-1, self.elementsize).T).reshape(-1)
 
     def decode(self, data: Buffer, expected_size: Optional[int], limit: int) -> Buffer:
+        out = np.empty(memoryview(data).nbytes, dtype=np.uint8)
+        self.decode_into(data, memoryview(out))
+        return out
+
+    def decode_into(self, data: Buffer, target: memoryview) -> None:
         raw = self._check(data, CorruptDataError)
+        out = np.frombuffer(target, np.uint8)
+        if raw.size != out.size:
+            raise CorruptDataError(
+                f"numcodecs.shuffle: {raw.size} bytes where the chunk needs {out.size}", rule="zarr-v3-subset#5.6"
+            )
         if self.elementsize == 1:
-            return raw
+            out[:] = raw
+            return
         # one strided copy per byte plane: about twice as fast as a transposed copy
-        out = np.empty_like(raw)
         for j, plane in enumerate(raw.reshape(self.elementsize, -1)):
             out[j::self.elementsize] = plane
-        return out

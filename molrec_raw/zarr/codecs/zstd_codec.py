@@ -74,3 +74,28 @@ class ZstdCodec(BytesBytesCodec):
                 rule="zarr-v3-subset#5.4",
             )
         return out
+
+    def decode_into(self, data: Buffer, target: memoryview) -> None:
+        """Decompress straight into ``target`` (no intermediate buffer)."""
+        size = len(target)
+        try:
+            declared = zstandard.frame_content_size(data)
+            if declared > size:
+                raise CorruptDataError(
+                    f"zstd frame declares {declared} bytes, more than the {size} the chunk holds",
+                    rule="zarr-v3-subset#5.4",
+                )
+            reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+            filled = 0
+            while filled < size:
+                got = reader.readinto(target[filled:])
+                if not got:
+                    break
+                filled += got
+            extra = reader.read(1)
+        except zstandard.ZstdError as exc:
+            raise CorruptDataError(f"zstd: {exc}", rule="zarr-v3-subset#5.4") from None
+        if filled != size or extra:
+            raise CorruptDataError(
+                f"zstd: decompressed size differs from the chunk's {size} bytes", rule="zarr-v3-subset#5.4"
+            )
