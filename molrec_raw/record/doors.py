@@ -1,0 +1,166 @@
+"""Whole-record doors (names as in the reference implementation, molrs 0.16).
+
+A record is a ``*.mrec`` directory whose root is a Zarr V3 group; readers also open a
+``*.mrec.zip``.  Writers build the record beside the target and swap it in, so an
+existing record is never half-replaced, and they never delete anything that is not a
+record or an empty directory.  Write order: root ``zarr.json``, ``meta/`` (caller's
+document with ``molrec_version`` stamped), then the sections (root-layout invariant 6).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+from molrec_raw.errors import NodeNotFoundError, SpecViolationError, StoreError
+from molrec_raw.record import documents
+from molrec_raw.record.frame_io import RowsOf, read_frame_group, write_frame_group
+from molrec_raw.record.model import Frame
+from molrec_raw.record.violations import Violation, refuse
+from molrec_raw.zarr import Group, Store, open_group
+
+__all__ = [
+    "write_mrec_frame", "write_mrec_system", "read_mrec_frame", "read_mrec_system",
+    "read_mrec_meta", "section_names", "check_record_path", "open_record",
+]
+
+PathLike = Union[str, os.PathLike]
+_FRAME_SECTIONS = ("frame", "system")
+
+
+def check_record_path(path: PathLike) -> Path:
+    """A record path must not be named ``*.zarr`` / ``*.zarr.zip``: that names a generic Zarr
+    store, and tools discover records by the ``*.mrec`` suffix (root-layout invariant 1)."""
+    p = Path(path)
+    name = p.name.lower()
+    if name.endswith(".zarr") or name.endswith(".zarr.zip"):
+        raise SpecViolationError(
+            f"{p.name!r}: a MolRec record is a '*.mrec' directory (or '*.mrec.zip'); "
+            "'.zarr' names a plain Zarr store, and tools find records by the .mrec suffix",
+            rule="root-layout#1",
+        )
+    return p
+
+
+def open_record(path: PathLike) -> Group:
+    """Open a record's root group read-only (directory or zip) and check its version."""
+    root = open_group(check_record_path(path), mode="r")
+    refuse(documents.check_meta(_meta_attrs(root)))
+    return root
+
+
+def _meta_attrs(root: Group) -> Dict[str, Any]:
+    meta = root.get("meta")
+    return dict(meta.attrs) if isinstance(meta, Group) else {}  # missing meta/ ≡ {} (14.24)
+
+
+def _rows_of(root: Group) -> RowsOf:
+    """Row counts of blocks in the record's frame-shaped sections, for absolute targets."""
+    def rows(section: str, block: str) -> Optional[int]:
+        if section not in _FRAME_SECTIONS:
+            return None
+        node = root.get(f"{section}/{block}")
+        count = node.attrs.get("count") if isinstance(node, Group) else None
+        return count if isinstance(count, int) and not isinstance(count, bool) else (0 if root.get(section) is not None else None)
+    return rows
+
+
+def section_names(path: PathLike) -> List[str]:
+    """The record's root sections (every child group, known or not), sorted."""
+    return [name for name, node in open_record(path).members() if isinstance(node, Group)]
+
+
+def read_mrec_meta(path: PathLike) -> Dict[str, Any]:
+    """The ``meta`` document exactly as stored (not re-stamped; README decision 1)."""
+    return _meta_attrs(open_record(path))
+
+
+def _read_section(path: PathLike, name: str) -> Frame:
+    root = open_record(path)
+    group = root.get(name)
+    if not isinstance(group, Group):
+        raise NodeNotFoundError(f"record has no {name!r} section", store=str(path), node=name)
+    return read_frame_group(group, rows_of=_rows_of(root))
+
+
+def read_mrec_frame(path: PathLike) -> Frame:
+    return _read_section(path, "frame")
+
+
+def read_mrec_system(path: PathLike) -> Frame:
+    return _read_section(path, "system")
+
+
+# -- writing --------------------------------------------------------------------------------
+def _frame_rows_of(sections: Dict[str, Frame]) -> RowsOf:
+    def rows(section: str, block: str) -> Optional[int]:
+        frame = sections.get(section) if section in _FRAME_SECTIONS else None
+        if frame is None:
+            return None
+        return frame.blocks[block].nrows if block in frame.blocks else 0
+    return rows
+
+
+def replace_record(path: PathLike, build: Any) -> Path:
+    """Build a record beside ``path`` with ``build(root_group)``, then swap it in.
+
+    An existing ``path`` is replaced only when it is a record (root zarr.json) or an empty
+    directory; anything else is refused and left untouched.
+    """
+    target = check_record_path(path).absolute()
+    if target.exists() or target.is_symlink():
+        is_record = target.is_dir() and (target / "zarr.json").is_file()
+        if not (is_record or (target.is_dir() and not any(target.iterdir()))):
+            raise StoreError(
+                "refusing to replace: the path exists and is neither a record (no root zarr.json) "
+                "nor an empty directory", store=str(target),
+            )
+    staging = target.with_name(f".{target.name}.molrec-new-{os.getpid()}")
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        root = open_group(staging, mode="w")  # the root zarr.json lands first
+        build(root)
+        root.store.sync(root.store.list(""))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if target.is_dir() and any(target.iterdir()):
+        retired = target.with_name(f".{target.name}.molrec-old-{os.getpid()}")
+        os.replace(target, retired)
+        os.replace(staging, target)
+        shutil.rmtree(retired)
+    else:
+        os.replace(staging, target)
+    return target
+
+
+def write_sections(root: Group, meta: Optional[Dict[str, Any]], sections: Dict[str, Frame],
+                   forcefield: Any = None) -> None:
+    """``meta/`` first, then the frame-shaped sections (system before frame)."""
+    stamped = documents.stamp_meta(meta)
+    refuse(documents.check_finite_json(stamped, "/meta", "frame-and-types#14.41"))
+    refuse(documents.check_meta(stamped, writing=True))
+    root.create_group("meta", attributes=stamped)
+    rows_of = _frame_rows_of(sections)
+    for name in ("system", "frame"):
+        if sections.get(name) is not None:
+            write_frame_group(root, name, sections[name], rows_of=rows_of)
+    if forcefield is not None:
+        from molrec_raw.record.forcefield import write_forcefield_group
+        write_forcefield_group(root, forcefield)
+
+
+def write_mrec_frame(path: PathLike, frame: Frame, system: Optional[Frame] = None,
+                     meta: Optional[Dict[str, Any]] = None, forcefield: Any = None) -> Path:
+    """Write a record holding ``frame`` (and optionally ``system`` and a force field)."""
+    return replace_record(path, lambda root: write_sections(
+        root, meta, {"frame": frame, "system": system}, forcefield))
+
+
+def write_mrec_system(path: PathLike, system: Frame, meta: Optional[Dict[str, Any]] = None,
+                      forcefield: Any = None) -> Path:
+    """Write a record holding ``system`` (and optionally a force field)."""
+    return replace_record(path, lambda root: write_sections(root, meta, {"system": system}, forcefield))

@@ -1,0 +1,319 @@
+"""Frame-shaped groups (``frame/``, ``system/``, ``forcefield/``, producer sections).
+
+frame-and-types §3–§10: the group's attributes are the meta document (typed, with
+``_meta_types``; plain JSON for the force field); each child group is a block with a
+``count``; each block's child arrays are its columns; ``_validity/`` holds masks;
+``box/`` is the cell.  Writing checks everything before the first byte lands;
+reading collects every violation (the doors refuse on the first, ``validate`` lists all).
+"""
+from __future__ import annotations
+
+import re
+from math import prod
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+
+from molrec_raw.record import typed_json
+from molrec_raw.record.columns import COLUMN_DTYPES, EXACT_U64_KEYS, VOCABULARY, ZARR_TO_COLUMN, as_column
+from molrec_raw.record.documents import check_finite_json
+from molrec_raw.record.layout import column_codecs, fixed_extents
+from molrec_raw.record.model import Block, Box, Frame
+from molrec_raw.record.precision import check_precision, round_to_precision
+from molrec_raw.record.violations import Violation, refuse
+from molrec_raw.zarr import Array, Group
+
+__all__ = ["write_frame_group", "read_frame_group", "RowsOf"]
+
+BOX = "box"
+VALIDITY = "_validity"
+META_TYPES = "_meta_types"
+_BLOCK_KEYS = ("count", "structural_shape", "targets")
+_TARGET = re.compile(r"^(/[^/]+/[^/]+|[^/]+)$")
+
+# Resolves an absolute target "/<section>/<block>" to its row count (None: section absent).
+RowsOf = Callable[[str, str], Optional[int]]
+
+
+def _v(rule: str, node: str, message: str) -> Violation:
+    return Violation(f"frame-and-types#{rule}", node, message)
+
+
+# -- checks shared by the writer and the reader ---------------------------------------
+def _check_targets(block: Block, blocks: Dict[str, Block], node: str, rows_of: Optional[RowsOf]) -> Iterable[Violation]:
+    """Row references (§9): syntax, u64[N] columns, existing targets, values in range."""
+    for column, target in block.targets.items():
+        where = f"{node}/{column}"
+        if not isinstance(target, str) or not _TARGET.match(target) or target.startswith("/trajectory/"):
+            yield _v("14.13", where, f"target {target!r} is not '<block>' or '/<section>/<block>' (never /trajectory/)")
+            continue
+        values = block.columns.get(column)
+        if values is None or values.dtype != np.uint64 or values.ndim != 1:
+            yield _v("14.14", where, f"targets names {column!r}, which is not a u64[N] column of the block")
+            continue
+        if target.startswith("/"):
+            _, section, name = target.split("/")
+            limit = rows_of(section, name) if rows_of is not None else None
+            if limit is None:
+                continue  # the section is absent: not checked (§9)
+        else:
+            if target not in blocks:
+                if block.nrows:
+                    yield _v("14.11", where, f"target block {target!r} is missing")
+                continue
+            limit = blocks[target].nrows
+        mask = block.masks.get(column)
+        live = values if mask is None else values[np.asarray(mask, dtype=bool)]
+        if live.size and int(live.max()) >= limit:
+            yield _v("14.12", where, f"row reference {int(live.max())} is not below the target's {limit} rows")
+
+
+def _check_block_shape(block: Block, node: str) -> Iterable[Violation]:
+    count = block.count
+    if count is None or isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+        yield _v("14.5", node, f"count {count!r} is not a non-negative integer (columns disagree?)")
+        return
+    for column, values in block.columns.items():
+        if np.ndim(values) == 0 or np.shape(values)[0] != count:
+            yield _v("14.6", f"{node}/{column}", f"row_count_mismatch: block count={count}, column has "
+                     f"{np.shape(values)[0] if np.ndim(values) else 'no'} rows")
+    shape = block.structural_shape
+    if shape is not None and (not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape) or prod(shape) != count):
+        yield _v("14.7", node, f"structural_shape {list(shape)} does not multiply to count {count}")
+    for column, mask in block.masks.items():
+        where = f"{node}/{VALIDITY}/{column}"
+        if column not in block.columns:
+            yield _v("14.10", where, f"mask for {column!r}, which is not a column of the block")
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_:
+            yield _v("14.8", where, f"mask stored as {mask.dtype}, not bool")
+        elif mask.ndim != 1 or mask.shape[0] != count:
+            yield _v("14.9", where, f"mask of shape {mask.shape} for a block of {count} rows")
+
+
+def _check_box(box: Box, node: str) -> Iterable[Violation]:
+    vectors, origin = np.asarray(box.vectors), np.asarray(box.origin)
+    if vectors.shape != (3, 3) or origin.shape != (3,) or len(tuple(box.boundary)) != 3:
+        yield _v("14.19", node, "box needs vectors 3x3, origin of 3 and boundary of 3")
+    elif vectors.dtype.kind != "f" or vectors.dtype.itemsize != 8 or origin.dtype.itemsize != 8:
+        yield _v("14.19", node, "box vectors and origin must be f64")
+    if not box.defined and any(bool(b) for b in box.boundary):
+        yield _v("14.18", node, "an undefined cell cannot be periodic in any direction")
+
+
+# -- writing ----------------------------------------------------------------------------
+def _prepare_block(name: str, block: Block, node: str) -> Block:
+    """Coerce columns (dtype table, canonical keys) and validate names, before any write."""
+    if name == BOX:
+        refuse([_v("14.31", node, "a block may not be named 'box' (the cell's reserved name)")])
+    columns = {}
+    for column, values in block.columns.items():
+        where = f"{node}/{column}"
+        if column == VALIDITY:
+            refuse([_v("14.32", where, "a column may not be named '_validity'")])
+        columns[column] = as_column(column, values, where)
+        if column in block.precision:
+            refuse(check_precision(block.precision[column], columns[column].dtype, where, write=True))
+    for column in block.precision:
+        if column not in block.columns:
+            refuse([_v("14.34", f"{node}/{column}", "precision declared for a column the block does not have")])
+    clash = [k for k in block.attrs if k in _BLOCK_KEYS]
+    if clash:
+        refuse([_v("5", node, f"block attributes {clash} are set through the Block fields, not attrs")])
+    refuse(check_finite_json(block.attrs, node, "frame-and-types#14.41"))
+    masks = {c: np.asarray(m) for c, m in block.masks.items()}
+    for column, extra in block.column_attrs.items():
+        refuse(check_finite_json(extra, f"{node}/{column}", "frame-and-types#14.41"))
+        if "precision" in extra:
+            refuse([_v("8", f"{node}/{column}", "declare precision through Block.precision")])
+    prepared = Block(columns, masks, dict(block.precision), dict(block.targets),
+                     block.structural_shape, dict(block.attrs), block.count,
+                     {c: dict(a) for c, a in block.column_attrs.items() if c in columns})
+    refuse(_check_block_shape(prepared, node))
+    return prepared
+
+
+def _write_array(group: Group, name: str, values: np.ndarray, *, precision: Optional[float] = None,
+                 attributes: Optional[Dict[str, Any]] = None) -> None:
+    chunks, shards = fixed_extents(values.shape, values.dtype)
+    dtype = str if values.dtype.kind in "OUT" else values.dtype
+    attrs = dict(attributes or {})
+    if precision is not None:
+        values = round_to_precision(values, precision)  # only the stored copy is rounded
+        attrs["precision"] = float(precision)
+    array = group.create_array(name, shape=values.shape, dtype=dtype, chunks=chunks, shards=shards,
+                               codecs=column_codecs(values.dtype, precision is not None), attributes=attrs)
+    if values.size:
+        array[...] = values
+
+
+def write_frame_group(parent: Group, name: str, frame: Frame, *, typed_meta: bool = True,
+                      rows_of: Optional[RowsOf] = None) -> Group:
+    """Write ``frame`` as the frame-shaped group ``parent/name``; refuses before writing."""
+    node = f"{parent.name.rstrip('/')}/{name}"
+    if typed_meta:
+        attrs, meta_types = typed_json.encode_document(frame.meta)
+        if meta_types:
+            attrs[META_TYPES] = meta_types
+    else:
+        refuse(check_finite_json(frame.meta, node, "frame-and-types#14.41"))
+        attrs = dict(frame.meta)
+    blocks = {b: _prepare_block(b, block, f"{node}/{b}") for b, block in frame.blocks.items()}
+    for b, block in blocks.items():
+        refuse(_check_targets(block, blocks, f"{node}/{b}", rows_of))
+    if frame.box is not None:
+        refuse(_check_box(frame.box, f"{node}/{BOX}"))
+    group = parent.create_group(name, attributes=attrs)
+    for b, block in blocks.items():
+        block_attrs: Dict[str, Any] = {"count": int(block.nrows)}
+        if block.structural_shape is not None:
+            block_attrs["structural_shape"] = [int(s) for s in block.structural_shape]
+        if block.targets:
+            block_attrs["targets"] = dict(block.targets)
+        block_attrs.update(block.attrs)
+        block_group = group.create_group(b, attributes=block_attrs)
+        for column, values in block.columns.items():
+            _write_array(block_group, column, values, precision=block.precision.get(column),
+                         attributes=block.column_attrs.get(column))
+        masks = {c: m for c, m in block.masks.items() if not m.all()}  # all-true ≡ no mask
+        if masks:
+            validity = block_group.create_group(VALIDITY)
+            for column, mask in masks.items():
+                _write_array(validity, column, mask)
+    if frame.box is not None:
+        _write_box(group, frame.box)
+    return group
+
+
+def _write_box(group: Group, box: Box) -> None:
+    """§10: vectors always; origin when non-zero; boundary when not all true (always for an
+    undefined cell, whose vectors are the identity); ``cell_defined`` only when false."""
+    box_group = group.create_group(BOX, attributes={} if box.defined else {"cell_defined": False})
+    vectors = np.asarray(box.vectors, dtype=np.float64) if box.defined else np.eye(3)
+    _write_array(box_group, "vectors", vectors)
+    origin = np.asarray(box.origin, dtype=np.float64)
+    if origin.any() or np.signbit(origin).any():
+        _write_array(box_group, "origin", origin)
+    boundary = np.asarray(box.boundary, dtype=bool)
+    if not box.defined or not boundary.all():
+        _write_array(box_group, "boundary", boundary)
+
+
+# -- reading ----------------------------------------------------------------------------
+def _read_column(array: Array, node: str, out: List[Violation]) -> Optional[np.ndarray]:
+    name = array.metadata.dtype.name
+    if name not in ZARR_TO_COLUMN:
+        rule = "14.1" if name in ("float16", "float32") else "14.2"
+        out.append(_v(rule, node, f"Zarr data type {name} is not a column dtype (never widened)"))
+        return None
+    if array.ndim == 0:
+        out.append(_v("14.6", node, "a column needs a leading row axis"))
+        return None
+    return np.asarray(array[...])
+
+
+def _read_block(group: Group, node: str, out: List[Violation]) -> Block:
+    attrs = dict(group.attrs)
+    if "count" not in attrs:
+        out.append(_v("14.4", node, "block group has no 'count' attribute"))
+    count = attrs.pop("count", None)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        if count is not None:
+            out.append(_v("14.5", node, f"count {count!r} is not a non-negative JSON integer"))
+        count = None
+    shape = attrs.pop("structural_shape", None)
+    targets = attrs.pop("targets", None) or {}
+    if not isinstance(targets, dict):
+        out.append(_v("14.13", node, "targets must be an object {column: target}"))
+        targets = {}
+    columns: Dict[str, np.ndarray] = {}
+    precision: Dict[str, float] = {}
+    column_attrs: Dict[str, Dict[str, Any]] = {}
+    masks: Dict[str, np.ndarray] = {}
+    for name, member in group.members():
+        where = f"{node}/{name}"
+        if isinstance(member, Group):
+            if name == VALIDITY:
+                for column, mask in member.arrays():
+                    masks[column] = np.asarray(mask[...]) if mask.ndim else np.asarray([mask[...]])
+            continue  # other sub-groups inside a block are not columns; nothing to read
+        values = _read_column(member, where, out)
+        if values is None:
+            continue
+        extra = dict(member.attrs)
+        if "precision" in extra:
+            p = extra.pop("precision")
+            violations = list(check_precision(p, values.dtype, where))
+            out.extend(violations)
+            if not violations:
+                precision[name] = p
+        canonical = VOCABULARY.get(name)
+        stored = ZARR_TO_COLUMN[member.metadata.dtype.name]
+        if name in EXACT_U64_KEYS and stored != "u64":
+            out.append(_v("14.3", where, f"column {name!r} is stored as {COLUMN_DTYPES[stored]}; the canonical key is u64"))
+        elif canonical is not None and (canonical != stored or values.ndim != 1):
+            out.append(_v("14.3", where, f"column {name!r} is stored as {COLUMN_DTYPES[stored]}{list(values.shape[1:]) or ''}; "
+                          f"the canonical key is {canonical}[N], and a store is not converted on read"))
+        columns[name] = values
+        if extra:
+            column_attrs[name] = extra
+    block = Block(columns, masks, precision, dict(targets),
+                  tuple(shape) if isinstance(shape, list) else shape, attrs, count, column_attrs)
+    if count is not None:
+        out.extend(_check_block_shape(block, node))
+    # normalise: all-true ≡ no mask (§7)
+    block.masks = {c: m for c, m in masks.items() if not (m.dtype == np.bool_ and m.all())}
+    return block
+
+
+def _read_box(group: Group, node: str, out: List[Violation]) -> Box:
+    defined = group.attrs.get("cell_defined", True)
+    if not isinstance(defined, bool):
+        out.append(_v("14.17", node, f"cell_defined {defined!r} is not a JSON boolean"))
+        defined = True
+    parts = {name: np.asarray(member[...]) for name, member in group.arrays()}
+    for name, dtype in (("vectors", "float64"), ("origin", "float64"), ("boundary", "bool")):
+        if name in parts and parts[name].dtype != np.dtype(dtype):
+            out.append(_v("14.19", f"{node}/{name}", f"box {name} stored as {parts[name].dtype}, not {dtype}"))
+    vectors = parts.get("vectors", np.eye(3)) if defined else np.eye(3)
+    origin = parts.get("origin", np.zeros(3))
+    boundary = parts.get("boundary", np.full(3, defined))
+    box = Box(np.asarray(vectors, dtype=np.float64) if vectors.dtype.kind == "f" else vectors,
+              origin, tuple(bool(b) for b in np.ravel(boundary)), defined)
+    out.extend(_check_box(box, node))
+    return box
+
+
+def read_frame_group(group: Group, *, typed_meta: bool = True, out: Optional[List[Violation]] = None,
+                     rows_of: Optional[RowsOf] = None) -> Frame:
+    """Read a frame-shaped group; violations go to ``out`` (refused on the first when None)."""
+    collect: List[Violation] = [] if out is None else out
+    node = group.name.rstrip("/") or "/"
+    attrs = dict(group.attrs)
+    if typed_meta:
+        meta = _decode_meta(attrs, node, collect)
+    else:
+        meta = attrs
+    blocks: Dict[str, Block] = {}
+    box = None
+    for name, member in group.members():
+        if not isinstance(member, Group):
+            continue
+        if name == BOX:
+            box = _read_box(member, f"{node}/{BOX}", collect)
+        else:
+            blocks[name] = _read_block(member, f"{node}/{name}", collect)
+    for name, block in blocks.items():
+        if block.count is not None:
+            collect.extend(_check_targets(block, blocks, f"{node}/{name}", rows_of))
+    if out is None:
+        refuse(collect)
+    return Frame(meta, blocks, box)
+
+
+def _decode_meta(attrs: Dict[str, Any], node: str, out: List[Violation]) -> Dict[str, Any]:
+    violations = list(typed_json.check_document(attrs, node))
+    if violations:
+        out.extend(violations)
+        return {k: v for k, v in attrs.items() if k != META_TYPES}
+    return typed_json.decode_document(attrs, node)

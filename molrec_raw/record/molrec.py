@@ -1,0 +1,139 @@
+"""The whole record: ``MolRec``, ``read_mrec``, ``write_mrec`` and ``validate``.
+
+Sections this layer understands are decoded into the model; every other root section
+(including, until their layers exist, ``trajectory`` and ``metrics``) is carried as its raw
+store values and written back byte for byte (root-layout rule 5: preserve the unknown).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from molrec_raw.errors import MolrecError, SpecViolationError
+from molrec_raw.record import documents
+from molrec_raw.record.doors import PathLike, _meta_attrs, _rows_of, check_record_path, replace_record, write_sections
+from molrec_raw.record.forcefield import ForceFieldSection, read_forcefield_group
+from molrec_raw.record.frame_io import read_frame_group
+from molrec_raw.record.model import Frame
+from molrec_raw.record.observables import Observable, read_observables_group, write_observables_group
+from molrec_raw.record.violations import Violation, refuse
+from molrec_raw.zarr import Group, open_group
+
+__all__ = ["MolRec", "read_mrec", "write_mrec", "validate"]
+
+_DOCUMENTS = ("status", "method")
+_KNOWN = ("meta", "status", "method", "frame", "system", "forcefield", "observables")
+
+
+@dataclass
+class MolRec:
+    """A whole record.  ``raw_sections`` maps a section this layer does not interpret to its
+    store values (key relative to the record root → bytes), written back unchanged."""
+
+    meta: Dict[str, Any] = field(default_factory=dict)
+    status: Optional[Dict[str, Any]] = None
+    method: Optional[Dict[str, Any]] = None
+    frame: Optional[Frame] = None
+    system: Optional[Frame] = None
+    forcefield: Optional[ForceFieldSection] = None
+    observables: Dict[str, Observable] = field(default_factory=dict)
+    raw_sections: Dict[str, Dict[str, bytes]] = field(default_factory=dict)
+
+    def section_names(self) -> List[str]:
+        present = {"meta"}
+        for name in ("status", "method", "frame", "system", "forcefield"):
+            if getattr(self, name) is not None:
+                present.add(name)
+        if self.observables:
+            present.add("observables")
+        return sorted(present | set(self.raw_sections))
+
+
+def _raw_section(root: Group, name: str) -> Dict[str, bytes]:
+    store = root.store
+    values = {}
+    for key in store.list(f"{name}/"):
+        value = store.get(key)
+        if value is not None:
+            values[key] = value
+    return values
+
+
+def read_mrec(path: PathLike) -> MolRec:
+    """Read every section; refuse on the first violated reader rule."""
+    root = open_group(check_record_path(path), mode="r")
+    return _read(root, None)
+
+
+def _read(root: Group, out: Optional[List[Violation]]) -> MolRec:
+    collect: List[Violation] = [] if out is None else out
+    meta = _meta_attrs(root)
+    collect.extend(documents.check_meta(meta))
+    if out is None:
+        refuse(collect)
+    rec = MolRec(meta=meta)
+    rows_of = _rows_of(root)
+    names = [name for name, node in root.members() if isinstance(node, Group)]
+    collect.extend(documents.check_sections(names))
+    for name in names:
+        group = root[name]
+        if name in _DOCUMENTS:
+            doc = dict(group.attrs)
+            collect.extend(documents.check_status(doc) if name == "status" else documents.check_method(doc))
+            setattr(rec, name, doc)
+        elif name in ("frame", "system"):
+            setattr(rec, name, read_frame_group(group, out=collect, rows_of=rows_of))
+        elif name == "forcefield":
+            rec.forcefield = read_forcefield_group(group, out=collect)
+        elif name == "observables":
+            rec.observables = read_observables_group(group, out=collect)
+        elif name != "meta":
+            rec.raw_sections[name] = _raw_section(root, name)
+        if out is None:
+            refuse(collect)
+    return rec
+
+
+def write_mrec(path: PathLike, rec: MolRec) -> None:
+    """Write ``rec`` as a record at ``path`` (replacing a record there, safely)."""
+    if not isinstance(rec, MolRec):
+        raise TypeError(f"write_mrec needs a MolRec, got {type(rec).__name__}")
+    refuse(documents.check_sections(rec.section_names()))
+    for name, doc in (("status", rec.status), ("method", rec.method)):
+        if doc is not None:
+            refuse(documents.check_finite_json(doc, f"/{name}", "documents#9.4"))
+            refuse(documents.check_status(doc, writing=True) if name == "status"
+                   else documents.check_method(doc, writing=True))
+    clash = set(rec.raw_sections) & set(_KNOWN)
+    if clash:
+        raise SpecViolationError(f"raw sections {sorted(clash)} have a typed field in MolRec", rule="root-layout#5")
+
+    def build(root: Group) -> None:
+        write_sections(root, rec.meta, {"frame": rec.frame, "system": rec.system}, rec.forcefield)
+        for name in _DOCUMENTS:
+            doc = getattr(rec, name)
+            if doc is not None:
+                root.create_group(name, attributes=doc)
+        if rec.observables:
+            write_observables_group(root, rec.observables)
+        for name, values in sorted(rec.raw_sections.items()):
+            for key, value in values.items():
+                if not key.startswith(f"{name}/"):
+                    raise SpecViolationError(f"raw section {name!r} holds a key outside it: {key!r}")
+                root.store.set(key, value)
+
+    replace_record(path, build)
+
+
+def validate(path: PathLike) -> List[Violation]:
+    """Every violated reader rule of the record at ``path``, without stopping at the first.
+
+    A store that cannot be opened at all (no root group, unreadable metadata) raises.
+    """
+    root = open_group(check_record_path(path), mode="r")
+    out: List[Violation] = []
+    try:
+        _read(root, out)
+    except MolrecError as exc:  # corrupt bytes beneath a rule check: report, do not stop
+        out.append(Violation(exc.rule or type(exc).__name__, exc.node or "/", exc.message))
+    return out
