@@ -48,7 +48,11 @@ def column_dtype_of(array: np.ndarray) -> Optional[str]:
     if dtype.kind in "UT":
         return "string"
     if dtype.kind == "O":
-        return "string" if all(isinstance(v, str) for v in array.ravel().tolist()) else None
+        try:
+            "".join(array.ravel().tolist())  # a C loop that fails on any non-str element
+        except TypeError:
+            return None
+        return "string"
     return _NUMPY_TO_COLUMN.get(dtype.newbyteorder("=") if dtype.byteorder not in "=|" else dtype)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -198,6 +198,16 @@ class ForceFieldSection:
     def validate(self, node: str = "/forcefield") -> List[Violation]:
         """Every violation of documents#9.23–9.31 / #9.35 (as a reader sees the section)."""
         tables, out = _coerced_tables(self.tables, node)
+        for name, block in tables.items():  # what the frame writer would refuse and the checks skip
+            rows = _rows_of(block)
+            if rows is None:
+                out.append(Violation("frame-and-types#14.6", f"{node}/{name}", f"table {name!r}: count {block.count!r} "
+                                     "and the columns' row counts disagree"))
+                continue
+            for column in block.masks:
+                if _valid(block, column, rows) is None:
+                    out.append(Violation("frame-and-types#14.9", f"{node}/{name}/_validity/{column}",
+                                         f"mask of {column!r} is not bool[{rows}]"))
         out.extend(check_forcefield(self.document, tables, node))
         return out
 
@@ -224,7 +234,8 @@ def _same_array(a: Any, b: Any) -> bool:
 
 def blocks_equal(a: Block, b: Block) -> bool:
     """Two tables hold the same bits: columns (dtype, shape, every value — masked rows
-    included), masks (all-true ≡ none), precision, targets, structural_shape, attrs, count."""
+    included), masks (all-true ≡ none), precision, targets, structural_shape, attrs,
+    column attributes, count."""
     def masks(block: Block) -> Dict[str, np.ndarray]:
         return {c: np.asarray(m) for c, m in block.masks.items() if not np.asarray(m).all()}
     ma, mb = masks(a), masks(b)
@@ -232,6 +243,7 @@ def blocks_equal(a: Block, b: Block) -> bool:
             and all(_same_array(a.columns[c], b.columns[c]) for c in a.columns)
             and ma.keys() == mb.keys() and all(_same_array(ma[c], mb[c]) for c in ma)
             and a.precision == b.precision and a.targets == b.targets and a.attrs == b.attrs
+            and a.column_attrs == b.column_attrs
             and (tuple(a.structural_shape) if a.structural_shape is not None else None)
             == (tuple(b.structural_shape) if b.structural_shape is not None else None))
 
@@ -249,7 +261,8 @@ def _coerced_tables(tables: Mapping[str, Block], node: str) -> Tuple[Dict[str, B
             except MolrecError as exc:
                 out.append(Violation(exc.rule or _rule("9.28"), exc.node or f"{node}/{name}/{column}", exc.message))
         coerced[name] = Block(columns, {c: np.asarray(m) for c, m in block.masks.items()}, dict(block.precision),
-                              dict(block.targets), block.structural_shape, dict(block.attrs), block.count)
+                              dict(block.targets), block.structural_shape, dict(block.attrs), block.count,
+                              {c: dict(a) for c, a in block.column_attrs.items()})
     return coerced, out
 
 
@@ -649,7 +662,7 @@ def read_forcefield_group(group: Group, out: Optional[List[Violation]] = None) -
     """
     collect: List[Violation] = [] if out is None else out
     node = group.name.rstrip("/") or "/"
-    frame, _column_attrs = read_frame_group(group, typed_meta=False, out=collect)
+    frame = read_frame_group(group, typed_meta=False, out=collect)
     if frame.box is not None:
         collect.append(Violation("frame-and-types#14.31", f"{node}/box",
                                  "a force field has no cell: 'box' is not a table name"))

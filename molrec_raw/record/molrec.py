@@ -94,7 +94,7 @@ def _read(root: Group, out: Optional[List[Violation]]) -> MolRec:
     return rec
 
 
-def write_mrec(path: PathLike, rec: MolRec) -> None:
+def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True) -> None:
     """Write ``rec`` as a record at ``path`` (replacing a record there, safely)."""
     if not isinstance(rec, MolRec):
         raise TypeError(f"write_mrec needs a MolRec, got {type(rec).__name__}")
@@ -122,7 +122,7 @@ def write_mrec(path: PathLike, rec: MolRec) -> None:
                     raise SpecViolationError(f"raw section {name!r} holds a key outside it: {key!r}")
                 root.store.set(key, value)
 
-    replace_record(path, build)
+    replace_record(path, build, durable)
 
 
 def validate(path: PathLike) -> List[Violation]:

@@ -122,14 +122,20 @@ class Array(Node):
 
         return read
 
-    def _run(self, work: Callable[[Any], None], tasks: List[Any]) -> None:
-        if self.threads > 1 and len(tasks) > 1:
-            with ThreadPoolExecutor(max_workers=self.threads) as pool:
-                for _ in pool.map(work, tasks):
-                    pass
-        else:
+    def _run(self, work: Callable[[Any, Any], None], tasks: List[Any]) -> None:
+        """Run ``work(task, each)`` for every chunk: several chunks share the thread pool;
+        a single sharded chunk hands the pool down to its inner chunks instead."""
+        parallel = self.threads > 1 and (len(tasks) > 1 or (tasks and self.pipeline.sharding is not None))
+        if not parallel:
             for task in tasks:
-                work(task)
+                work(task, map)
+            return
+        with ThreadPoolExecutor(max_workers=self.threads) as pool:
+            if len(tasks) == 1:
+                work(tasks[0], pool.map)
+            else:
+                for _ in pool.map(lambda task: work(task, map), tasks):
+                    pass
 
     # -- reading ------------------------------------------------------------
     def __getitem__(self, selection: Any) -> Any:
@@ -145,11 +151,11 @@ class Array(Node):
         out = np.empty(out_shape, dtype=metadata.dtype.numpy)
         pipeline = self.pipeline
 
-        def work(task: Tuple[Tuple[int, ...], Tuple[Any, ...], Tuple[slice, ...]]) -> None:
+        def work(task: Tuple[Tuple[int, ...], Tuple[Any, ...], Tuple[slice, ...]], each: Any) -> None:
             coords, local, out_sel = task
             key = self.chunk_key(coords)
             try:
-                pipeline.read_into(self._reader(key), local, out[out_sel + (Ellipsis,)])
+                pipeline.read_into(self._reader(key), local, out[out_sel + (Ellipsis,)], each)
             except MolrecError as exc:
                 raise self._context(exc, key) from None
             except (ValueError, TypeError, IndexError, OverflowError, struct.error) as exc:
@@ -179,12 +185,12 @@ class Array(Node):
         shape, chunk_shape = metadata.shape, metadata.chunk_shape
         touched: List[str] = []
 
-        def work(task: Tuple[Tuple[int, ...], Tuple[Any, ...], Tuple[slice, ...]]) -> None:
+        def work(task: Tuple[Tuple[int, ...], Tuple[Any, ...], Tuple[slice, ...]], each: Any) -> None:
             coords, local, out_sel = task
             key = self.chunk_key(coords)
             extent = tuple(min(c, s - k * c) for c, s, k in zip(chunk_shape, shape, coords))
             try:
-                encoded = pipeline.write(self._reader(key), local, data[out_sel + (Ellipsis,)], extent)
+                encoded = pipeline.write(self._reader(key), local, data[out_sel + (Ellipsis,)], extent, each)
                 if encoded is None:
                     self.store.delete(key)
                 else:

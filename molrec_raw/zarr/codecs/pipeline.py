@@ -144,10 +144,11 @@ class CodecPipeline:
         target[:] = memoryview(data).cast("B")
 
     # -- selections -------------------------------------------------------
-    def read_into(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray) -> None:
-        """Fill ``out`` with ``chunk[local]``; a missing value reads as the fill value."""
+    def read_into(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray, each: Any = map) -> None:
+        """Fill ``out`` with ``chunk[local]``; a missing value reads as the fill value.
+        ``each`` maps over a shard's inner chunks (pass a thread pool's ``map``)."""
         if self.sharding is not None:
-            self.sharding.read_into(reader, local, out)
+            self.sharding.read_into(reader, local, out, each)
             return
         data = reader(0, None)
         if data is None:
@@ -159,7 +160,8 @@ class CodecPipeline:
             out[...] = self.decode(data)[local]
 
     def write(
-        self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray, extent: Tuple[int, ...]
+        self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray, extent: Tuple[int, ...],
+        each: Any = map,
     ) -> Optional[Buffer]:
         """New encoded bytes for a chunk after ``chunk[local] = value``; None when all fill.
 
@@ -167,7 +169,7 @@ class CodecPipeline:
         replaces the chunk without reading it (the overhang is reset to fill).
         """
         if self.sharding is not None:
-            return self.sharding.write(reader, local, value, extent)
+            return self.sharding.write(reader, local, value, extent, each)
         if value.shape == self.spec.shape and covers(local, self.spec.shape):
             chunk = value  # the whole chunk: no fill buffer, no copy
             return None if is_all_fill(chunk, self.spec) else self.encode(chunk)

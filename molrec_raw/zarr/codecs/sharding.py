@@ -166,7 +166,9 @@ class ShardingCodec(ArrayBytesCodec):
         return out
 
     # -- partial reads and writes --------------------------------------------
-    def read_into(self, reader: Any, local: Tuple[Local, ...], out: np.ndarray) -> None:
+    def read_into(self, reader: Any, local: Tuple[Local, ...], out: np.ndarray, each: Any = map) -> None:
+        """Decode the selected inner chunks into ``out``; ``each`` maps over them (a thread
+        pool's ``map`` when the caller has one to spare)."""
         touched = list(project(_local_dims(local), self.chunk_shape))
         if len(touched) == self.n_chunks:  # everything is needed: one read of the whole shard
             whole = reader(0, None)
@@ -185,22 +187,26 @@ class ShardingCodec(ArrayBytesCodec):
                 return
             index = self._decode_index(raw, None)
             fetch = reader
-        for coords, inner_local, out_sel in touched:
+        def one(item: Tuple[Tuple[int, ...], Tuple[Local, ...], Tuple[slice, ...]]) -> None:
+            coords, inner_local, out_sel = item
             offset, nbytes = (int(v) for v in index[self._flat(coords)])
             target = out[out_sel + (Ellipsis,)]
             if offset == int(EMPTY):
                 target[...] = self.spec.fill_value
-                continue
+                return
             data = fetch(offset, nbytes)
             if data is None or len(data) != nbytes:
                 raise CorruptDataError(
                     f"inner chunk {list(coords)} ({nbytes} bytes at {offset}) runs past the end of the shard",
                     rule="zarr-v3-subset#7",
                 )
-            self.inner.read_into(lambda s, n, d=data: _slice(d, s, n), inner_local, target)
+            self.inner.read_into(lambda s, n: _slice(data, s, n), inner_local, target)
+
+        for _ in each(one, touched):
+            pass
 
     def write(self, reader: Any, local: Tuple[Local, ...], value: np.ndarray,
-              extent: Tuple[int, ...]) -> Optional[Buffer]:
+              extent: Tuple[int, ...], each: Any = map) -> Optional[Buffer]:
         """Re-encode the touched inner chunks; untouched ones keep their stored bytes."""
         existing: Optional[Buffer] = None
         index = None
@@ -214,16 +220,20 @@ class ShardingCodec(ArrayBytesCodec):
             for i, (offset, nbytes) in enumerate(index.tolist()):
                 if offset != int(EMPTY):
                     encoded[i] = _slice(existing, offset, nbytes)
-        for coords, inner_local, value_sel in project(_local_dims(local), self.chunk_shape):
+        def one(item: Tuple[Tuple[int, ...], Tuple[Local, ...], Tuple[slice, ...]]) -> Tuple[int, Optional[Buffer]]:
+            coords, inner_local, value_sel = item
             i = self._flat(coords)
             inner_extent = tuple(
                 max(0, min(c, e - k * c)) for c, e, k in zip(self.chunk_shape, extent, coords)
             )
             old = encoded[i]
-            encoded[i] = self.inner.write(
-                lambda s, n, d=old: None if d is None else _slice(d, s, n),
+            return i, self.inner.write(
+                lambda s, n: None if old is None else _slice(old, s, n),
                 inner_local, value[value_sel + (Ellipsis,)], inner_extent,
             )
+
+        for i, data in list(each(one, list(project(_local_dims(local), self.chunk_shape)))):
+            encoded[i] = data
         return self._assemble(encoded)
 
 

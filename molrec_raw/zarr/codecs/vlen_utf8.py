@@ -32,17 +32,18 @@ class VlenUtf8Codec(ArrayBytesCodec):
         return {"name": "vlen-utf8", "configuration": {}}
 
     def encode(self, chunk: np.ndarray) -> Buffer:
-        parts = [_U32.pack(self.count)]
-        pack = _U32.pack
+        # C order over the full chunk shape, whatever the memory layout (zarr-python#3558).
+        values = np.asarray(chunk, dtype=object).ravel(order="C").tolist()
         try:
-            # C order over the full chunk shape, whatever the memory layout (zarr-python#3558).
-            for value in np.asarray(chunk, dtype=object).ravel(order="C").tolist():
-                encoded = value.encode("utf-8")
-                parts.append(pack(len(encoded)))
-                parts.append(encoded)
-        except (AttributeError, UnicodeEncodeError) as exc:
+            text = "".join(values)  # also proves every element is a str
+            blob = text.encode("utf-8")
+        except (TypeError, UnicodeEncodeError) as exc:
             raise InvalidValueError(f"string arrays store str values only (valid UTF-8): {exc}") from None
-        return b"".join(parts)
+        if text.isascii():  # one byte per character: lengths without encoding each value
+            lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        else:
+            lengths = np.fromiter((len(v.encode("utf-8")) for v in values), dtype=np.int64, count=len(values))
+        return _interleave(blob, lengths)
 
     def decode(self, data: Buffer) -> np.ndarray:
         raw = bytes(data)
@@ -57,27 +58,73 @@ class VlenUtf8Codec(ArrayBytesCodec):
             )
         if count * 4 > end - 4:
             raise CorruptDataError("vlen-utf8: count larger than the data can hold", rule="zarr-v3-subset#5.7")
-        values = []
-        append = values.append
-        unpack = _U32.unpack_from
-        pos = 4
-        try:
-            for _ in range(count):
-                if pos + 4 > end:
-                    raise CorruptDataError("vlen-utf8: truncated length field", rule="zarr-v3-subset#5.7")
-                (length,) = unpack(raw, pos)
-                pos += 4
-                if pos + length > end:
-                    raise CorruptDataError(
-                        f"vlen-utf8: element length {length} runs past the end of the chunk",
-                        rule="zarr-v3-subset#5.7",
-                    )
-                append(raw[pos:pos + length].decode("utf-8"))
-                pos += length
-        except UnicodeDecodeError as exc:
-            raise CorruptDataError(f"vlen-utf8: invalid UTF-8: {exc}", rule="zarr-v3-subset#5.7") from None
-        if pos != end:
-            raise CorruptDataError(f"vlen-utf8: {end - pos} trailing bytes", rule="zarr-v3-subset#5.7")
-        out = np.empty(count, dtype=object)
-        out[:] = values
+        out = _decode_uniform(raw, count)
+        if out is None:
+            out = _decode_each(raw, count)
         return out.reshape(self.spec.shape)
+
+
+def _interleave(blob: bytes, lengths: np.ndarray) -> Buffer:
+    """``count, (len, bytes)*`` built with numpy scatters instead of a per-element loop."""
+    n = lengths.size
+    out = np.empty(4 + 4 * n + len(blob), dtype=np.uint8)
+    out[:4] = np.frombuffer(_U32.pack(n), np.uint8)
+    if n == 0:
+        return out
+    before = np.cumsum(lengths) - lengths  # blob offset of each value
+    headers = 4 + 4 * np.arange(n, dtype=np.int64) + before
+    out[headers[:, None] + np.arange(4)] = lengths.astype("<u4").view(np.uint8).reshape(n, 4)
+    if blob:
+        owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        out[np.arange(len(blob), dtype=np.int64) + 8 + 4 * owner] = np.frombuffer(blob, np.uint8)
+    return out
+
+
+def _decode_uniform(raw: bytes, count: int) -> "np.ndarray | None":
+    """Fast path: every value has the same byte length and is ASCII without a trailing NUL
+    (numpy's fixed-width bytes would drop it).  None when the chunk is not like that."""
+    if count == 0:
+        return np.empty(0, dtype=object)
+    (length,) = _U32.unpack_from(raw, 4)
+    if len(raw) != 4 + count * (4 + length):
+        return None
+    rows = np.frombuffer(raw, np.uint8, offset=4).reshape(count, 4 + length)
+    if not np.array_equal(rows[:, :4], np.broadcast_to(rows[0, :4], (count, 4))):
+        return None
+    if length == 0:
+        out = np.empty(count, dtype=object)
+        out[:] = ""
+        return out
+    body = rows[:, 4:]
+    if body.max() >= 0x80 or not body[:, -1].all():
+        return None
+    return np.ascontiguousarray(body).view(f"S{length}").ravel().astype(f"U{length}").astype(object)
+
+
+def _decode_each(raw: bytes, count: int) -> np.ndarray:
+    """General path: walk the interleaved lengths, bounds-checked at every step."""
+    end = len(raw)
+    values = []
+    append = values.append
+    unpack = _U32.unpack_from
+    pos = 4
+    try:
+        for _ in range(count):
+            if pos + 4 > end:
+                raise CorruptDataError("vlen-utf8: truncated length field", rule="zarr-v3-subset#5.7")
+            (length,) = unpack(raw, pos)
+            pos += 4
+            if pos + length > end:
+                raise CorruptDataError(
+                    f"vlen-utf8: element length {length} runs past the end of the chunk",
+                    rule="zarr-v3-subset#5.7",
+                )
+            append(raw[pos:pos + length].decode("utf-8"))
+            pos += length
+    except UnicodeDecodeError as exc:
+        raise CorruptDataError(f"vlen-utf8: invalid UTF-8: {exc}", rule="zarr-v3-subset#5.7") from None
+    if pos != end:
+        raise CorruptDataError(f"vlen-utf8: {end - pos} trailing bytes", rule="zarr-v3-subset#5.7")
+    out = np.empty(count, dtype=object)
+    out[:] = values
+    return out
