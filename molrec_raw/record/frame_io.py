@@ -9,6 +9,7 @@ reading collects every violation (the doors refuse on the first, ``validate`` li
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from math import prod
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -37,6 +38,15 @@ RowsOf = Callable[[str, str], Optional[int]]
 
 def _v(rule: str, node: str, message: str) -> Violation:
     return Violation(f"frame-and-types#{rule}", node, message)
+
+
+def concurrently(jobs: List[Callable[[], Any]], threads: int = 2) -> List[Any]:
+    """Run independent array reads/writes on a small thread pool (the codecs release the
+    GIL); results in job order, the first exception propagates."""
+    if len(jobs) < 2:
+        return [job() for job in jobs]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(lambda job: job(), jobs))
 
 
 # -- checks shared by the writer and the reader ---------------------------------------
@@ -164,6 +174,7 @@ def write_frame_group(parent: Group, name: str, frame: Frame, *, typed_meta: boo
     if frame.box is not None:
         refuse(_check_box(frame.box, f"{node}/{BOX}"))
     group = parent.create_group(name, attributes=attrs)
+    jobs: List[Callable[[], Any]] = []
     for b, block in blocks.items():
         block_attrs: Dict[str, Any] = {"count": int(block.nrows)}
         if block.structural_shape is not None:
@@ -173,13 +184,14 @@ def write_frame_group(parent: Group, name: str, frame: Frame, *, typed_meta: boo
         block_attrs.update(block.attrs)
         block_group = group.create_group(b, attributes=block_attrs)
         for column, values in block.columns.items():
-            _write_array(block_group, column, values, precision=block.precision.get(column),
-                         attributes=block.column_attrs.get(column))
+            jobs.append(lambda g=block_group, c=column, v=values, p=block.precision.get(column),
+                        a=block.column_attrs.get(column): _write_array(g, c, v, precision=p, attributes=a))
         masks = {c: m for c, m in block.masks.items() if not m.all()}  # all-true ≡ no mask
         if masks:
             validity = block_group.create_group(VALIDITY)
             for column, mask in masks.items():
-                _write_array(validity, column, mask)
+                jobs.append(lambda g=validity, c=column, m=mask: _write_array(g, c, m))
+    concurrently(jobs)
     if frame.box is not None:
         _write_box(group, frame.box)
     return group
@@ -200,16 +212,14 @@ def _write_box(group: Group, box: Box) -> None:
 
 
 # -- reading ----------------------------------------------------------------------------
-def _read_column(array: Array, node: str, out: List[Violation]) -> Optional[np.ndarray]:
+def _column_problem(array: Array, node: str) -> Optional[Violation]:
     name = array.metadata.dtype.name
     if name not in ZARR_TO_COLUMN:
         rule = "14.1" if name in ("float16", "float32") else "14.2"
-        out.append(_v(rule, node, f"Zarr data type {name} is not a column dtype (never widened)"))
-        return None
+        return _v(rule, node, f"Zarr data type {name} is not a column dtype (never widened)")
     if array.ndim == 0:
-        out.append(_v("14.6", node, "a column needs a leading row axis"))
-        return None
-    return np.asarray(array[...])
+        return _v("14.6", node, "a column needs a leading row axis")
+    return None
 
 
 def _read_block(group: Group, node: str, out: List[Violation]) -> Block:
@@ -230,16 +240,23 @@ def _read_block(group: Group, node: str, out: List[Violation]) -> Block:
     precision: Dict[str, float] = {}
     column_attrs: Dict[str, Dict[str, Any]] = {}
     masks: Dict[str, np.ndarray] = {}
+    readable: List[Tuple[str, Array]] = []
+    mask_arrays: List[Tuple[str, Array]] = []
     for name, member in group.members():
-        where = f"{node}/{name}"
         if isinstance(member, Group):
             if name == VALIDITY:
-                for column, mask in member.arrays():
-                    masks[column] = np.asarray(mask[...]) if mask.ndim else np.asarray([mask[...]])
+                mask_arrays = list(member.arrays())
             continue  # other sub-groups inside a block are not columns; nothing to read
-        values = _read_column(member, where, out)
-        if values is None:
-            continue
+        problem = _column_problem(member, f"{node}/{name}")
+        if problem is None:
+            readable.append((name, member))
+        else:
+            out.append(problem)
+    data = concurrently([lambda a=array: np.asarray(a[...]) for _, array in readable + mask_arrays])
+    for (column, mask), values in zip(mask_arrays, data[len(readable):]):
+        masks[column] = values if values.ndim else values.reshape(1)
+    for (name, member), values in zip(readable, data):
+        where = f"{node}/{name}"
         extra = dict(member.attrs)
         if "precision" in extra:
             p = extra.pop("precision")
