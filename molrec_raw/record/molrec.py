@@ -36,7 +36,7 @@ class MolRec:
     frame: Optional[Frame] = None
     system: Optional[Frame] = None
     forcefield: Optional[ForceFieldSection] = None
-    observables: Dict[str, Observable] = field(default_factory=dict)
+    observables: Optional[Dict[str, Observable]] = None  # None: no section; {}: an empty one
     raw_sections: Dict[str, Dict[str, bytes]] = field(default_factory=dict)
 
     def section_names(self) -> List[str]:
@@ -44,7 +44,7 @@ class MolRec:
         for name in ("status", "method", "frame", "system", "forcefield"):
             if getattr(self, name) is not None:
                 present.add(name)
-        if self.observables:
+        if self.observables is not None:
             present.add("observables")
         return sorted(present | set(self.raw_sections))
 
@@ -114,7 +114,7 @@ def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True) -> None:
             doc = getattr(rec, name)
             if doc is not None:
                 root.create_group(name, attributes=doc)
-        if rec.observables:
+        if rec.observables is not None:
             write_observables_group(root, rec.observables)
         for name, values in sorted(rec.raw_sections.items()):
             for key, value in values.items():
