@@ -22,8 +22,9 @@ from molrec_raw.record.violations import Violation, refuse
 from molrec_raw.zarr import Group, Store, open_group
 
 __all__ = [
-    "write_mrec_frame", "write_mrec_system", "read_mrec_frame", "read_mrec_system",
-    "read_mrec_meta", "section_names", "check_record_path", "open_record",
+    "write_mrec_frame", "write_mrec_system", "write_mrec_forcefield", "read_mrec_frame",
+    "read_mrec_system", "read_mrec_forcefield", "read_mrec_meta", "section_names",
+    "check_record_path", "open_record",
 ]
 
 PathLike = Union[str, os.PathLike]
@@ -83,6 +84,14 @@ def _read_section(path: PathLike, name: str) -> Frame:
     if not isinstance(group, Group):
         raise NodeNotFoundError(f"record has no {name!r} section", store=str(path), node=name)
     return read_frame_group(group, rows_of=_rows_of(root))
+
+
+def read_mrec_forcefield(path: PathLike) -> Any:
+    """The record's force field (values as stored, decisions 11 and 15), or None."""
+    from molrec_raw.record.forcefield import read_forcefield_group
+
+    group = open_record(path).get("forcefield")
+    return read_forcefield_group(group) if isinstance(group, Group) else None
 
 
 def read_mrec_frame(path: PathLike) -> Frame:
@@ -169,3 +178,11 @@ def write_mrec_system(path: PathLike, system: Frame, meta: Optional[Dict[str, An
     """Write a record holding ``system`` (and optionally a force field)."""
     return replace_record(path, lambda root: write_sections(root, meta, {"system": system}, forcefield),
                           durable)
+
+
+def write_mrec_forcefield(path: PathLike, forcefield: Any, meta: Optional[Dict[str, Any]] = None, *,
+                          durable: bool = True) -> Path:
+    """Write a force-field package: ``meta`` + ``forcefield`` (a valid record on its own)."""
+    if forcefield is None:
+        raise SpecViolationError("a force-field record needs a force field", rule="documents#9.1")
+    return replace_record(path, lambda root: write_sections(root, meta, {}, forcefield), durable)

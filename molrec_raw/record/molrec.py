@@ -85,6 +85,10 @@ def _read(root: Group, out: Optional[List[Violation]]) -> MolRec:
             setattr(rec, name, read_frame_group(group, out=collect, rows_of=rows_of))
         elif name == "forcefield":
             rec.forcefield = read_forcefield_group(group, out=collect)
+            version = meta.get("molrec_version")  # already checked above; here only read
+            if out is not None and (version is None or (type(version) is int and version == 1)):
+                collect.append(Violation("README#decision-15", "/forcefield",
+                                         "version-1 force field: read as stored, no unit or angle conversion"))
         elif name == "observables":
             rec.observables = read_observables_group(group, out=collect)
         elif name != "meta":

@@ -172,3 +172,17 @@ def test_zarr_python_opens_every_array_and_attribute_map(tmp_path):
 
     walk(ours, theirs, "")
     assert seen >= 15
+
+
+def test_forcefield_doors_and_decision_15_note(tmp_path):
+    rec = rich_record()
+    from molrec_raw import read_mrec_forcefield, write_mrec_forcefield
+    write_mrec_forcefield(tmp_path / "ff.mrec", rec.forcefield, meta={"source": "x"})
+    assert section_names(tmp_path / "ff.mrec") == ["forcefield", "meta"]
+    assert read_mrec_forcefield(tmp_path / "ff.mrec") == rec.forcefield
+    assert validate(tmp_path / "ff.mrec") == []
+    write_mrec_frame(tmp_path / "f.mrec", Frame(blocks={"atoms": Block({"x": np.zeros(1)})}))
+    assert read_mrec_forcefield(tmp_path / "f.mrec") is None
+    open_group(tmp_path / "ff.mrec", mode="r+")["meta"].attrs["molrec_version"] = 1
+    assert [v.rule for v in validate(tmp_path / "ff.mrec")] == ["README#decision-15"]
+    assert read_mrec_meta(tmp_path / "ff.mrec")["molrec_version"] == 1
