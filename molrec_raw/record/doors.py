@@ -12,11 +12,11 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Union
 
 from molrec_raw.errors import NodeNotFoundError, SpecViolationError, StoreError
 from molrec_raw.record import documents
-from molrec_raw.record.frame_io import RowsOf, read_frame_group, write_frame_group
+from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, write_frame_group
 from molrec_raw.record.model import Frame
 from molrec_raw.record.violations import Violation, refuse
 from molrec_raw.zarr import Group, Store, open_group
@@ -62,9 +62,11 @@ def _rows_of(root: Group) -> RowsOf:
     def rows(section: str, block: str) -> Optional[int]:
         if section not in _FRAME_SECTIONS:
             return None
+        if not isinstance(root.get(section), Group):
+            return None
         node = root.get(f"{section}/{block}")
         count = node.attrs.get("count") if isinstance(node, Group) else None
-        return count if isinstance(count, int) and not isinstance(count, bool) else (0 if root.get(section) is not None else None)
+        return count if isinstance(count, int) and not isinstance(count, bool) else MISSING_BLOCK
     return rows
 
 
@@ -108,7 +110,7 @@ def _frame_rows_of(sections: Dict[str, Frame]) -> RowsOf:
         frame = sections.get(section) if section in _FRAME_SECTIONS else None
         if frame is None:
             return None
-        return frame.blocks[block].nrows if block in frame.blocks else 0
+        return frame.blocks[block].nrows if block in frame.blocks else MISSING_BLOCK
     return rows
 
 
@@ -149,9 +151,13 @@ def replace_record(path: PathLike, build: Any, durable: bool = True) -> Path:
     return target
 
 
-def write_sections(root: Group, meta: Optional[Dict[str, Any]], sections: Dict[str, Frame],
-                   forcefield: Any = None) -> None:
-    """``meta/`` first, then the frame-shaped sections (system before frame)."""
+def write_sections(root: Group, meta: Optional[Dict[str, Any]], sections: Dict[str, Optional[Frame]],
+                   forcefield: Any = None, extra_sections: Iterable[str] = ()) -> None:
+    """``meta/`` first, then the frame-shaped sections (system before frame).  Refuses a
+    record without a substantive section (decision 2), counting ``extra_sections`` that
+    the caller writes afterwards."""
+    present = [name for name, frame in sections.items() if frame is not None]
+    refuse(documents.check_sections(present + (["forcefield"] if forcefield is not None else []) + list(extra_sections)))
     stamped = documents.stamp_meta(meta)
     refuse(documents.check_finite_json(stamped, "/meta", "frame-and-types#14.41"))
     refuse(documents.check_meta(stamped, writing=True))

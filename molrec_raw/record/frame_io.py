@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from molrec_raw.errors import UnsupportedFeatureError
 from molrec_raw.record import typed_json
 from molrec_raw.record.columns import COLUMN_DTYPES, EXACT_U64_KEYS, VOCABULARY, ZARR_TO_COLUMN, as_column
 from molrec_raw.record.documents import check_finite_json
@@ -32,8 +33,10 @@ META_TYPES = "_meta_types"
 _BLOCK_KEYS = ("count", "structural_shape", "targets")
 _TARGET = re.compile(r"^(/[^/]+/[^/]+|[^/]+)$")
 
-# Resolves an absolute target "/<section>/<block>" to its row count (None: section absent).
+# Resolves an absolute target "/<section>/<block>" to its row count; None when the section
+# is absent (then not checked, §9), MISSING_BLOCK when the section lacks the block.
 RowsOf = Callable[[str, str], Optional[int]]
+MISSING_BLOCK = -1
 
 
 def _v(rule: str, node: str, message: str) -> Violation:
@@ -67,11 +70,11 @@ def _check_targets(block: Block, blocks: Dict[str, Block], node: str, rows_of: O
             if limit is None:
                 continue  # the section is absent: not checked (§9)
         else:
-            if target not in blocks:
-                if block.nrows:
-                    yield _v("14.11", where, f"target block {target!r} is missing")
-                continue
-            limit = blocks[target].nrows
+            limit = blocks[target].nrows if target in blocks else MISSING_BLOCK
+        if limit == MISSING_BLOCK:
+            if block.nrows:
+                yield _v("14.11", where, f"target block {target!r} is missing")
+            continue
         mask = block.masks.get(column)
         live = values if mask is None else values[np.asarray(mask, dtype=bool)]
         if live.size and int(live.max()) >= limit:
@@ -88,8 +91,12 @@ def _check_block_shape(block: Block, node: str) -> Iterable[Violation]:
             yield _v("14.6", f"{node}/{column}", f"row_count_mismatch: block count={count}, column has "
                      f"{np.shape(values)[0] if np.ndim(values) else 'no'} rows")
     shape = block.structural_shape
-    if shape is not None and (not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape) or prod(shape) != count):
-        yield _v("14.7", node, f"structural_shape {list(shape)} does not multiply to count {count}")
+    if shape is not None and (
+        not isinstance(shape, (list, tuple))
+        or not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) and s >= 0 for s in shape)
+        or prod(shape) != count
+    ):
+        yield _v("14.7", node, f"structural_shape {shape!r} is not non-negative integers multiplying to count {count}")
     for column, mask in block.masks.items():
         where = f"{node}/{VALIDITY}/{column}"
         if column not in block.columns:
@@ -226,11 +233,12 @@ def _read_block(group: Group, node: str, out: List[Violation]) -> Block:
     attrs = dict(group.attrs)
     if "count" not in attrs:
         out.append(_v("14.4", node, "block group has no 'count' attribute"))
-    count = attrs.pop("count", None)
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        if count is not None:
-            out.append(_v("14.5", node, f"count {count!r} is not a non-negative JSON integer"))
         count = None
+    else:
+        count = attrs.pop("count")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            out.append(_v("14.5", node, f"count {count!r} is not a non-negative JSON integer"))
+            count = None
     shape = attrs.pop("structural_shape", None)
     targets = attrs.pop("targets", None) or {}
     if not isinstance(targets, dict):
@@ -242,19 +250,26 @@ def _read_block(group: Group, node: str, out: List[Violation]) -> Block:
     masks: Dict[str, np.ndarray] = {}
     readable: List[Tuple[str, Array]] = []
     mask_arrays: List[Tuple[str, Array]] = []
-    for name, member in group.members():
+    for name, member in _members(group, node, out):
         if isinstance(member, Group):
             if name == VALIDITY:
-                mask_arrays = list(member.arrays())
+                mask_arrays = list(_members(member, f"{node}/{VALIDITY}", out))
             continue  # other sub-groups inside a block are not columns; nothing to read
+        if name == VALIDITY:
+            out.append(_v("14.32", f"{node}/{name}", "'_validity' must be the group of masks, not an array"))
+            continue
         problem = _column_problem(member, f"{node}/{name}")
         if problem is None:
             readable.append((name, member))
         else:
             out.append(problem)
-    data = concurrently([lambda a=array: np.asarray(a[...]) for _, array in readable + mask_arrays])
+    data = concurrently([lambda a=array: np.asarray(a[...]) if isinstance(a, Array) else None
+                         for _, array in readable + mask_arrays])
     for (column, mask), values in zip(mask_arrays, data[len(readable):]):
-        masks[column] = values if values.ndim else values.reshape(1)
+        if isinstance(mask, Group):
+            out.append(_v("14.8", f"{node}/{VALIDITY}/{column}", "a mask must be a bool array, not a group"))
+        else:
+            masks[column] = values
     for (name, member), values in zip(readable, data):
         where = f"{node}/{name}"
         extra = dict(member.attrs)
@@ -288,10 +303,12 @@ def _read_box(group: Group, node: str, out: List[Violation]) -> Box:
     if not isinstance(defined, bool):
         out.append(_v("14.17", node, f"cell_defined {defined!r} is not a JSON boolean"))
         defined = True
-    parts = {name: np.asarray(member[...]) for name, member in group.arrays()}
-    for name, dtype in (("vectors", "float64"), ("origin", "float64"), ("boundary", "bool")):
-        if name in parts and parts[name].dtype != np.dtype(dtype):
-            out.append(_v("14.19", f"{node}/{name}", f"box {name} stored as {parts[name].dtype}, not {dtype}"))
+    parts = {name: np.asarray(member[...]) for name, member in _members(group, node, out) if isinstance(member, Array)}
+    for name, dtype, shape in (("vectors", "float64", (3, 3)), ("origin", "float64", (3,)), ("boundary", "bool", (3,))):
+        if name in parts and (parts[name].dtype != np.dtype(dtype) or parts[name].shape != shape):
+            out.append(_v("14.19", f"{node}/{name}", f"box {name} stored as {parts[name].dtype}{list(parts[name].shape)}, "
+                          f"not {dtype}{list(shape)}"))
+            parts[name] = {"vectors": np.eye(3), "origin": np.zeros(3), "boundary": np.full(3, defined)}[name]
     vectors = parts.get("vectors", np.eye(3)) if defined else np.eye(3)
     origin = parts.get("origin", np.zeros(3))
     boundary = parts.get("boundary", np.full(3, defined))
@@ -313,7 +330,7 @@ def read_frame_group(group: Group, *, typed_meta: bool = True, out: Optional[Lis
         meta = attrs
     blocks: Dict[str, Block] = {}
     box = None
-    for name, member in group.members():
+    for name, member in _members(group, node, collect):
         if not isinstance(member, Group):
             continue
         if name == BOX:
@@ -326,6 +343,18 @@ def read_frame_group(group: Group, *, typed_meta: bool = True, out: Optional[Lis
     if out is None:
         refuse(collect)
     return Frame(meta, blocks, box)
+
+
+def _members(group: Group, node: str, out: List[Violation]) -> Iterable[Tuple[str, Any]]:
+    """A group's children; a child whose Zarr data type is outside the subset becomes a
+    violation of frame-and-types#14.2 (naming it) instead of ending the read."""
+    for name in group:
+        try:
+            yield name, group[name]
+        except UnsupportedFeatureError as exc:
+            if exc.rule != "zarr-v3-subset#8":
+                raise
+            out.append(_v("14.2", f"{node}/{name}", f"{exc.message} — not a column dtype"))
 
 
 def _decode_meta(attrs: Dict[str, Any], node: str, out: List[Violation]) -> Dict[str, Any]:

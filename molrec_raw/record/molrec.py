@@ -74,7 +74,8 @@ def _read(root: Group, out: Optional[List[Violation]]) -> MolRec:
     rec = MolRec(meta=meta)
     rows_of = _rows_of(root)
     names = [name for name, node in root.members() if isinstance(node, Group)]
-    collect.extend(documents.check_sections(names))
+    if out is not None:  # decision 2: reported by validate, never a reason to refuse reading
+        collect.extend(documents.check_sections(names))
     for name in names:
         group = root[name]
         if name in _DOCUMENTS:
@@ -113,7 +114,8 @@ def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True) -> None:
         raise SpecViolationError(f"raw sections {sorted(clash)} have a typed field in MolRec", rule="root-layout#5")
 
     def build(root: Group) -> None:
-        write_sections(root, rec.meta, {"frame": rec.frame, "system": rec.system}, rec.forcefield)
+        later = [n for n in _DOCUMENTS if getattr(rec, n) is not None] + list(rec.raw_sections)
+        write_sections(root, rec.meta, {"frame": rec.frame, "system": rec.system}, rec.forcefield, later)
         for name in _DOCUMENTS:
             doc = getattr(rec, name)
             if doc is not None:

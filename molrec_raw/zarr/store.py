@@ -287,13 +287,23 @@ class DirectoryStore(Store):
             raise self._fail("write", key, exc) from None
 
     def delete(self, key: str) -> None:
+        """Remove a file, then the directories it leaves empty (up to the root), so a later
+        value may use the same name as a file (e.g. a re-created 0-d array's chunk ``c``)."""
         self._check_writable(key)
+        path = self._path(key)
         try:
-            os.unlink(self._path(key))
+            os.unlink(path)
         except (FileNotFoundError, NotADirectoryError):
-            pass
+            return
         except OSError as exc:
             raise self._fail("delete", key, exc) from None
+        directory, root = os.path.dirname(path), os.path.abspath(self.root)
+        while os.path.abspath(directory) != root:
+            try:
+                os.rmdir(directory)
+            except OSError:  # not empty (or already gone): stop
+                break
+            directory = os.path.dirname(directory)
 
     def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
         _validate_prefix(prefix)
