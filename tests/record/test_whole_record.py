@@ -174,7 +174,7 @@ def test_zarr_python_opens_every_array_and_attribute_map(tmp_path):
     assert seen >= 15
 
 
-def test_forcefield_doors_and_decision_15_note(tmp_path):
+def test_documents_9_33_version_1_forcefield_read_as_stored_and_noted_decision_15(tmp_path):
     rec = rich_record()
     from molrec_raw import read_mrec_forcefield, write_mrec_forcefield
     write_mrec_forcefield(tmp_path / "ff.mrec", rec.forcefield, meta={"source": "x"})

@@ -48,12 +48,7 @@ class ZstdCodec(BytesBytesCodec):
         bound = limit if expected_size is None else expected_size
         decompressor = zstandard.ZstdDecompressor()
         try:
-            declared = zstandard.frame_content_size(data)
-            if declared > bound:
-                raise CorruptDataError(
-                    f"zstd frame declares {declared} bytes, more than the {bound} the chunk can hold",
-                    rule="zarr-v3-subset#5.4",
-                )
+            declared = _declared_size(data, bound)
             if declared >= 0 and (expected_size is None or declared == expected_size):
                 try:
                     return decompressor.decompress(data, allow_extra_data=False)
@@ -79,12 +74,7 @@ class ZstdCodec(BytesBytesCodec):
         """Decompress straight into ``target`` (no intermediate buffer)."""
         size = len(target)
         try:
-            declared = zstandard.frame_content_size(data)
-            if declared > size:
-                raise CorruptDataError(
-                    f"zstd frame declares {declared} bytes, more than the {size} the chunk holds",
-                    rule="zarr-v3-subset#5.4",
-                )
+            _declared_size(data, size)
             reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
             filled = 0
             while filled < size:
@@ -99,3 +89,15 @@ class ZstdCodec(BytesBytesCodec):
             raise CorruptDataError(
                 f"zstd: decompressed size differs from the chunk's {size} bytes", rule="zarr-v3-subset#5.4"
             )
+
+
+def _declared_size(data: Buffer, bound: int) -> int:
+    """The frame header's content size (-1 when absent); refused when above ``bound``,
+    before anything is allocated for it."""
+    declared = zstandard.frame_content_size(data)
+    if declared > bound:
+        raise CorruptDataError(
+            f"zstd frame declares {declared} bytes, more than the {bound} the chunk can hold",
+            rule="zarr-v3-subset#5.4",
+        )
+    return declared
