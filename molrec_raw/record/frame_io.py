@@ -31,7 +31,12 @@ BOX = "box"
 VALIDITY = "_validity"
 META_TYPES = "_meta_types"
 _BLOCK_KEYS = ("count", "structural_shape", "targets")
-_TARGET = re.compile(r"^(/[^/]+/[^/]+|[^/]+)$")
+_TARGET = re.compile(r"/[^/]+/[^/]+|[^/]+")
+
+
+def is_target_syntax(target: Any) -> bool:
+    """frame-and-types §9: ``<block>`` or ``/<section>/<block>``, never ``/trajectory/…``."""
+    return isinstance(target, str) and bool(_TARGET.fullmatch(target)) and not target.startswith("/trajectory/")
 
 # Resolves an absolute target "/<section>/<block>" to its row count; None when the section
 # is absent (then not checked, §9), MISSING_BLOCK when the section lacks the block.
@@ -57,7 +62,7 @@ def _check_targets(block: Block, blocks: Dict[str, Block], node: str, rows_of: O
     """Row references (§9): syntax, u64[N] columns, existing targets, values in range."""
     for column, target in block.targets.items():
         where = f"{node}/{column}"
-        if not isinstance(target, str) or not _TARGET.match(target) or target.startswith("/trajectory/"):
+        if not is_target_syntax(target):
             yield _v("14.13", where, f"target {target!r} is not '<block>' or '/<section>/<block>' (never /trajectory/)")
             continue
         values = block.columns.get(column)

@@ -26,7 +26,7 @@ from molrec_raw.zarr.metadata import ArrayMetadata, ChunkKeyEncoding, GroupMetad
 from molrec_raw.zarr.store import DirectoryStore, Store, StoreLike
 from molrec_raw.zarr.zipstore import ZipStore
 
-__all__ = ["Group", "open_group", "open_array", "open_node", "default_codecs", "as_store"]
+__all__ = ["Group", "open_group", "open_array", "open_node", "default_codecs", "as_store", "is_valid_node_name"]
 
 AnyNode = Union["Group", Array]
 _MODES = ("r", "r+", "a", "w")
@@ -42,12 +42,17 @@ def default_codecs(dtype: Any) -> List[Dict[str, Any]]:
     return [first, {"name": "zstd", "configuration": {"level": 3, "checksum": False}}, {"name": "crc32c"}]
 
 
+def is_valid_node_name(name: Any) -> bool:
+    """zarr-v3-subset#1: non-empty, no ``/``, not only dots, no ``__`` prefix, not ``zarr.json``."""
+    return (
+        isinstance(name, str) and bool(name) and "/" not in name and set(name) != {"."}
+        and not name.startswith("__") and name != "zarr.json"
+    )
+
+
 def validate_node_name(name: str) -> str:
     """A new node's name per zarr-v3-subset#1."""
-    if (
-        not isinstance(name, str) or not name or "/" in name or set(name) == {"."}
-        or name.startswith("__") or name == "zarr.json"
-    ):
+    if not is_valid_node_name(name):
         raise InvalidKeyError(f"invalid node name {name!r}", rule="zarr-v3-subset#1")
     return name
 
