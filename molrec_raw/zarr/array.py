@@ -170,7 +170,26 @@ class Array(Node):
         self._check_writable()
         self._write(selection, value, self.metadata)
 
-    def _write(self, selection: Any, value: Any, metadata: ArrayMetadata) -> List[str]:
+    def land(self, selection: Any, value: Any, *, shape: Optional[Tuple[int, ...]] = None,
+             positional: bool = False) -> List[str]:
+        """Write chunk bytes only — ``zarr.json`` is not touched (root-layout invariant 7:
+        data precede metadata; call :meth:`publish` afterwards).  ``shape`` lets the data
+        land beyond the published shape.  ``positional`` (sharded arrays with the index at
+        the start) appends re-encoded inner chunks at the shard's end and rewrites the index
+        in place instead of rewriting the shard.  Returns the store keys written."""
+        self._check_writable()
+        metadata = self.metadata if shape is None else self.metadata.with_shape(tuple(shape))
+        if positional and self.pipeline.sharding is None:
+            raise self._context(InvalidValueError("positional writes need a sharded array"))
+        return self._write(selection, value, metadata, positional=positional)
+
+    def publish(self, shape: Optional[Tuple[int, ...]] = None) -> str:
+        """Replace ``zarr.json`` atomically (with a new ``shape``); returns its key for a sync."""
+        self._check_writable()
+        self._publish(self.metadata if shape is None else self.metadata.with_shape(tuple(shape)))
+        return self._metadata_key
+
+    def _write(self, selection: Any, value: Any, metadata: ArrayMetadata, positional: bool = False) -> List[str]:
         """Land chunk bytes for ``selection`` under ``metadata``'s shape; return keys touched."""
         self._check_chunk_size(metadata)
         dims = normalize_selection(selection, metadata.shape)
@@ -190,6 +209,11 @@ class Array(Node):
             key = self.chunk_key(coords)
             extent = tuple(min(c, s - k * c) for c, s, k in zip(chunk_shape, shape, coords))
             try:
+                if positional:
+                    pipeline.sharding.write_positional(
+                        self.store, key, local, data[out_sel + (Ellipsis,)], extent, each)
+                    touched.append(key)
+                    return
                 encoded = pipeline.write(self._reader(key), local, data[out_sel + (Ellipsis,)], extent, each)
                 if encoded is None:
                     self.store.delete(key)
@@ -231,10 +255,11 @@ class Array(Node):
         self._publish(grown)
         return grown.shape
 
-    def resize(self, new_shape: Iterable[int]) -> None:
+    def resize(self, new_shape: Iterable[int], *, reset_stale: bool = True) -> None:
         """Change the shape.  Shrinking publishes the new shape first, then drops chunks
         wholly outside it and resets the cut-off part of edge chunks to the fill value,
-        so growing again never resurrects stale data."""
+        so growing again never resurrects stale data.  ``reset_stale=False`` changes the
+        metadata only (a reopening trajectory writer: its appends overwrite the tail)."""
         self._check_writable()
         new_shape = tuple(int(s) for s in new_shape)
         old = self.metadata
@@ -242,7 +267,7 @@ class Array(Node):
             raise self._context(InvalidValueError(f"cannot resize {old.shape} to {new_shape}"))
         new = old.with_shape(new_shape)
         self._publish(new)
-        if all(n >= o for n, o in zip(new_shape, old.shape)):
+        if not reset_stale or all(n >= o for n, o in zip(new_shape, old.shape)):
             return
         new_grid = new.grid_shape
         for coords, key in self._stored_chunks():

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import CorruptDataError, InvalidMetadataError
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError, InvalidValueError
 from molrec_raw.zarr.codecs.base import (
     ArrayBytesCodec, Buffer, ChunkSpec, check_config, is_int, register,
 )
@@ -235,6 +235,44 @@ class ShardingCodec(ArrayBytesCodec):
         for i, data in list(each(one, list(project(_local_dims(local), self.chunk_shape)))):
             encoded[i] = data
         return self._assemble(encoded)
+
+
+    def write_positional(self, store: Any, key: str, local: Tuple[Local, ...], value: np.ndarray,
+                         extent: Tuple[int, ...], each: Any = map) -> None:
+        """Land ``shard[local] = value`` without rewriting the shard: every touched inner
+        chunk is re-encoded and appended at the end of the shard value, then the index
+        (which must be at the start) is rewritten in place — data before the index that
+        points at it.  A superseded inner chunk stays as dead bytes (trajectory §10)."""
+        if self.index_location != "start":
+            raise InvalidValueError("positional shard writes need index_location 'start'")
+        size = store.size(key)
+        if size is None:
+            shard = self.write(lambda s, n: None, local, value, extent, each)
+            if shard is not None:
+                store.set(key, shard)
+            return
+        start, length = self._index_range()
+        index = self._decode_index(store.get_range(key, start, length), size).copy()
+        touched = list(project(_local_dims(local), self.chunk_shape))
+
+        def one(item: Tuple[Tuple[int, ...], Tuple[Local, ...], Tuple[slice, ...]]) -> Tuple[int, Optional[Buffer]]:
+            coords, inner_local, value_sel = item
+            i = self._flat(coords)
+            offset, nbytes = (int(v) for v in index[i])
+            inner_extent = tuple(max(0, min(c, e - k * c)) for c, e, k in zip(self.chunk_shape, extent, coords))
+            old = (lambda s, n: None) if offset == int(EMPTY) else (
+                lambda s, n: _slice(store.get_range(key, offset, nbytes), s, n))
+            return i, self.inner.write(old, inner_local, value[value_sel + (Ellipsis,)], inner_extent)
+
+        tail = size
+        for i, data in list(each(one, touched)):
+            if data is None:
+                index[i] = (EMPTY, EMPTY)
+                continue
+            store.write_at(key, tail, data)
+            index[i] = (tail, memoryview(data).nbytes)
+            tail += memoryview(data).nbytes
+        store.write_at(key, 0, self.index_pipeline.encode(index.reshape(self.chunks_per_shard + (2,))))
 
 
 def _slice(data: Buffer, start: int, length: Optional[int]) -> memoryview:
