@@ -9,6 +9,7 @@ from molrec_raw.record.doors import (
     write_mrec_forcefield, write_mrec_frame, write_mrec_system,
 )
 from molrec_raw.record.forcefield import ForceFieldSection
+from molrec_raw.record.metrics import MetricsWriter, Series, discover_metrics, read_metrics
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
 from molrec_raw.record.molrec import MolRec, read_mrec, validate, write_mrec
 from molrec_raw.record.observables import Observable
@@ -17,7 +18,8 @@ from molrec_raw.record.violations import Violation
 __version__ = "0.1.0"
 
 __all__ = [
-    "Block", "Box", "ForceFieldSection", "Frame", "MetaValue", "MolRec", "Observable", "Violation",
+    "Block", "Box", "ForceFieldSection", "Frame", "MetaValue", "MetricsWriter", "MolRec", "Observable",
+    "Series", "Violation", "discover_metrics", "read_metrics",
     "errors", "read_mrec", "read_mrec_forcefield", "read_mrec_frame", "read_mrec_meta",
     "read_mrec_system", "section_names", "validate", "write_mrec", "write_mrec_forcefield",
     "write_mrec_frame", "write_mrec_system", "__version__",

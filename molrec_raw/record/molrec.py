@@ -14,6 +14,7 @@ from molrec_raw.record import documents
 from molrec_raw.record.doors import PathLike, _meta_attrs, _rows_of, check_record_path, replace_record, write_sections
 from molrec_raw.record.forcefield import ForceFieldSection, read_forcefield_group
 from molrec_raw.record.frame_io import read_frame_group
+from molrec_raw.record.metrics import Series, check_metrics_group, read_metrics_group
 from molrec_raw.record.model import Frame
 from molrec_raw.record.observables import Observable, read_observables_group, write_observables_group
 from molrec_raw.record.violations import Violation, refuse
@@ -38,6 +39,9 @@ class MolRec:
     forcefield: Optional[ForceFieldSection] = None
     observables: Optional[Dict[str, Observable]] = None  # None: no section; {}: an empty one
     raw_sections: Dict[str, Dict[str, bytes]] = field(default_factory=dict)
+    # Read-only view of the metrics section (dense series + WAL tail); the section itself is
+    # carried in raw_sections and written back byte for byte, WAL included.
+    metrics: Optional[Dict[str, Series]] = None
 
     def section_names(self) -> List[str]:
         present = {"meta"}
@@ -92,6 +96,12 @@ def _read(root: Group, out: Optional[List[Violation]]) -> MolRec:
                                          "version-1 force field: read as stored, no unit or angle conversion"))
         elif name == "observables":
             rec.observables = read_observables_group(group, out=collect)
+        elif name == "metrics":
+            rec.raw_sections[name] = _raw_section(root, name)
+            if out is None:
+                rec.metrics = read_metrics_group(group)
+            else:
+                collect.extend(check_metrics_group(group))
         elif name != "meta":
             rec.raw_sections[name] = _raw_section(root, name)
         if out is None:

@@ -186,3 +186,22 @@ def test_documents_9_33_version_1_forcefield_read_as_stored_and_noted_decision_1
     open_group(tmp_path / "ff.mrec", mode="r+")["meta"].attrs["molrec_version"] = 1
     assert [v.rule for v in validate(tmp_path / "ff.mrec")] == ["README#decision-15"]
     assert read_mrec_meta(tmp_path / "ff.mrec")["molrec_version"] == 1
+
+
+def test_molrec_metrics_view_and_validate_reports_a_truncated_wal(tmp_path):
+    from molrec_raw import MetricsWriter
+    write_mrec(tmp_path / "r.mrec", rich_record())
+    with MetricsWriter(tmp_path / "r.mrec") as writer:
+        for step in range(5):
+            writer.log("train/loss", 1.0 / (step + 1), step=step)
+    with MetricsWriter(tmp_path / "r.mrec") as writer:  # a reopening writer continues
+        writer.log("train/loss", 0.1, step=5)
+    rec = read_mrec(tmp_path / "r.mrec")
+    assert rec.metrics["train/loss"].steps.tolist() == [0, 1, 2, 3, 4, 5]
+    write_mrec(tmp_path / "copy.mrec", rec)  # the metrics section travels byte for byte
+    wal = "metrics/metrics.jsonl"
+    assert (tmp_path / "copy.mrec" / wal).read_bytes() == (tmp_path / "r.mrec" / wal).read_bytes()
+    assert read_mrec(tmp_path / "copy.mrec").metrics["train/loss"].values.tolist() == rec.metrics["train/loss"].values.tolist()
+    assert validate(tmp_path / "copy.mrec") == []
+    (tmp_path / "copy.mrec" / wal).write_bytes(b"")  # truncated outside the writer (decision 16)
+    assert validate(tmp_path / "copy.mrec")
