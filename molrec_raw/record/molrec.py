@@ -1,13 +1,13 @@
 """The whole record: ``MolRec``, ``read_mrec``, ``write_mrec`` and ``validate``.
 
-Sections this layer understands are decoded into the model; every other root section
-(including, until their layers exist, ``trajectory`` and ``metrics``) is carried as its raw
-store values and written back byte for byte (root-layout rule 5: preserve the unknown).
+Sections this layer decodes become model objects; the trajectory (a lazy ``MrecReader``),
+metrics (a read-only view) and every unknown root section are also carried as raw store
+values and written back byte for byte (root-layout rule 5: preserve the unknown).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from molrec_raw.errors import MolrecError, SpecViolationError
 from molrec_raw.record import documents
@@ -18,18 +18,36 @@ from molrec_raw.record.metrics import Series, check_metrics_group, read_metrics_
 from molrec_raw.record.model import Frame
 from molrec_raw.record.observables import Observable, read_observables_group, write_observables_group
 from molrec_raw.record.violations import Violation, refuse
-from molrec_raw.zarr import Group, open_group
+from molrec_raw.record.trajectory import MrecReader
+from molrec_raw.zarr import Group, Store, open_group
 
-__all__ = ["MolRec", "read_mrec", "write_mrec", "validate"]
+__all__ = ["MolRec", "RawSection", "read_mrec", "write_mrec", "validate"]
 
 _DOCUMENTS = ("status", "method")
 _KNOWN = ("meta", "status", "method", "frame", "system", "forcefield", "observables")
 
 
+@dataclass(frozen=True)
+class RawSection:
+    """A section carried verbatim: its store values, read only when written out (a long
+    trajectory is never loaded into memory just to be copied)."""
+
+    store: Store
+    name: str
+
+    def items(self) -> Iterator[Tuple[str, bytes]]:
+        for key in list(self.store.list(f"{self.name}/")):
+            value = self.store.get(key)
+            if value is not None:
+                yield key, value
+
+
 @dataclass
 class MolRec:
-    """A whole record.  ``raw_sections`` maps a section this layer does not interpret to its
-    store values (key relative to the record root → bytes), written back unchanged."""
+    """A whole record.  ``raw_sections`` maps a section written back unchanged to its store
+    values (a :class:`RawSection`, or a dict of key relative to the record root → bytes):
+    sections this layer does not interpret, and the trajectory and metrics sections, whose
+    typed views are ``trajectory`` (an :class:`MrecReader`) and ``metrics``."""
 
     meta: Dict[str, Any] = field(default_factory=dict)
     status: Optional[Dict[str, Any]] = None
@@ -42,6 +60,7 @@ class MolRec:
     # Read-only view of the metrics section (dense series + WAL tail); the section itself is
     # carried in raw_sections and written back byte for byte, WAL included.
     metrics: Optional[Dict[str, Series]] = None
+    trajectory: Optional[MrecReader] = None
 
     def section_names(self) -> List[str]:
         present = {"meta"}
@@ -53,23 +72,14 @@ class MolRec:
         return sorted(present | set(self.raw_sections))
 
 
-def _raw_section(root: Group, name: str) -> Dict[str, bytes]:
-    store = root.store
-    values = {}
-    for key in store.list(f"{name}/"):
-        value = store.get(key)
-        if value is not None:
-            values[key] = value
-    return values
-
-
 def read_mrec(path: PathLike) -> MolRec:
-    """Read every section; refuse on the first violated reader rule."""
+    """Read every section; refuse on the first violated reader rule.  The trajectory is a
+    lazy reader handle; sections are carried for rewriting without being loaded."""
     root = open_group(check_record_path(path), mode="r")
-    return _read(root, None)
+    return _read(path, root, None)
 
 
-def _read(root: Group, out: Optional[List[Violation]]) -> MolRec:
+def _read(path: PathLike, root: Group, out: Optional[List[Violation]]) -> MolRec:
     collect: List[Violation] = [] if out is None else out
     meta = _meta_attrs(root)
     collect.extend(documents.check_meta(meta))
@@ -97,13 +107,21 @@ def _read(root: Group, out: Optional[List[Violation]]) -> MolRec:
         elif name == "observables":
             rec.observables = read_observables_group(group, out=collect)
         elif name == "metrics":
-            rec.raw_sections[name] = _raw_section(root, name)
+            rec.raw_sections[name] = RawSection(root.store, name)
             if out is None:
                 rec.metrics = read_metrics_group(group)
             else:
                 collect.extend(check_metrics_group(group))
+        elif name == "trajectory":
+            rec.raw_sections[name] = RawSection(root.store, name)
+            try:
+                rec.trajectory = MrecReader(path)
+            except MolrecError as exc:
+                if out is None:
+                    raise
+                collect.append(Violation(exc.rule or type(exc).__name__, exc.node or "/trajectory", exc.message))
         elif name != "meta":
-            rec.raw_sections[name] = _raw_section(root, name)
+            rec.raw_sections[name] = RawSection(root.store, name)
         if out is None:
             refuse(collect)
     return rec
@@ -149,7 +167,7 @@ def validate(path: PathLike) -> List[Violation]:
     root = open_group(check_record_path(path), mode="r")
     out: List[Violation] = []
     try:
-        _read(root, out)
+        _read(path, root, out)
     except MolrecError as exc:  # corrupt bytes beneath a rule check: report, do not stop
         out.append(Violation(exc.rule or type(exc).__name__, exc.node or "/", exc.message))
     return out

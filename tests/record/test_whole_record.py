@@ -205,3 +205,24 @@ def test_molrec_metrics_view_and_validate_reports_a_truncated_wal(tmp_path):
     assert validate(tmp_path / "copy.mrec") == []
     (tmp_path / "copy.mrec" / wal).write_bytes(b"")  # truncated outside the writer (decision 16)
     assert validate(tmp_path / "copy.mrec")
+
+
+def test_molrec_trajectory_is_a_lazy_handle_and_travels_byte_for_byte(tmp_path):
+    from molrec_raw.record.trajectory import MrecReader, write_mrec_trajectory
+    frames = [Frame({"pe": float(i)}, {"atoms": Block({"x": np.arange(3.0) + i})}) for i in range(4)]
+    write_mrec_trajectory(tmp_path / "t.mrec", frames, steps=[0, 10, 20, 30])
+    rec = read_mrec(tmp_path / "t.mrec")
+    assert isinstance(rec.trajectory, MrecReader) and len(rec.trajectory) == 4
+    assert rec.trajectory[2].blocks["atoms"].columns["x"].tolist() == [2.0, 3.0, 4.0]
+    write_mrec(tmp_path / "copy.mrec", rec)
+    for f in (tmp_path / "t.mrec" / "trajectory").rglob("*"):
+        if f.is_file():
+            rel = f.relative_to(tmp_path / "t.mrec")
+            assert (tmp_path / "copy.mrec" / rel).read_bytes() == f.read_bytes()
+    assert len(read_mrec(tmp_path / "copy.mrec").trajectory) == 4
+    assert validate(tmp_path / "copy.mrec") == []
+    group = open_group(tmp_path / "copy.mrec", mode="r+")["trajectory"]
+    group.attrs["nstep"] = 9  # claims frames it lacks
+    assert validate(tmp_path / "copy.mrec")
+    with pytest.raises(SpecViolationError):
+        read_mrec(tmp_path / "copy.mrec")

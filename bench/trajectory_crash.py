@@ -1,0 +1,60 @@
+#!/usr/bin/env python
+"""Crash campaign for the trajectory writer (issue 4): many SIGKILL trials, longer than the
+50 the test suite runs.
+
+Each trial starts a child that appends frames of reproducible content (seeded by the frame
+index; the child of tests/trajectory/test_crash.py) with random explicit flushes, kills it
+with SIGKILL at a random moment, then checks the record: ``len(reader) == nstep``, every
+committed frame equals what the child appended, and ``MrecWriter.open`` appends frames that
+read back. Five children run at a time.
+
+    python bench/trajectory_crash.py [--trials 500] [--seed 1]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "tests" / "trajectory"), str(HERE.parent)]
+
+import test_crash as crash  # noqa: E402  (the child and the checker of the test suite)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rnd = random.Random(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="molrec-crash-"))
+    counts = []
+    start = time.time()
+    for first in range(0, args.trials, 5):
+        batch = []
+        for trial in range(first, min(first + 5, args.trials)):
+            path = work / f"c{trial}.mrec"
+            child = crash.start_child(path, trial + 1000 * args.seed, trial % 5 == 0)
+            batch.append((path, child, rnd.uniform(0, 1.5)))
+        for _, child, _ in batch:
+            crash.wait_ready(child)
+        t0 = time.monotonic()
+        for _, child, delay in sorted(batch, key=lambda item: item[2]):
+            time.sleep(max(0.0, t0 + delay - time.monotonic()))
+            child.send_signal(signal.SIGKILL)
+        for path, child, _ in batch:
+            child.wait()
+            counts.append(crash.check(path))  # raises on any violated guarantee
+    counts.sort()
+    print(f"trials {len(counts)} all passed; committed frames: max {counts[-1]}, median "
+          f"{counts[len(counts) // 2]}, zero {counts.count(0)}; {time.time() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
