@@ -263,11 +263,12 @@ def ours_meta_create(path: str, plan: Any) -> None:
             arr[...] = values
 
 
-def ours_meta_members(path: str) -> Tuple[Readback, Dict[str, Any]]:
+def walk_members(root: Any) -> Tuple[Readback, Dict[str, Any]]:
+    """Read every array and attribute map by walking ``members()`` — the same calls on a
+    molrec_raw and a zarr-python group (whose members() reads each zarr.json once; names via
+    keys() followed by group[name] would read every zarr.json twice)."""
     out: Readback = {}
-    gattrs: Dict[str, Any] = {}
-    root = mz.open_group(path, mode="r")
-    gattrs[""] = dict(root.attrs)
+    gattrs: Dict[str, Any] = {"": dict(root.attrs)}
     for gname, group in root.members():
         gattrs[gname] = dict(group.attrs)
         for aname, arr in group.members():
@@ -275,11 +276,10 @@ def ours_meta_members(path: str) -> Tuple[Readback, Dict[str, Any]]:
     return out, gattrs
 
 
-def ours_meta_by_name(path: str, names: List[Tuple[str, List[str]]]) -> Tuple[Readback, Dict[str, Any]]:
+def walk_by_name(root: Any, names: List[Tuple[str, List[str]]]) -> Tuple[Readback, Dict[str, Any]]:
+    """The same read through ``group[name]`` with known names (either library)."""
     out: Readback = {}
-    gattrs: Dict[str, Any] = {}
-    root = mz.open_group(path, mode="r")
-    gattrs[""] = dict(root.attrs)
+    gattrs: Dict[str, Any] = {"": dict(root.attrs)}
     for gname, anames in names:
         group = root[gname]
         gattrs[gname] = dict(group.attrs)
@@ -287,6 +287,14 @@ def ours_meta_by_name(path: str, names: List[Tuple[str, List[str]]]) -> Tuple[Re
             arr = group[aname]
             out[(gname, aname)] = (arr[...], dict(arr.attrs))
     return out, gattrs
+
+
+def ours_meta_members(path: str) -> Tuple[Readback, Dict[str, Any]]:
+    return walk_members(mz.open_group(path, mode="r"))
+
+
+def ours_meta_by_name(path: str, names: List[Tuple[str, List[str]]]) -> Tuple[Readback, Dict[str, Any]]:
+    return walk_by_name(mz.open_group(path, mode="r"), names)
 
 
 def zp_meta_create(path: str, plan: Any) -> None:
@@ -303,31 +311,11 @@ def zp_meta_create(path: str, plan: Any) -> None:
 
 
 def zp_meta_members(path: str) -> Tuple[Readback, Dict[str, Any]]:
-    # Group.members() lists the directory and reads each child's zarr.json once (names
-    # via keys()/group_keys() followed by group[name] would read every zarr.json twice).
-    out: Readback = {}
-    gattrs: Dict[str, Any] = {}
-    root = zarr.open_group(store=path, mode="r")
-    gattrs[""] = dict(root.attrs)
-    for gname, group in root.members():
-        gattrs[gname] = dict(group.attrs)
-        for aname, arr in group.members():
-            out[(gname, aname)] = (arr[...], dict(arr.attrs))
-    return out, gattrs
+    return walk_members(zarr.open_group(store=path, mode="r"))
 
 
 def zp_meta_by_name(path: str, names: List[Tuple[str, List[str]]]) -> Tuple[Readback, Dict[str, Any]]:
-    out: Readback = {}
-    gattrs: Dict[str, Any] = {}
-    root = zarr.open_group(store=path, mode="r")
-    gattrs[""] = dict(root.attrs)
-    for gname, anames in names:
-        group = root[gname]
-        gattrs[gname] = dict(group.attrs)
-        for aname in anames:
-            arr = group[aname]
-            out[(gname, aname)] = (arr[...], dict(arr.attrs))
-    return out, gattrs
+    return walk_by_name(zarr.open_group(store=path, mode="r"), names)
 
 
 def ts_meta_spec(path: str, aattrs: Dict[str, Any]) -> Dict[str, Any]:
