@@ -86,7 +86,15 @@ def round_to_precision(values: np.ndarray, p: Any) -> np.ndarray:
         raise SpecViolationError(f"precision needs f64 values, not {x.dtype}", rule=R_DTYPE)
     x = x.astype(np.float64, copy=False)
     with np.errstate(invalid="ignore", over="ignore"):
-        rounded = np.copysign(np.rint(x / q) * q, x)
-        # False for NaN, ±inf, |x| ≥ 2^52·q and where the product overflows (see above)
-        inside = (np.abs(x) < 2.0**52 * q) & np.isfinite(rounded)
-    return np.where(inside, rounded, x)
+        # x·(1/q) equals x/q exactly (q is a power of two); rint keeps the sign of zero, so a
+        # small negative becomes −0.0 without a copysign pass.
+        rounded = np.array(x, dtype=np.float64)  # a new array, also for 0-d input
+        rounded *= 1.0 / q
+        np.rint(rounded, out=rounded)
+        rounded *= q
+        # keep x for NaN (bits), ±inf, |x| ≥ 2^52·q and where the product overflowed
+        keep = ~(np.abs(x) < 2.0**52 * q)
+        if q >= 2.0**972:
+            keep |= ~np.isfinite(rounded)
+    np.copyto(rounded, x, where=keep)
+    return rounded
