@@ -82,7 +82,7 @@ def peer_write(kind: str, path: str, quantized: List[Dict[str, np.ndarray]], geo
     arrays: Dict[str, Any] = {}
     if kind == "zarr-python":
         import zarr
-        from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodecIndexLocation, ZstdCodec
+        from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
         from zarr.codecs.numcodecs import Shuffle
         root = zarr.open_group(path, mode="w")
         for c in "xyz":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
 
@@ -18,8 +17,8 @@ from molrec_raw.errors import NodeNotFoundError, SpecViolationError, StoreError
 from molrec_raw.record import documents
 from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, write_frame_group
 from molrec_raw.record.model import Frame
-from molrec_raw.record.violations import Violation, refuse
-from molrec_raw.zarr import Group, Store, open_group
+from molrec_raw.record.violations import refuse
+from molrec_raw.zarr import Group, open_group
 
 __all__ = [
     "write_mrec_frame", "write_mrec_system", "write_mrec_forcefield", "read_mrec_frame",

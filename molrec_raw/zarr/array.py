@@ -19,7 +19,7 @@ import numpy as np
 from molrec_raw.errors import (
     CorruptDataError, InvalidValueError, MolrecError, ResourceLimitError,
 )
-from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline, Limits
+from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline
 from molrec_raw.zarr.indexing import finish, normalize_selection, project, selection_shape
 from molrec_raw.zarr.metadata import ArrayMetadata
 from molrec_raw.zarr.node import Node

@@ -7,14 +7,11 @@ not starting with ``__``, not ``zarr.json``.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
-
 from molrec_raw.errors import (
-    InvalidKeyError, InvalidMetadataError, InvalidValueError, MolrecError, NodeExistsError,
+    InvalidKeyError, InvalidValueError, MolrecError, NodeExistsError,
     NodeNotFoundError, ReadOnlyError,
 )
 from molrec_raw.zarr.array import Array

@@ -16,7 +16,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidMetadataError, MolrecError, CorruptDataError
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError
 from molrec_raw.zarr.codecs.base import (
     ArrayArrayCodec, ArrayBytesCodec, Buffer, BytesBytesCodec, ChunkSpec, codec_class,
     parse_codec_json,
@@ -185,12 +185,3 @@ class CodecPipeline:
             return None
         return self.encode(chunk)
 
-
-def checked(action: Callable[[], Any]) -> Any:
-    """Run a decode step, turning stray low-level errors into CorruptDataError."""
-    try:
-        return action()
-    except MolrecError:
-        raise
-    except (ValueError, TypeError, IndexError, OverflowError) as exc:
-        raise CorruptDataError(f"cannot decode: {exc}") from None
