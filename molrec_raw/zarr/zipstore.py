@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from molrec_raw.errors import (
     ChecksumMismatchError,
@@ -25,7 +25,7 @@ from molrec_raw.errors import (
 )
 from molrec_raw.zarr.store import Store, _slice_range, _validate_prefix, list_dir_of_keys, validate_key
 
-__all__ = ["ZipStore"]
+__all__ = ["ZipStore", "write_zip"]
 
 _RULE = "zarr-v3-subset#9.2"
 _EOCD = struct.Struct("<IHHHHIIH")  # sig disk cd_disk n_disk n_total cd_size cd_offset comment_len
@@ -58,6 +58,7 @@ class ZipStore(Store):
     def __init__(self, path: Union[str, os.PathLike]) -> None:
         self._path = str(os.fspath(path))
         self._fd: Optional[int] = None
+        self.duplicate_names: set = set()  # names with more than one central record
         try:
             self._fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
             self._size = os.fstat(self._fd).st_size
@@ -168,6 +169,8 @@ class ZipStore(Store):
                 raise self._corrupt(f"zip entry name {name!r} is not a safe store key "
                                     "(absolute, '.'/'..', backslash, empty segment or NUL)") from None
             if not is_dir:
+                if name in entries:
+                    self.duplicate_names.add(name)
                 entries[name] = _Entry(flags, method, crc, csize, usize, offset)  # last record wins
         if count != n_total:
             raise self._corrupt(f"central directory holds {count} records, end record says {n_total}")
@@ -267,3 +270,73 @@ class ZipStore(Store):
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+
+
+# -- writing ------------------------------------------------------------------------------
+_U32_LIMIT = 0xFFFFFFFF
+_DOS_DATE, _DOS_TIME = (0 << 9) | (1 << 5) | 1, 0  # 1980-01-01 00:00: no timestamps, deterministic
+_COPY_CHUNK = 1 << 22
+
+
+def write_zip(target: Union[str, os.PathLike], entries: List[Tuple[str, Union[str, os.PathLike]]],
+              *, force_zip64: bool = False, progress: Optional[Any] = None) -> None:
+    """Write a zip of STORED entries ``(name, source file)`` in the given order
+    (zarr-v3-subset#9.2 writer rules): UTF-8 names, CRC-32 and sizes in the local header (no
+    data descriptors), no directory entries, fixed timestamps, ZIP64 records for every size,
+    offset or count that needs them (``force_zip64`` uses them everywhere, for tests).
+    ``target`` must not exist; it is created exclusively.  Data is copied in 4 MiB pieces.
+    """
+    names = [validate_key(name) for name, _ in entries]
+    if len(set(names)) != len(names):
+        raise InvalidKeyError("duplicate entry names", store=str(target))
+    central: List[bytes] = []
+    with open(target, "xb") as out:
+        for name, source in entries:
+            raw_name = name.encode("utf-8")
+            size = os.path.getsize(source)
+            offset = out.tell()
+            zip64 = force_zip64 or size >= _U32_LIMIT
+            local_extra = struct.pack("<HHQQ", 1, 16, size, size) if zip64 else b""
+            small = _U32_LIMIT if zip64 else size
+            header = _LOCAL.pack(_SIG_LOCAL, 45 if zip64 else 20, 0x800, 0, _DOS_TIME, _DOS_DATE,
+                                 0, small, small, len(raw_name), len(local_extra))
+            out.write(header + raw_name + local_extra)
+            crc = 0
+            with open(source, "rb") as fh:
+                while True:
+                    piece = fh.read(_COPY_CHUNK)
+                    if not piece:
+                        break
+                    crc = zlib.crc32(piece, crc)
+                    out.write(piece)
+                    if progress is not None:
+                        progress(len(piece))
+            end = out.tell()
+            if end - offset - len(header) - len(raw_name) - len(local_extra) != size:
+                raise StoreError(f"{source} changed size while being packed", store=str(target))
+            out.seek(offset + 14)
+            out.write(struct.pack("<I", crc))
+            out.seek(end)
+            far = force_zip64 or offset >= _U32_LIMIT
+            extra_values = ([size, size] if zip64 else []) + ([offset] if far else [])
+            extra = struct.pack(f"<HH{len(extra_values)}Q", 1, 8 * len(extra_values), *extra_values) if extra_values else b""
+            central.append(_CEN.pack(
+                _SIG_CEN, (3 << 8) | 45, 45 if extra else 20, 0x800, 0, _DOS_TIME, _DOS_DATE, crc,
+                small, small, len(raw_name), len(extra), 0, 0, 0, 0o100644 << 16,
+                _U32_LIMIT if far else offset,
+            ) + raw_name + extra)
+        cd_offset = out.tell()
+        for record in central:
+            out.write(record)
+        cd_size = out.tell() - cd_offset
+        count = len(central)
+        if force_zip64 or count >= 0xFFFF or cd_offset >= _U32_LIMIT or cd_size >= _U32_LIMIT:
+            eocd64_offset = out.tell()
+            out.write(_EOCD64.pack(_SIG_EOCD64, _EOCD64.size - 12, 45, 45, 0, 0, count, count, cd_size, cd_offset))
+            out.write(_LOC64.pack(_SIG_LOC64, 0, eocd64_offset, 1))
+            out.write(_EOCD.pack(int.from_bytes(_SIG_EOCD, "little"), 0, 0, 0xFFFF, 0xFFFF,
+                                 _U32_LIMIT, _U32_LIMIT, 0))
+        else:
+            out.write(_EOCD.pack(int.from_bytes(_SIG_EOCD, "little"), 0, 0, count, count, cd_size, cd_offset, 0))
+        out.flush()
+        os.fsync(out.fileno())
