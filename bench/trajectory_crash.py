@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import signal
 import sys
 import tempfile
 import time
@@ -33,23 +32,8 @@ def main() -> int:
     args = parser.parse_args()
     rnd = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="molrec-crash-"))
-    counts = []
     start = time.time()
-    for first in range(0, args.trials, 5):
-        batch = []
-        for trial in range(first, min(first + 5, args.trials)):
-            path = work / f"c{trial}.mrec"
-            child = crash.start_child(path, trial + 1000 * args.seed, trial % 5 == 0)
-            batch.append((path, child, rnd.uniform(0, 1.5)))
-        for _, child, _ in batch:
-            crash.wait_ready(child)
-        t0 = time.monotonic()
-        for _, child, delay in sorted(batch, key=lambda item: item[2]):
-            time.sleep(max(0.0, t0 + delay - time.monotonic()))
-            child.send_signal(signal.SIGKILL)
-        for path, child, _ in batch:
-            child.wait()
-            counts.append(crash.check(path))  # raises on any violated guarantee
+    counts = crash.run_campaign(work, args.trials, rnd, 1.5, seed_base=1000 * args.seed)
     counts.sort()
     print(f"trials {len(counts)} all passed; committed frames: max {counts[-1]}, median "
           f"{counts[len(counts) // 2]}, zero {counts.count(0)}; {time.time() - start:.0f} s")

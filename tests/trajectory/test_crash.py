@@ -67,27 +67,34 @@ def wait_ready(proc):
     assert line.strip() == b"ready", proc.stderr.read().decode()
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
-def test_trajectory_crash_sigkill_at_random_moments(tmp_path):
-    rnd = random.Random(20261130)
-    started = time.monotonic()
+def run_campaign(workdir, trials, rnd, max_delay, seed_base=0):
+    """Kill ``trials`` children (five side by side, each at its own random moment after it is
+    ready) and check every record; returns the committed frame counts. Shared with the long
+    campaign in bench/trajectory_crash.py."""
     counts = []
-    batch = 5
-    for first in range(0, TRIALS, batch):
+    for first in range(0, trials, 5):
         procs = []
-        for t in range(first, first + batch):  # started side by side
-            path = tmp_path / f"c{t}.mrec"
-            procs.append((path, start_child(path, t, durable=(t % 5 == 0)), rnd.uniform(0.0, 0.6)))
-        for path, proc, delay in procs:  # each killed at its own random moment after it is ready
+        for t in range(first, min(first + 5, trials)):
+            path = workdir / f"c{t}.mrec"
+            procs.append((path, start_child(path, t + seed_base, durable=(t % 5 == 0)), rnd.uniform(0.0, max_delay)))
+        for _, proc, _ in procs:
             wait_ready(proc)
         t0 = time.monotonic()
-        for path, proc, delay in sorted(procs, key=lambda p: p[2]):
+        for _, proc, delay in sorted(procs, key=lambda p: p[2]):
             time.sleep(max(0.0, t0 + delay - time.monotonic()))
             proc.send_signal(signal.SIGKILL)
         for path, proc, _ in procs:
             proc.wait()
             assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
             counts.append(check(path))
+    return counts
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_trajectory_crash_sigkill_at_random_moments(tmp_path):
+    rnd = random.Random(20261130)
+    started = time.monotonic()
+    counts = run_campaign(tmp_path, TRIALS, rnd, 0.6)
     print("committed frames per trial:", sorted(counts))
     assert len(counts) == TRIALS
     assert max(counts) > 0  # the children did commit frames before dying
