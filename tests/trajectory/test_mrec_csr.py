@@ -13,24 +13,7 @@ from molrec_raw.record.trajectory.mrec import MrecReader, MrecWriter, read_mrec_
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import open_group
 
-from traj_helpers import atoms, frame, ragged, same_frame
-
-
-def rule(n):
-    return f"trajectory#{n}"
-
-
-@pytest.fixture
-def path(tmp_path):
-    return tmp_path / "t.mrec"
-
-
-def write(path, frames, steps=None, times=None, **kw):
-    schema = SequenceSchema.from_frames(frames)
-    with MrecWriter(path, schema, **kw) as w:
-        for i, f in enumerate(frames):
-            w.append(f, None if steps is None else steps[i], None if times is None else times[i])
-    return schema
+from traj_helpers import rule, write, patch_attrs, atoms, frame, ragged, same_frame
 
 
 def tattrs(path):
@@ -39,17 +22,6 @@ def tattrs(path):
 
 def arr(path, name):
     return open_group(path)[f"trajectory/{name}"][...]
-
-
-def patch_attrs(path, node, **changes):
-    g = open_group(path, mode="r+")[node]
-    attrs = dict(g.attrs)
-    for k, v in changes.items():
-        if v is KeyError:
-            attrs.pop(k, None)
-        else:
-            attrs[k] = v
-    g.attrs.put(attrs)
 
 
 # ------------------------------------------------------------------ layout

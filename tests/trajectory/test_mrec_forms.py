@@ -12,38 +12,11 @@ from molrec_raw.record.trajectory.mrec import MrecReader, MrecWriter
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import open_group
 
-from traj_helpers import atoms, frame, ragged, same_frame
-
-
-def rule(n):
-    return f"trajectory#{n}"
-
-
-@pytest.fixture
-def path(tmp_path):
-    return tmp_path / "t.mrec"
-
-
-def write(path, frames, steps=None, times=None, schema=None, **kw):
-    schema = schema or SequenceSchema.from_frames(frames)
-    with MrecWriter(path, schema, **kw) as w:
-        for i, f in enumerate(frames):
-            w.append(f, None if steps is None else steps[i], None if times is None else times[i])
+from traj_helpers import rule, write, patch_attrs, atoms, frame, ragged, same_frame
 
 
 def group(path, node):
     return open_group(path)[f"trajectory/{node}"]
-
-
-def patch_attrs(path, node, **changes):
-    g = open_group(path, mode="r+")[node]
-    attrs = dict(g.attrs)
-    for k, v in changes.items():
-        if v is KeyError:
-            attrs.pop(k, None)
-        else:
-            attrs[k] = v
-    g.attrs.put(attrs)
 
 
 def cube(a=10.0, origin=(0.0, 0.0, 0.0)):

@@ -10,16 +10,7 @@ from molrec_raw.record.trajectory.mrec import MrecReader, MrecWriter
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import open_group
 
-from traj_helpers import frame
-
-
-def rule(n):
-    return f"trajectory#{n}"
-
-
-@pytest.fixture
-def path(tmp_path):
-    return tmp_path / "t.mrec"
+from traj_helpers import rule, frame
 
 
 def atoms(n, shift=0.0):

@@ -4,6 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from molrec_raw.record.model import Block, Box, Frame
+from molrec_raw.record.trajectory.mrec import MrecWriter
+from molrec_raw.record.trajectory.schema import SequenceSchema
+from molrec_raw.zarr import open_group
 
 
 def atoms(x, **extra):
@@ -106,3 +109,28 @@ def crash_schema():
     s.declare_block("grid", rows=2).declare_column("grid", "g", "f64")
     s.declare_meta("pe", "f64").declare_meta_with_fill("temp", -1.0)
     return s
+
+
+def rule(n):
+    return f"trajectory#{n}"
+
+
+def write(path, frames, steps=None, times=None, schema=None, **kw):
+    """Append ``frames`` through one writer (schema derived from the frames unless given)."""
+    schema = schema or SequenceSchema.from_frames(frames)
+    with MrecWriter(path, schema, **kw) as w:
+        for i, f in enumerate(frames):
+            w.append(f, None if steps is None else steps[i], None if times is None else times[i])
+    return schema
+
+
+def patch_attrs(path, node, **changes):
+    """Rewrite a group's attributes; a value of ``KeyError`` deletes the key."""
+    g = open_group(path, mode="r+")[node]
+    attrs = dict(g.attrs)
+    for k, v in changes.items():
+        if v is KeyError:
+            attrs.pop(k, None)
+        else:
+            attrs[k] = v
+    g.attrs.put(attrs)
