@@ -6,7 +6,7 @@ import json
 import numpy as np
 
 from molrec_raw.record.model import Block, Box
-from molrec_raw.record.trajectory.mrec import MrecReader, MrecWriter
+from molrec_raw.record.trajectory import MrecReader, MrecWriter
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import DirectoryStore, open_array
 

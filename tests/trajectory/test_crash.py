@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from molrec_raw.record.trajectory.mrec import MrecReader, MrecWriter
+from molrec_raw.record.trajectory import MrecReader, MrecWriter
 
 from traj_helpers import crash_expected, crash_frame, crash_step, crash_time, same_frame
 
@@ -22,7 +22,7 @@ CHILD = r"""
 import sys, random
 sys.path[:0] = [sys.argv[4], sys.argv[5]]
 from traj_helpers import crash_frame, crash_schema, crash_step, crash_time
-from molrec_raw.record.trajectory.mrec import MrecWriter
+from molrec_raw.record.trajectory import MrecWriter
 path, seed, durable = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 rng = random.Random(seed)
 w = MrecWriter(path, crash_schema(), flush_every=rng.randint(2, 9), durable=durable)
@@ -108,7 +108,7 @@ def test_trajectory_crash_unflushed_frames_are_lost_committed_stay(tmp_path):
 import os, sys
 sys.path[:0] = [sys.argv[2], sys.argv[3]]
 from traj_helpers import crash_frame, crash_schema, crash_step, crash_time
-from molrec_raw.record.trajectory.mrec import MrecWriter
+from molrec_raw.record.trajectory import MrecWriter
 w = MrecWriter(sys.argv[1], crash_schema(), flush_every=100)
 for i in range(5):
     w.append(crash_frame(i), step=crash_step(i), time=crash_time(i))

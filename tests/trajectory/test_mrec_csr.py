@@ -9,7 +9,7 @@ import pytest
 from molrec_raw.errors import InvalidValueError, SpecViolationError
 from molrec_raw.record.model import Block
 from molrec_raw.record.trajectory import extents as ext
-from molrec_raw.record.trajectory.mrec import MrecReader, MrecWriter, read_mrec_trajectory, write_mrec_trajectory
+from molrec_raw.record.trajectory import MrecReader, MrecWriter, read_mrec_trajectory, write_mrec_trajectory
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import open_group
 

@@ -8,7 +8,7 @@ import pytest
 from molrec_raw.errors import SpecViolationError
 from molrec_raw.record.model import Block, Box, MetaValue
 from molrec_raw.record.typed_json import TAGS
-from molrec_raw.record.trajectory.mrec import MrecReader, MrecWriter
+from molrec_raw.record.trajectory import MrecReader, MrecWriter
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import open_group
 

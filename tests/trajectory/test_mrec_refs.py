@@ -6,7 +6,7 @@ import pytest
 from molrec_raw.errors import SpecViolationError
 from molrec_raw.record.doors import write_mrec_system
 from molrec_raw.record.model import Block, Frame
-from molrec_raw.record.trajectory.mrec import MrecReader, MrecWriter
+from molrec_raw.record.trajectory import MrecReader, MrecWriter
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import open_group
 

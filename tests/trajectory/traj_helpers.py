@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from molrec_raw.record.model import Block, Box, Frame
-from molrec_raw.record.trajectory.mrec import MrecWriter
+from molrec_raw.record.trajectory import MrecWriter
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import open_group
 

@@ -1,0 +1,79 @@
+"""Array plumbing of the commit protocol (trajectory §10–§11): positional growth, arrays
+born complete, node removal, the committed prefix of an index and the ``nstep`` marker.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import numpy as np
+
+from molrec_raw.record import documents
+from molrec_raw.record.doors import check_record_path
+from molrec_raw.record.trajectory.common import PROGRESSIONS, PathLike, spec_error
+from molrec_raw.zarr import Array, Group, open_group
+
+
+def read_nstep(tgroup: Group, attrs: Dict[str, Any]) -> int:
+    if "nstep" in attrs:
+        n = attrs["nstep"]
+        if type(n) is not int or n < 0:
+            raise spec_error("R3", f"nstep {n!r} is not a non-negative integer")
+        return n
+    if any(k in attrs for k in PROGRESSIONS):
+        raise spec_error("R4", "a progression attribute without nstep: the commit marker is missing")
+    step = tgroup.get("step")
+    return int(step.shape[0]) if isinstance(step, Array) else 0
+
+
+def grow(arr: Array, start: int, values: np.ndarray, touched: List[str]) -> None:
+    """Land ``values`` at row ``start`` (positional shard writes), then publish the shape."""
+    stop = start + values.shape[0]
+    shape = (stop,) + arr.shape[1:]
+    touched.extend(arr.land(slice(start, stop), values, shape=shape, positional=True))
+    touched.append(arr.publish(shape))
+
+
+def delete_node(group: Group, name: str) -> None:
+    """Remove a child node, its zarr.json first (never a node claiming half-gone chunks)."""
+    store, prefix = group.store, f"{group.path}/{name}/"
+    keys = list(store.list(prefix))
+    if prefix + "zarr.json" in keys:
+        store.delete(prefix + "zarr.json")
+    for key in keys:
+        if key != prefix + "zarr.json":
+            store.delete(key)
+
+
+def born(group: Group, name: str, values: np.ndarray, rows: int, per_shard: int,
+          codecs: List[Dict[str, Any]], touched: List[str]) -> Array:
+    """A new sharded array that appears complete: its chunk bytes land BEFORE its first
+    zarr.json, so no reader ever sees it half-filled (a stale node is removed first)."""
+    from molrec_raw.zarr.group import build_array_metadata
+    trailing = tuple(values.shape[1:])
+    dtype = str if values.dtype == object else values.dtype
+    metadata, pipeline = build_array_metadata(
+        shape=values.shape, dtype=dtype, chunks=(rows,) + trailing, shards=(rows * per_shard,) + trailing,
+        codecs=codecs, fill_value=None, attributes=None, dimension_names=None, chunk_key_encoding=None,
+        shard_index_location="start", limits=group.limits)
+    delete_node(group, name)
+    arr = Array(group.store, f"{group.path}/{name}", metadata, pipeline=pipeline, threads=1, limits=group.limits)
+    if values.shape[0]:
+        touched.extend(arr.land(slice(0, values.shape[0]), values, positional=True))
+    touched.append(arr.publish())
+    return arr
+
+
+def prefix_below(ordinals: np.ndarray, nstep: int) -> int:
+    """Length of the prefix of ``ordinals`` with entries < nstep (§11)."""
+    beyond = np.flatnonzero(ordinals >= nstep)
+    return int(beyond[0]) if beyond.size else int(ordinals.size)
+
+
+def open_root(path: PathLike, mode: str) -> Group:
+    """The record root (one thread per array read: frames are small, a pool per read costs
+    more than it saves) with its version checked (``trajectory#R1``)."""
+    from molrec_raw.record.violations import refuse
+    root = open_group(check_record_path(path), mode=mode, threads=1)
+    meta = root.get("meta")
+    refuse(documents.check_meta(dict(meta.attrs) if isinstance(meta, Group) else {}))
+    return root

@@ -1,0 +1,545 @@
+"""The streaming trajectory writer (trajectory §2–§11).
+
+``MrecWriter`` buffers frames and commits them by the protocol of §10: chunk bytes first
+(positional writes into shards whose index sits at the start), then each touched array's
+``zarr.json`` by atomic replace, an fsync when durable, and LAST the ``trajectory/`` group's
+``zarr.json`` carrying the new ``nstep`` and the step/time progressions (``trajectory#I7``).
+A reader reads logical lengths only (arrays may be longer: an uncommitted tail,
+``trajectory#N1``); a reopening writer shrinks every array back to its logical shape (§11)
+and continues.
+
+Layout: blocks are regular (``uniform_rows`` + ``dense_updates`` markers, §8.3) until the
+first irregular update, then CSR (``step_index`` + ``offset``, §8.1); the cell is held as
+``box/`` attributes while fixed from ordinal 0, else as arrays (§7); per-step meta keys are
+``meta/<key>`` arrays tagged ``meta_dtype`` (§5).  Arrays that appear in the middle of a run
+(index arrays, a ``step``/``time`` array, box arrays) are *born complete*: their chunk bytes
+land before their first ``zarr.json``, so a crash never leaves one half-filled.  Within a
+commit a block's index arrays precede its rows, and ``box/vectors`` follows the other box
+arrays: what a reader goes by is always written last.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from molrec_raw.errors import InvalidValueError, SpecViolationError, StoreError
+from molrec_raw.record import documents
+from molrec_raw.record.doors import check_record_path, replace_record
+from molrec_raw.record.model import Frame
+from molrec_raw.record.trajectory import extents as ext
+from molrec_raw.record.trajectory.blocks import (MARKERS, BlockWriter, Update, block_layout, check_column_array,
+                                                 prepare_update, same_content)
+from molrec_raw.record.trajectory.cell import BoxReader, BoxWriter, prepare_cell
+from molrec_raw.record.trajectory.common import I64, TRAJ, PathLike, is_int, numpy_dtype, spec_error
+from molrec_raw.record.trajectory.meta import MetaWriter, meta_cell, open_meta_array
+from molrec_raw.record.trajectory.progressions import Series, check_progression
+from molrec_raw.record.trajectory.reader import Trajectory
+from molrec_raw.record.trajectory.references import check_resolved, refuse_aligned_system_names, section_rows
+from molrec_raw.record.trajectory.schema import SequenceSchema
+from molrec_raw.record.trajectory.storage import born, delete_node, grow, read_nstep
+from molrec_raw.zarr import Array, Group, open_group
+
+
+__all__ = ["MrecWriter", "write_mrec_trajectory"]
+
+
+class MrecWriter:
+    """Streaming trajectory writer (trajectory §10): ``append`` buffers, a flush commits.
+
+    ``flush_every`` (None = automatic cadence K, §14) commits non-durably when that many
+    frames are buffered; ``flush()`` and ``close()`` are durable unless ``durable=False``.
+    """
+
+    def __init__(self, path: PathLike, schema: SequenceSchema, *, flush_every: Optional[int] = None,
+                 compression: Optional[str] = None, durable: bool = True,
+                 meta: Optional[Dict[str, Any]] = None) -> None:
+        if not isinstance(schema, SequenceSchema):
+            raise InvalidValueError(f"schema must be a SequenceSchema, got {type(schema).__name__}")
+        self._init_common(flush_every, durable)
+        self._compression = ext.parse_compression(compression)
+        self._schema = schema.copy()
+        target = check_record_path(path)
+        if target.suffix == ".zip" or target.is_file():
+            raise StoreError("a record being written is a directory; zip archives are read-only",
+                             store=str(target))
+        if target.exists():
+            if not target.is_dir():
+                raise StoreError("refusing to create: the path exists and is not a directory", store=str(target))
+            if any(target.iterdir()):
+                if not (target / "zarr.json").is_file():
+                    raise StoreError("refusing to create: the directory is neither empty nor a record",
+                                     store=str(target))
+                _refuse_existing_sequence(target)
+        if target.is_dir() and (target / "zarr.json").is_file():
+            existing = open_group(target, mode="r")
+            refuse_aligned_system_names(self._schema, existing, "W13")
+            old_meta = existing.get("meta")
+            if meta is None and isinstance(old_meta, Group):  # adding a trajectory to a record
+                meta = dict(old_meta.attrs)
+        stamped = documents.stamp_meta(meta)
+        from molrec_raw.record.violations import refuse
+        refuse(documents.check_finite_json(stamped, "/meta", "frame-and-types#14.41"))
+        refuse(documents.check_meta(stamped, writing=True))
+        self._root = open_group(target, mode="a", threads=1)  # root zarr.json first
+        self._root.create_group("meta", attributes=stamped, overwrite=True)
+        self._tgroup = self._root.create_group(TRAJ, attributes={"sequence_schema": self._schema.to_json()},
+                                               overwrite=True)
+        if durable:
+            store = self._root.store
+            store.sync(["zarr.json", "meta/zarr.json", f"{TRAJ}/zarr.json"])
+        self._path = target
+        self._setup_state()
+        refuse_aligned_system_names(self._schema, self._root, "W13")
+        self._section_rows = section_rows(self._root)
+
+    # ------------------------------------------------------------------ construction
+    def _init_common(self, flush_every: Optional[int], durable: bool) -> None:
+        if flush_every is not None and (not is_int(flush_every) or flush_every < 1):
+            raise spec_error("W15", f"flush_every must be a positive integer, got {flush_every!r}")
+        self._flush_every_arg = None if flush_every is None else int(flush_every)
+        self._flush_every: Optional[int] = self._flush_every_arg
+        self._durable = bool(durable)
+        self._closed = False
+        self._nstep = 0  # committed
+        self._buffered = 0
+        self._timed: Optional[bool] = None
+
+    def _setup_state(self) -> None:
+        self._blocks = {name: BlockWriter(name, self._schema.block_spec(name)) for name in self._schema.block_names()}
+        self._step = Series("step", False)
+        self._time = Series("time", True)
+        self._box = BoxWriter()
+        self._meta = {key: MetaWriter(key, self._schema.meta_spec(key)) for key, _ in self._schema.meta_keys()}
+        self._mgroup: Optional[Group] = None
+        self._needs_resolved_check = any(
+            self._schema.targets(b) or self._schema.aligned_with(b) for b in self._schema.block_names())
+
+    @classmethod
+    def open(cls, path: PathLike, *, flush_every: Optional[int] = None, durable: bool = True) -> "MrecWriter":
+        """Reopen a trajectory for append (§11): shrink every array back to its logical
+        length, rebuild the change-detection state, continue numbering."""
+        self = cls.__new__(cls)
+        self._init_common(flush_every, durable)
+        self._compression = None
+        target = check_record_path(path)
+        if target.suffix == ".zip" or not target.is_dir():
+            raise StoreError("only a directory record can be reopened for append", store=str(target))
+        root = open_group(target, mode="r+", threads=1)
+        meta = root.get("meta")
+        doc = dict(meta.attrs) if isinstance(meta, Group) else {}
+        from molrec_raw.record.violations import refuse
+        refuse(documents.check_meta(doc))
+        if doc.get("molrec_version") != documents.CURRENT_VERSION:
+            raise spec_error("W14", f"the store is a molrec_version {doc.get('molrec_version')} record; "
+                       f"appending would mix version {documents.CURRENT_VERSION} frames into it")
+        tgroup = root.get(TRAJ)
+        if not isinstance(tgroup, Group):
+            raise spec_error("W14", "the record has no trajectory section to append to")
+        if tgroup.get("frames") is not None:
+            raise spec_error("W14", "legacy layout (trajectory/frames/, written by molrs <= 0.13); re-write it")
+        attrs = dict(tgroup.attrs)
+        if "sequence_schema" not in attrs:
+            raise spec_error("W14", "the trajectory carries no sequence_schema attribute; a writer needs the pin")
+        self._schema = SequenceSchema.from_json(attrs["sequence_schema"])
+        self._root, self._tgroup, self._path = root, tgroup, target
+        self._setup_state()
+        refuse_aligned_system_names(self._schema, root, "W13")
+        self._section_rows = section_rows(root)
+        nstep = read_nstep(tgroup, attrs)
+        self._nstep = nstep
+        self._reopen_series(attrs, nstep)
+        for block in self._blocks.values():
+            self._reopen_block(block, nstep)
+        self._reopen_box(nstep)
+        self._reopen_meta(nstep)
+        return self
+
+    def _reopen_box(self, nstep: int) -> None:
+        try:
+            committed = BoxReader(self._tgroup, nstep)
+        except SpecViolationError as exc:
+            raise spec_error("W14", f"cannot reopen: {exc.message}", "/trajectory/box") from None
+        if not committed.cells:
+            return  # a stale box/ (interrupted first commit) is replaced at the next one
+        box = self._box
+        box.group = self._tgroup["box"]
+        n = len(committed.cells)
+        box.n_updates, box.last, box.defined = n, committed.cells[-1], committed.cells[0].defined
+        if isinstance(box.group.get("vectors"), Array):
+            box.form = "arrays"
+            for name in ("step_index", "origin", "boundary", "vectors"):
+                arr = box.group.get(name)
+                if isinstance(arr, Array):
+                    if arr.shape[0] > n:
+                        arr.resize((n,) + arr.shape[1:], reset_stale=False)
+                    box.arrays[name] = arr
+        else:
+            box.form, box.attr_cell = "attrs", committed.cells[0]
+
+    def _reopen_meta(self, nstep: int) -> None:
+        mgroup = self._tgroup.get("meta")
+        self._mgroup = mgroup if isinstance(mgroup, Group) else None
+        for key, m in self._meta.items():
+            arr = self._mgroup.get(key) if self._mgroup is not None else None
+            try:
+                arr = open_meta_array(arr, key, m.spec.tag, nstep)
+            except SpecViolationError as exc:
+                raise spec_error("W14", f"cannot reopen: {exc.message}", exc.node or "/trajectory/meta") from None
+            if arr is not None:
+                if arr.shape[0] > nstep:
+                    arr.resize((nstep,) + arr.shape[1:], reset_stale=False)
+                m.array, m.committed = arr, nstep
+
+    def _reopen_series(self, attrs: Dict[str, Any], nstep: int) -> None:
+        for series in (self._step, self._time):
+            prog = check_progression(attrs, f"{series.name}_progression", nstep, series.is_float)
+            arr = self._tgroup.get(series.name)
+            if nstep == 0 or prog is not None:
+                if isinstance(arr, Array):  # stale: from an interrupted materialization
+                    delete_node(self._tgroup, series.name)
+            if nstep == 0:
+                continue
+            if prog is not None:
+                series.start, series.stride = prog[0], (prog[1] if nstep >= 2 else None)
+                series.n = series.committed = nstep
+                series.last = series.value(nstep - 1)
+            elif isinstance(arr, Array):
+                if arr.shape[0] < nstep:
+                    raise spec_error("R6", f"{series.name} has {arr.shape[0]} values for {nstep} frames")
+                if arr.shape[0] > nstep:
+                    arr.resize((nstep,), reset_stale=False)
+                series.prog, series.array = False, arr
+                series.n = series.committed = nstep
+                series.last = arr[nstep - 1].item()
+            elif series.name == "step":
+                series.start, series.stride = 0, 1  # a store without numbering: 0..n-1
+                series.n = series.committed = nstep
+                series.last = nstep - 1
+        if nstep:
+            self._timed = self._time.n > 0
+
+    def _reopen_block(self, block: BlockWriter, nstep: int) -> None:
+        group = self._tgroup.get(block.name)
+        if not isinstance(group, Group):
+            return
+        block.group = group
+        for column, spec in block.spec.columns.items():
+            arr = group.get(column)
+            if isinstance(arr, Array):
+                check_column_array(arr, block.name, column, spec.dtype, spec.trailing, "W14")
+                block.columns[column] = arr
+        validity = group.get("_validity")
+        for column in block.nullable:
+            arr = validity.get(column) if isinstance(validity, Group) else None
+            if isinstance(arr, Array):
+                block.masks[column] = arr
+        try:
+            kind, ordinals, offsets, uniform = block_layout(group, block.name, block.spec, block.columns, nstep)
+        except SpecViolationError as exc:
+            raise spec_error("W14", f"cannot reopen: {exc.message}", exc.node or "/trajectory") from None
+        n, total = len(ordinals), int(offsets[-1])
+        self._ensure_block(block)  # arrays missing after a crash during creation
+        for arr in list(block.columns.values()) + list(block.masks.values()):
+            if arr.shape[0] < total:
+                raise spec_error("W14", f"cannot reopen: block {block.name!r}: {arr.path} has {arr.shape[0]} rows, "
+                           f"its updates claim {total}")
+        arrays = [(a, total) for a in list(block.columns.values()) + list(block.masks.values())]
+        attrs = dict(group.attrs)
+        if kind == "indexed":
+            block.step_index, block.offset = group["step_index"], group["offset"]
+            arrays += [(block.step_index, n), (block.offset, n + 1)]
+            if "uniform_rows" in attrs or "dense_updates" in attrs:  # crash mid-switch: the arrays win
+                group.attrs.put({k: v for k, v in attrs.items() if k not in MARKERS})
+        else:
+            for name in ("step_index", "offset"):  # stale, from an interrupted first index
+                delete_node(group, name)
+        for arr, length in arrays:  # shrink back to the logical lengths (metadata only, §11)
+            if arr.shape[0] > length:
+                arr.resize((length,) + arr.shape[1:], reset_stale=False)
+        block.mode = kind
+        block.uniform_rows = uniform or 0
+        block.n_updates, block.total = n, total
+        if n:
+            lo, hi = int(offsets[-2]), total
+            cols = {c: a[lo:hi] for c, a in block.columns.items()}
+            masks = {c: a[lo:hi] for c, a in block.masks.items()}
+            block.last = Update(int(ordinals[n - 1]), hi - lo, cols, masks)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def committed(self) -> int:
+        """Frames committed (the ``nstep`` on disk)."""
+        return self._nstep
+
+    @property
+    def flush_every(self) -> int:
+        if self._flush_every is None:
+            self._flush_every = self._derive_cadence()
+        return self._flush_every
+
+    @property
+    def schema(self) -> SequenceSchema:
+        return self._schema.copy()
+
+    def _frame_rows(self, block: BlockWriter) -> int:
+        rows = self._schema.rows(block.name)
+        if rows == 0 and block.last is not None:
+            rows = block.last.rows  # reopened: the pin carries no row hint
+        return rows
+
+    def _block_plan(self, block: BlockWriter) -> Tuple[int, List[int], int]:
+        sizes = [ext.row_bytes(s.dtype, s.trailing) for s in block.spec.columns.values()]
+        rows = self._frame_rows(block)
+        if block.columns:  # extents frozen: off the existing arrays
+            r = next(iter(block.columns.values())).chunks[0]
+        else:
+            r = ext.block_rows_per_chunk(rows, sizes)
+        return rows, sizes, r
+
+    def _derive_cadence(self) -> int:
+        return ext.flush_cadence(self._block_plan(b) for b in self._blocks.values())
+
+    # ------------------------------------------------------------------ append
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidValueError("writer is closed (trajectory#W30)")
+
+    def append(self, frame: Frame, step: Optional[int] = None, time: Optional[float] = None) -> None:
+        """Buffer one frame (validated against the pin first: a refused frame changes
+        nothing, ``trajectory#W16``–``#W29``); commit when ``flush_every`` are buffered."""
+        self._check_open()
+        if not isinstance(frame, Frame):
+            raise InvalidValueError(f"append needs a Frame, got {type(frame).__name__}")
+        ordinal = self._nstep + self._buffered
+        # -- step / time (W16, W17)
+        if step is None:
+            step = 0 if self._step.n == 0 else self._step.last + 1
+        if not is_int(step) or not I64[0] <= int(step) <= I64[1]:
+            raise spec_error("W16", f"step {step!r} is not an integer in the i64 range")
+        step = int(step)
+        if self._step.n and step <= self._step.last:
+            raise spec_error("W16", f"step numbers must increase strictly: {step} follows {self._step.last}")
+        if time is not None:
+            if isinstance(time, (bool, np.bool_)) or not isinstance(time, (int, float, np.integer, np.floating)):
+                raise InvalidValueError(f"time must be a number, got {time!r}")
+            time = float(time)
+        timed = time is not None
+        if self._timed is not None and timed != self._timed:
+            raise spec_error("W17", 'the "time" array is all-or-nothing across a run: '
+                       + ("this frame has no time" if self._timed else "this frame adds a time to a time-less run"))
+        cell = None
+        if frame.box is not None:  # the cell: W29; unchanged cells write nothing
+            cell = prepare_cell(frame.box, ordinal, self._box.defined)
+            base = self._box.pending[-1] if self._box.pending else self._box.last
+            if base is not None and base.same(cell):
+                cell = None
+        meta_values: List[Tuple[MetaWriter, Any]] = []
+        for key in frame.meta:
+            if key not in self._meta and key not in ("step", "time"):
+                raise spec_error("W18", f"trajectory frame {ordinal}: meta key {key!r} is not declared in the "
+                           "sequence schema", f"/trajectory/meta/{key}")
+        for key, m in self._meta.items():
+            if key in frame.meta:
+                meta_values.append((m, meta_cell(m.spec.tag, key, frame.meta[key])))
+            elif m.spec.has_fill:
+                meta_values.append((m, meta_cell(m.spec.tag, key, m.spec.fill)))
+            else:
+                raise spec_error("W22", f"trajectory frame {ordinal} omits meta key {key!r}, which is declared "
+                           "without a fill", f"/trajectory/meta/{key}")
+        # -- blocks
+        updates: List[Tuple[BlockWriter, Update]] = []
+        for name, blk in frame.blocks.items():
+            state = self._blocks.get(name)
+            if state is None:
+                raise spec_error("W18", f"trajectory frame {ordinal}: block {name!r} is not declared in the "
+                           "sequence schema", f"/trajectory/{name}")
+            update = prepare_update(state, blk, ordinal)
+            base = state.pending[-1] if state.pending else state.last
+            if base is None or not same_content(base, update):
+                updates.append((state, update))
+        # -- the resolved frame: references and alignments (W27, W28)
+        resolved: Dict[str, Update] = {}
+        changed = {state.name: update for state, update in updates}
+        for name, state in self._blocks.items():
+            u = changed.get(name) or (state.pending[-1] if state.pending else state.last)
+            if u is not None:
+                resolved[name] = u
+        if self._needs_resolved_check:
+            check_resolved(self._schema, {n: u.rows for n, u in resolved.items()},
+                            lambda b, c: (resolved[b].columns[c], resolved[b].masks.get(c)),
+                            self._section_rows, ordinal, writing=True)
+        # -- accept (nothing above mutated state)
+        for state, update in updates:
+            state.pending.append(update)
+        if cell is not None:
+            self._box.pending.append(cell)
+            self._box.defined = cell.defined
+        for m, value in meta_values:
+            m.pending.append(value)
+        self._step.push(step)
+        if timed:
+            self._time.push(time)
+        self._timed = timed
+        self._buffered += 1
+        if self._buffered >= self.flush_every:
+            self._commit(durable=False)
+
+    # ------------------------------------------------------------------ commit
+    def _ensure_block(self, block: BlockWriter) -> None:
+        """Create the block group and its zero-length columns and masks (extents frozen here).
+        Index arrays are born later, complete, when the block first needs them."""
+        if block.group is None:
+            attrs: Dict[str, Any] = {}
+            if block.spec.structural_shape is not None:
+                attrs["structural_shape"] = list(block.spec.structural_shape)
+            block.group = self._tgroup.create_group(block.name, attributes=attrs, overwrite=True)
+        group = block.group
+        rows, sizes, r = self._block_plan(block)
+        for (column, spec), size in zip(block.spec.columns.items(), sizes):
+            if column not in block.columns:
+                k = ext.safe_chunks_per_shard(r, size)
+                tr = tuple(spec.trailing)
+                block.columns[column] = group.create_array(
+                    column, shape=(0,) + tr, dtype=numpy_dtype(spec.dtype), chunks=(r,) + tr,
+                    shards=(r * k,) + tr, codecs=ext.column_codecs(spec.dtype, spec.precision is not None, self._compression),
+                    shard_index_location="start", overwrite=True)
+            if spec.nullable and column not in block.masks:
+                validity = group.require_group("_validity")
+                k = ext.safe_chunks_per_shard(r, 1)
+                mask = validity.create_array(column, shape=(0,), dtype=bool, chunks=(r,), shards=(r * k,),
+                                             codecs=ext.dense_codecs("bool"), shard_index_location="start",
+                                             overwrite=True)
+                if block.total:  # created late (older store): every committed row valid
+                    grow(mask, 0, np.ones(block.total, bool), [])
+                block.masks[column] = mask
+
+    def _commit_block(self, block: BlockWriter, touched: List[str]) -> None:
+        if not block.pending:
+            return
+        self._ensure_block(block)
+        ups = block.pending
+        lo = block.total
+        regular = block.stays_regular(ups)
+        if not regular:  # the index first, born complete (history backfilled), then rows
+            n = block.n_updates
+            ordinals = np.asarray([u.ordinal for u in ups], np.uint64)
+            ends = lo + np.cumsum([u.rows for u in ups], dtype=np.uint64)
+            if block.mode == "indexed":
+                grow(block.step_index, n, ordinals, touched)
+                grow(block.offset, n + 1, ends, touched)
+            else:  # first update, or the one-way switch from the markers (§8.3)
+                history = np.arange(n + 1, dtype=np.uint64) * np.uint64(block.uniform_rows)
+                dense = (ext.DENSE_ROWS, ext.DENSE_CHUNKS_PER_SHARD, ext.dense_codecs("u64"))
+                block.offset = born(block.group, "offset", np.concatenate([history, ends]), *dense, touched)
+                block.step_index = born(block.group, "step_index",
+                                         np.concatenate([np.arange(n, dtype=np.uint64), ordinals]), *dense, touched)
+        for column, arr in block.columns.items():
+            values = [u.columns[column] for u in ups]
+            if sum(v.shape[0] for v in values):
+                grow(arr, lo, np.concatenate(values), touched)
+        for column, arr in block.masks.items():
+            values = [u.masks.get(column, np.ones(u.rows, bool)) for u in ups]
+            if sum(v.shape[0] for v in values):
+                grow(arr, lo, np.concatenate(values), touched)
+        attrs = dict(block.group.attrs)
+        if regular and block.mode == "none":
+            attrs.update({"uniform_rows": int(ups[0].rows), "dense_updates": True})
+            block.group.attrs.put(attrs)
+            touched.append(f"{block.group.path}/zarr.json")
+            block.uniform_rows = int(ups[0].rows)
+        elif not regular and block.mode == "regular":  # withdrawn for good
+            block.group.attrs.put({k: v for k, v in attrs.items() if k not in MARKERS})
+            touched.append(f"{block.group.path}/zarr.json")
+        block.mode = "regular" if regular else "indexed"
+        block.n_updates += len(ups)
+        block.total = lo + sum(u.rows for u in ups)
+        block.last = ups[-1]
+        block.pending = []
+
+    def _commit(self, durable: bool) -> None:
+        if self._buffered == 0:
+            return
+        touched: List[str] = []
+        for block in self._blocks.values():
+            if block.group is None:  # every declared block exists from the first commit on
+                self._ensure_block(block)
+            self._commit_block(block, touched)
+        self._box.commit(self._tgroup, touched)
+        if self._meta:
+            if self._mgroup is None:
+                self._mgroup = self._tgroup.create_group("meta", overwrite=True)
+            for m in self._meta.values():
+                m.ensure(self._mgroup)
+                m.commit(touched)
+        self._time.commit(self._tgroup, touched)
+        self._step.commit(self._tgroup, touched)
+        store = self._root.store
+        if durable:
+            store.sync(touched)
+        nstep = self._nstep + self._buffered
+        attrs: Dict[str, Any] = {"sequence_schema": self._schema.to_json(), "nstep": nstep}
+        for series in (self._step, self._time):
+            prog = series.attribute()
+            if prog is not None:
+                attrs[f"{series.name}_progression"] = prog
+        self._tgroup.attrs.put(attrs)  # the commit marker: last write of the commit
+        if durable:
+            store.sync([f"{TRAJ}/zarr.json"])
+        self._nstep, self._buffered = nstep, 0
+
+    def flush(self) -> None:
+        """Commit every buffered frame (durable unless ``durable=False``)."""
+        self._check_open()
+        self._commit(durable=self._durable)
+
+    def close(self) -> None:
+        """The last durable flush; idempotent."""
+        if self._closed:
+            return
+        self._commit(durable=self._durable)
+        self._closed = True
+
+    def __enter__(self) -> "MrecWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # frames already committed stay committed; the buffer is dropped
+            self._closed = True
+
+
+def _refuse_existing_sequence(target: Path) -> None:
+    """``trajectory#W12``: never create over an existing sequence (store left unchanged)."""
+    root = open_group(target, mode="r")
+    tgroup = root.get(TRAJ)
+    if isinstance(tgroup, Group) and ("nstep" in tgroup.attrs or tgroup.get("step") is not None):
+        raise spec_error("W12", 'a frame sequence already exists at "/trajectory"; refusing to overwrite it')
+
+
+def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
+                          times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None) -> Path:
+    """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames).
+    An existing record at ``path`` is replaced only when it holds no trajectory sequence."""
+    if isinstance(frames, Trajectory):  # a whole Trajectory carries its own numbering
+        steps = frames.step if steps is None else steps
+        times = frames.time if times is None else times
+        frames = frames.frames
+    frames = list(frames)
+    steps = None if steps is None else [int(v) for v in steps]
+    times = None if times is None else [float(v) for v in times]
+    if steps is not None and len(steps) != len(frames):
+        raise InvalidValueError(f"{len(steps)} steps for {len(frames)} frames")
+    if times is not None and len(times) != len(frames):
+        raise InvalidValueError(f"{len(times)} times for {len(frames)} frames")
+    schema = SequenceSchema.from_frames(frames)
+
+    def build(root: Group) -> None:  # written beside the target, then swapped in (doors.replace_record)
+        staging = Path(root.store.root)
+        with MrecWriter(staging, schema, flush_every=max(1, len(frames)), meta=meta, durable=False) as writer:
+            for i, frame in enumerate(frames):
+                writer.append(frame, None if steps is None else steps[i], None if times is None else times[i])
+
+    return replace_record(path, build)
