@@ -7,7 +7,7 @@ values and written back byte for byte (root-layout rule 5: preserve the unknown)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from molrec_raw.errors import MolrecError, SpecViolationError
 from molrec_raw.record import documents
@@ -56,7 +56,7 @@ class MolRec:
     system: Optional[Frame] = None
     forcefield: Optional[ForceFieldSection] = None
     observables: Optional[Dict[str, Observable]] = None  # None: no section; {}: an empty one
-    raw_sections: Dict[str, Dict[str, bytes]] = field(default_factory=dict)
+    raw_sections: Dict[str, Union[RawSection, Mapping[str, bytes]]] = field(default_factory=dict)
     # Read-only view of the metrics section (dense series + WAL tail); the section itself is
     # carried in raw_sections and written back byte for byte, WAL included.
     metrics: Optional[Dict[str, Series]] = None
@@ -79,7 +79,8 @@ def read_mrec(path: PathLike) -> MolRec:
     return _read(path, root, None)
 
 
-def _read(path: PathLike, root: Group, out: Optional[List[Violation]]) -> MolRec:
+def _read(path: PathLike, root: Group, out: Optional[List[Violation]],
+          progress: Optional[Callable[[int, int], None]] = None) -> MolRec:
     collect: List[Violation] = [] if out is None else out
     meta = _meta_attrs(root)
     collect.extend(documents.check_meta(meta))
@@ -87,11 +88,10 @@ def _read(path: PathLike, root: Group, out: Optional[List[Violation]]) -> MolRec
         refuse(collect)
     rec = MolRec(meta=meta)
     rows_of = _rows_of(root)
-    names = [name for name, node in root.members() if isinstance(node, Group)]
+    groups = dict(root.groups())
     if out is not None:  # decision 2: reported by validate, never a reason to refuse reading
-        collect.extend(documents.check_sections(names))
-    for name in names:
-        group = root[name]
+        collect.extend(documents.check_sections(groups))
+    for name, group in groups.items():
         if name in _DOCUMENTS:
             doc = dict(group.attrs)
             collect.extend(documents.check_status(doc) if name == "status" else documents.check_method(doc))
@@ -116,6 +116,8 @@ def _read(path: PathLike, root: Group, out: Optional[List[Violation]]) -> MolRec
             rec.raw_sections[name] = RawSection(root.store, name)
             try:
                 rec.trajectory = MrecReader(path)
+                if out is not None:  # validate resolves every frame, not only what opening checks
+                    collect.extend(rec.trajectory.verify(progress))
             except MolrecError as exc:
                 if out is None:
                     raise
@@ -159,15 +161,16 @@ def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True) -> None:
     replace_record(path, build, durable)
 
 
-def validate(path: PathLike) -> List[Violation]:
-    """Every violated reader rule of the record at ``path``, without stopping at the first.
+def validate(path: PathLike, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
+    """Every violated reader rule of the record at ``path``, without stopping at the first;
+    a trajectory is checked frame by frame (``progress(done, total)`` follows that walk).
 
     A store that cannot be opened at all (no root group, unreadable metadata) raises.
     """
     root = open_group(check_record_path(path), mode="r")
     out: List[Violation] = []
     try:
-        _read(path, root, out)
+        _read(path, root, out, progress)
     except MolrecError as exc:  # corrupt bytes beneath a rule check: report, do not stop
         out.append(Violation(exc.rule or type(exc).__name__, exc.node or "/", exc.message))
     return out

@@ -154,3 +154,80 @@ def test_trajectory_N8_interop_zarr_python_reads_every_array(path):
         if hasattr(ours_node, "shape"):
             theirs = zarr.open_array(str(p.parent), mode="r")[...]
             np.testing.assert_array_equal(theirs, ours_node[...])
+
+
+# ---------------------------------------------------------------- §8.8 system vs trajectory
+def system_atoms(path, ids):
+    write_mrec_system(path, Frame(blocks={"atoms": Block({"id": np.asarray(ids, np.int64),
+                                                          "x": np.zeros(len(ids))})}))
+
+
+def traj_atoms(n, ids=None, shift=0.0):
+    cols = {"x": np.arange(n, dtype=float) + shift}
+    if ids is not None:
+        cols["id"] = np.asarray(ids, np.int64)
+    return frame(atoms=Block(cols))
+
+
+def test_trajectory_8_8_update_must_hold_the_system_block_rows(path):
+    system_atoms(path, [7, 8, 9])
+    w = MrecWriter(path, SequenceSchema.from_frame(traj_atoms(3)))
+    w.append(traj_atoms(3))
+    w.flush()
+    with pytest.raises(SpecViolationError, match="/system/atoms has 3") as e:
+        w.append(traj_atoms(4))  # ragged: refused, nothing changes
+    assert e.value.rule == rule("8.8")
+    w.append(traj_atoms(3, shift=1.0))
+    w.close()
+    with MrecReader(path) as r:
+        assert len(r) == 2 and r[1].blocks["atoms"].columns["x"].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_trajectory_8_8_ids_equal_row_for_row(path):
+    system_atoms(path, [7, 8, 9])
+    with MrecWriter(path, SequenceSchema.from_frame(traj_atoms(3, [7, 8, 9]))) as w:
+        w.append(traj_atoms(3, [7, 8, 9]))
+        with pytest.raises(SpecViolationError, match="id differs from /system/atoms/id at row 1") as e:
+            w.append(traj_atoms(3, [7, 0, 9], shift=1.0))
+        assert e.value.rule == rule("8.8")
+    with MrecReader(path) as r:
+        assert len(r) == 1
+
+
+def test_trajectory_8_8_validate_reports_a_store_written_elsewhere(path):
+    import molrec_raw as mr
+    system_atoms(path, [7, 8, 9])
+    with MrecWriter(path, SequenceSchema.from_frame(traj_atoms(3))) as w:
+        w.append(traj_atoms(3))
+        w.append(traj_atoms(3, shift=1.0))
+    from traj_helpers import patch_attrs
+    patch_attrs(path, "system/atoms", count=2)  # as if another writer had let them drift apart
+    with MrecReader(path) as r:  # readers stay lenient (the reference does not enforce §8.8)
+        assert len(r) == 2
+    found = [v for v in mr.validate(path) if v.rule == rule("8.8")]
+    assert len(found) == 1 and "and 1 more" in found[0].message and found[0].node == "/trajectory/atoms"
+
+
+def test_trajectory_validate_resolves_every_frame_and_reports_progress(path):
+    """validate walks the whole trajectory: a reference broken from frame 4 on (R17) is
+    reported once with its frame count, a corrupt chunk is found; progress reaches nstep."""
+    import molrec_raw as mr
+    s = SequenceSchema().declare_column("atoms", "x", "f64").declare_column("bonds", "atomi", "u64")
+    s.declare_target("bonds", "atomi", "atoms")
+    with MrecWriter(path, s, flush_every=1) as w:
+        for i in range(6):
+            w.append(frame(atoms=atoms(3, i), bonds=Block({"atomi": np.array([0, i % 3], np.uint64)})))
+    seen = []
+    assert mr.validate(path, progress=lambda done, total: seen.append((done, total))) == []
+    assert seen[-1] == (6, 6) and len(seen) == 6
+    open_group(path, mode="r+")["trajectory/bonds/atomi"][9] = 5  # frame 4's second bond -> row 5 of 3
+    found = mr.validate(path)
+    assert [(v.rule, v.node) for v in found] == [(rule("R17"), "/trajectory/bonds/atomi")]
+    assert "frame 4" in found[0].message and "and 1 more" not in found[0].message
+    open_group(path, mode="r+")["trajectory/bonds/atomi"][9] = 1
+    chunk = path / "trajectory" / "atoms" / "x" / "c" / "0"
+    data = bytearray(chunk.read_bytes())
+    data[-5] ^= 0xFF  # inside the last inner chunk (the shard index sits at the start)
+    chunk.write_bytes(bytes(data))
+    found = mr.validate(path)
+    assert len(found) == 1 and "crc32c" in found[0].message.lower(), found

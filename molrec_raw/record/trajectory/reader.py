@@ -5,11 +5,11 @@ lengths only (``nstep``; longer arrays are an uncommitted tail, ``trajectory#N1`
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError
+from molrec_raw.errors import InvalidValueError, MolrecError
 from molrec_raw.record import typed_json
 from molrec_raw.record.columns import ZARR_TO_COLUMN
 from molrec_raw.record.model import Block, Frame
@@ -18,9 +18,11 @@ from molrec_raw.record.trajectory.cell import BoxReader
 from molrec_raw.record.trajectory.common import TRAJ, PathLike, is_int, spec_error
 from molrec_raw.record.trajectory.meta import META_STORAGE, meta_value, open_meta_array
 from molrec_raw.record.trajectory.progressions import check_progression, expand_progression
-from molrec_raw.record.trajectory.references import check_resolved, refuse_aligned_system_names, section_rows
+from molrec_raw.record.trajectory.references import (SystemCounterparts, check_resolved, refuse_aligned_system_names,
+                                                     section_rows)
 from molrec_raw.record.trajectory.schema import RESERVED_BLOCK_NAMES, SequenceSchema
 from molrec_raw.record.trajectory.storage import open_root, read_nstep
+from molrec_raw.record.violations import Violation
 from molrec_raw.zarr import Array, Group
 
 __all__ = ["MrecReader", "Trajectory", "read_mrec_trajectory"]
@@ -223,7 +225,7 @@ class MrecReader:
         meta: Dict[str, Any] = {}
         for key, (tag, arr) in self._meta.items():
             if arr is not None:
-                meta[key] = meta_value(tag, arr[i], f"/trajectory/meta/{key}")
+                meta[key] = meta_value(tag, self._rows(arr, i, i + 1)[0], f"/trajectory/meta/{key}")
         return Frame(meta, blocks, self._box.at(i))
 
     def _rows(self, arr: Array, lo: int, hi: int) -> np.ndarray:
@@ -253,6 +255,39 @@ class MrecReader:
     def __iter__(self) -> Iterator[Frame]:
         for i in range(self._nstep):
             yield self._frame(i, None)
+
+    def verify(self, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
+        """Check the whole committed trajectory, not only what opening checks: resolve every
+        frame (every stored chunk a frame uses is decoded, so checksums are verified, and row
+        references and alignments are checked, ``trajectory#R16``/``#R17``) and every update
+        of a block named like a system block (§8.8).  One violation per rule and node, saying
+        how many frames share it; ``progress(done, total)`` is called as frames resolve."""
+        found: Dict[Tuple[str, str], List[Any]] = {}
+
+        def note(exc: MolrecError) -> None:
+            key = (exc.rule or type(exc).__name__, exc.node or "/trajectory")
+            found.setdefault(key, [exc.message, 0])[1] += 1
+
+        system = SystemCounterparts(self._schema, self._root)
+        for name, b in self._blocks.items():
+            if name not in system:
+                continue
+            for j, ordinal in enumerate(b.ordinals.tolist()):
+                lo, hi = b.rows(j)
+                try:
+                    ids = self._rows(b.columns["id"], lo, hi) if "id" in b.columns and hi > lo else None
+                    system.check(name, hi - lo, ids, f"trajectory frame {ordinal}")
+                except MolrecError as exc:
+                    note(exc)
+        for i in range(self._nstep):
+            try:
+                self._frame(i, None)
+            except MolrecError as exc:
+                note(exc)
+            if progress is not None:
+                progress(i + 1, self._nstep)
+        return [Violation(rule, node, message if count == 1 else f"{message} (and {count - 1} more like it)")
+                for (rule, node), (message, count) in found.items()]
 
     def close(self) -> None:
         self._root.store.close()

@@ -9,7 +9,7 @@ import numpy as np
 
 from molrec_raw.record.trajectory.common import spec_error
 from molrec_raw.record.trajectory.schema import SequenceSchema
-from molrec_raw.zarr import Group
+from molrec_raw.zarr import Array, Group
 
 _SECTIONS_WITH_BLOCKS = ("frame", "system")
 
@@ -83,3 +83,50 @@ def refuse_aligned_system_names(schema: SequenceSchema, root: Group, rule_id: st
         if schema.aligned_with(name) is not None and isinstance(system.get(name), Group):
             raise spec_error(rule_id, f"aligned block {name!r} shares its name with a system block "
                        f"(/system/{name})", f"/trajectory/{name}")
+
+
+class SystemCounterparts:
+    """Trajectory blocks named like a ``system/`` block (§8.8): aligned with it 1:1 by row
+    order, so every update holds exactly the system block's row count and, when both carry
+    ``id``, the same ids row for row.  (The reference enforces only the aligned-block case;
+    writers here refuse such an update and ``validate`` reports a store that breaks it —
+    readers stay lenient, so stores written elsewhere still open.)"""
+
+    def __init__(self, schema: SequenceSchema, root: Group) -> None:
+        self._blocks: Dict[str, Tuple[Optional[int], Group]] = {}
+        self._ids: Dict[str, Optional[np.ndarray]] = {}
+        system = root.get("system")
+        if not isinstance(system, Group):
+            return
+        for name in schema.block_names():
+            node = system.get(name)
+            if isinstance(node, Group):
+                count = node.attrs.get("count")
+                self._blocks[name] = (count if type(count) is int else None, node)
+
+    def __contains__(self, block: str) -> bool:
+        return block in self._blocks
+
+    def _system_ids(self, block: str) -> Optional[np.ndarray]:
+        if block not in self._ids:
+            arr = self._blocks[block][1].get("id")
+            self._ids[block] = arr[...] if isinstance(arr, Array) else None
+        return self._ids[block]
+
+    def check(self, block: str, rows: int, ids: Optional[np.ndarray], where: str) -> None:
+        """Refuse an update of ``block`` (``rows`` rows, its ``id`` column or None) that is
+        not row-aligned with ``/system/<block>`` (rule ``trajectory#8.8``)."""
+        if block not in self._blocks:
+            return
+        count, _ = self._blocks[block]
+        node = f"/trajectory/{block}"
+        if count is not None and rows != count:
+            raise spec_error("8.8", f"{where}: block {block!r} has {rows} rows but /system/{block} has {count}; "
+                             "a trajectory block named like a system block holds exactly its rows (rename the "
+                             "block if it is ragged)", node)
+        system_ids = self._system_ids(block) if ids is not None else None
+        if system_ids is not None and ids is not None and (
+                system_ids.shape != ids.shape or not np.array_equal(system_ids, ids)):
+            bad = int(np.flatnonzero(system_ids != ids)[0]) if system_ids.shape == ids.shape else 0
+            raise spec_error("8.8", f"{where}: block {block!r} id differs from /system/{block}/id at row {bad}",
+                             f"{node}/id")

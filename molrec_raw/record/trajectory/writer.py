@@ -36,11 +36,11 @@ from molrec_raw.record.trajectory.common import I64, TRAJ, PathLike, is_int, num
 from molrec_raw.record.trajectory.meta import MetaWriter, meta_cell, open_meta_array
 from molrec_raw.record.trajectory.progressions import Series, check_progression
 from molrec_raw.record.trajectory.reader import Trajectory
-from molrec_raw.record.trajectory.references import check_resolved, refuse_aligned_system_names, section_rows
+from molrec_raw.record.trajectory.references import (SystemCounterparts, check_resolved, refuse_aligned_system_names,
+                                                     section_rows)
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.record.trajectory.storage import born, delete_node, grow, read_nstep
 from molrec_raw.zarr import Array, Group, open_group
-
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
@@ -93,6 +93,7 @@ class MrecWriter:
         self._setup_state()
         refuse_aligned_system_names(self._schema, self._root, "W13")
         self._section_rows = section_rows(self._root)
+        self._system = SystemCounterparts(self._schema, self._root)
 
     # ------------------------------------------------------------------ construction
     def _init_common(self, flush_every: Optional[int], durable: bool) -> None:
@@ -147,6 +148,7 @@ class MrecWriter:
         self._setup_state()
         refuse_aligned_system_names(self._schema, root, "W13")
         self._section_rows = section_rows(root)
+        self._system = SystemCounterparts(self._schema, root)
         nstep = read_nstep(tgroup, attrs)
         self._nstep = nstep
         self._reopen_series(attrs, nstep)
@@ -358,6 +360,7 @@ class MrecWriter:
             update = prepare_update(state, blk, ordinal)
             base = state.pending[-1] if state.pending else state.last
             if base is None or not same_content(base, update):
+                self._system.check(name, update.rows, update.columns.get("id"), f"trajectory frame {ordinal}")
                 updates.append((state, update))
         # -- the resolved frame: references and alignments (W27, W28)
         resolved: Dict[str, Update] = {}
