@@ -44,7 +44,7 @@ def _is_f64(dtype: Any) -> bool:
     if dtype is None:  # np.dtype(None) would be float64
         return False
     try:
-        dt = np.dtype(dtype)
+        dt: np.dtype = np.dtype(dtype)
     except (TypeError, ValueError):
         return False
     return dt.kind == "f" and dt.itemsize == 8
@@ -85,14 +85,18 @@ def round_to_precision(values: np.ndarray, p: Any) -> np.ndarray:
     if not _is_f64(x.dtype):
         raise SpecViolationError(f"precision needs f64 values, not {x.dtype}", rule=R_DTYPE)
     x = x.astype(np.float64, copy=False)
+    rounded = np.empty(x.shape, np.float64)  # a new array, also for 0-d input
     with np.errstate(invalid="ignore", over="ignore"):
         # x·(1/q) equals x/q exactly (q is a power of two); rint keeps the sign of zero, so a
-        # small negative becomes −0.0 without a copysign pass.
-        rounded = np.array(x, dtype=np.float64)  # a new array, also for 0-d input
-        rounded *= 1.0 / q
+        # small negative becomes −0.0 without a copysign pass.  Where |x| ≥ 2^52·q, x/q is
+        # already an integer and the round trip gives x back bit for bit, so only NaN (its
+        # bits), ±inf and an overflowing quotient or product need x restored — all of which
+        # leave a non-finite value behind, which one cheap sum detects.
+        np.multiply(x, 1.0 / q, out=rounded)
         np.rint(rounded, out=rounded)
         rounded *= q
-        # keep x for NaN (bits), ±inf, |x| ≥ 2^52·q and where the product overflowed
+        if math.isfinite(rounded.sum()):
+            return rounded
         keep = ~(np.abs(x) < 2.0**52 * q)
         if q >= 2.0**972:
             keep |= ~np.isfinite(rounded)

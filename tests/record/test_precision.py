@@ -168,3 +168,17 @@ def test_frame_and_types_14_45_rounding_properties(x, p):
         assert np.all(np.abs(r - xi) <= q / 2)
         assert np.all(np.signbit(r) == np.signbit(xi))                     # sign of zero survives
         assert np.all(np.mod(r, q) == 0)                                   # on the grid
+
+
+@settings(max_examples=300, deadline=None)
+@given(f64_arrays, st.one_of(finite_p, st.sampled_from([0.001, 2.0**-30, 1e3])))
+def test_frame_and_types_14_45_fast_path_equals_the_masked_formula(x, p):
+    """round_to_precision skips the keep-mask when its result is all finite; bit for bit it
+    must equal the plain formula with x restored wherever the rule keeps it."""
+    q = quantum(p)
+    with np.errstate(invalid="ignore", over="ignore"):
+        formula = np.rint(x * (1.0 / q)) * q
+        keep = ~(np.abs(x) < 2.0**52 * q) | ~np.isfinite(formula)
+    assert np.array_equal(bits(round_to_precision(x, p)), bits(np.where(keep, x, formula)))
+    big = np.full(4, 2.0**60) * np.array([1.0, -1.0, 3.0, -5.0])  # |x| >= 2^52 q on the fast path
+    assert np.array_equal(bits(round_to_precision(big, 1e-3)), bits(big))

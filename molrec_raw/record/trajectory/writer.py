@@ -44,6 +44,10 @@ from molrec_raw.zarr import Array, Group, open_group
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
+# A commit encodes K frames' inner chunks per column; zstd releases the GIL, so two threads
+# (the machines this targets have few cores) encode them side by side.
+WRITE_THREADS = 2
+
 
 class MrecWriter:
     """Streaming trajectory writer (trajectory §10): ``append`` buffers, a flush commits.
@@ -82,7 +86,7 @@ class MrecWriter:
         from molrec_raw.record.violations import refuse
         refuse(documents.check_finite_json(stamped, "/meta", "frame-and-types#14.41"))
         refuse(documents.check_meta(stamped, writing=True))
-        self._root = open_group(target, mode="a", threads=1)  # root zarr.json first
+        self._root = open_group(target, mode="a", threads=WRITE_THREADS)  # root zarr.json first
         self._root.create_group("meta", attributes=stamped, overwrite=True)
         self._tgroup = self._root.create_group(TRAJ, attributes={"sequence_schema": self._schema.to_json()},
                                                overwrite=True)
@@ -127,7 +131,7 @@ class MrecWriter:
         target = check_record_path(path)
         if target.suffix == ".zip" or not target.is_dir():
             raise StoreError("only a directory record can be reopened for append", store=str(target))
-        root = open_group(target, mode="r+", threads=1)
+        root = open_group(target, mode="r+", threads=WRITE_THREADS)
         meta = root.get("meta")
         doc = dict(meta.attrs) if isinstance(meta, Group) else {}
         from molrec_raw.record.violations import refuse

@@ -18,10 +18,11 @@ import numpy as np
 
 from molrec_raw.errors import CorruptDataError, InvalidMetadataError, InvalidValueError
 from molrec_raw.zarr.codecs.base import (
-    ArrayBytesCodec, Buffer, ChunkSpec, check_config, is_int, register,
+    ArrayBytesCodec, Buffer, ChunkSpec, Reader, check_config, is_int, register,
 )
 from molrec_raw.zarr.dtypes import data_type
 from molrec_raw.zarr.indexing import DimSelection, Local, covers, project
+from molrec_raw.zarr.store import Store
 
 EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 DEFAULT_INDEX_CODECS = [
@@ -44,7 +45,6 @@ def _local_dims(local: Tuple[Local, ...]) -> List[DimSelection]:
 @register
 class ShardingCodec(ArrayBytesCodec):
     name = "sharding_indexed"
-    partial_reads = True
 
     def __init__(self, spec: ChunkSpec, chunk_shape: Tuple[int, ...], codecs: Any,
                  index_codecs: Any, index_location: str) -> None:
@@ -166,7 +166,7 @@ class ShardingCodec(ArrayBytesCodec):
         return out
 
     # -- partial reads and writes --------------------------------------------
-    def read_into(self, reader: Any, local: Tuple[Local, ...], out: np.ndarray, each: Any = map) -> None:
+    def read_into(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray, each: Any = map) -> None:
         """Decode the selected inner chunks into ``out``; ``each`` maps over them (a thread
         pool's ``map`` when the caller has one to spare)."""
         touched = list(project(_local_dims(local), self.chunk_shape))
@@ -178,7 +178,7 @@ class ShardingCodec(ArrayBytesCodec):
             shard_size = len(whole)
             start, length = self._index_range()
             index = self._decode_index(_slice(whole, start, length), shard_size)
-            fetch = lambda s, n: _slice(whole, s, n)  # noqa: E731
+            fetch: Reader = lambda s, n: _slice(whole, s, n)  # noqa: E731
         else:
             start, length = self._index_range()
             raw = reader(start, length)
@@ -205,7 +205,7 @@ class ShardingCodec(ArrayBytesCodec):
         for _ in each(one, touched):
             pass
 
-    def write(self, reader: Any, local: Tuple[Local, ...], value: np.ndarray,
+    def write(self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray,
               extent: Tuple[int, ...], each: Any = map) -> Optional[Buffer]:
         """Re-encode the touched inner chunks; untouched ones keep their stored bytes."""
         existing: Optional[Buffer] = None
@@ -237,7 +237,7 @@ class ShardingCodec(ArrayBytesCodec):
         return self._assemble(encoded)
 
 
-    def write_positional(self, store: Any, key: str, local: Tuple[Local, ...], value: np.ndarray,
+    def write_positional(self, store: Store, key: str, local: Tuple[Local, ...], value: np.ndarray,
                          extent: Tuple[int, ...], each: Any = map) -> None:
         """Land ``shard[local] = value`` without rewriting the shard: every touched inner
         chunk is re-encoded and appended at the end of the shard value, then the index
@@ -264,14 +264,16 @@ class ShardingCodec(ArrayBytesCodec):
                 lambda s, n: _slice(store.get_range(key, offset, nbytes), s, n))
             return i, self.inner.write(old, inner_local, value[value_sel + (Ellipsis,)], inner_extent)
 
-        tail = size
+        tail, appended = size, []
         for i, data in list(each(one, touched)):
             if data is None:
                 index[i] = (EMPTY, EMPTY)
                 continue
-            store.write_at(key, tail, data)
+            appended.append(data)
             index[i] = (tail, memoryview(data).nbytes)
             tail += memoryview(data).nbytes
+        if appended:  # one write for every new inner chunk, then the index
+            store.write_at(key, size, b"".join(appended))
         store.write_at(key, 0, self.index_pipeline.encode(index.reshape(self.chunks_per_shard + (2,))))
 
 
