@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import sys
+from typing import List
 
 import numpy as np
 
-from molrec_raw.zarr import open_group
+from molrec_raw.zarr import open_array, open_group
 
 
-def main(argv: list) -> int:
+def main(argv: List[str]) -> int:
     path = argv[0] if argv else "example.zarr"
     root = open_group(path, mode="w", attributes={"created_by": "molrec_raw example"})
     frames = root.create_group("frames", attributes={"units": "angstrom"})
@@ -22,11 +23,10 @@ def main(argv: list) -> int:
     xyz[...] = coords
     names = frames.create_array("names", shape=(4,), dtype=str, chunks=(4,))
     names[...] = np.array(["C", "H", "héllo", ""], dtype=object)
-    reopened = open_group(path)
-    for name, node in reopened["frames"].members():
+    for name, node in open_group(path, path="frames").arrays():
         print(f"{name}: shape={node.shape} dtype={node.metadata.dtype.name} "
               f"chunks={node.chunks} shards={node.shards}")
-    assert np.array_equal(reopened["frames/xyz"][...], coords)
+    assert np.array_equal(open_array(path, "frames/xyz")[...], coords)
     print("round trip ok:", path)
     return 0
 

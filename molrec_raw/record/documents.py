@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -106,7 +106,7 @@ def _not_object(doc: Any, what: str, rule: str, node: str) -> Optional[Violation
     return Violation(rule, node, f"the {what} document must be a JSON object, found {_show(doc)}")
 
 
-def _nulls(doc: Mapping, names: Iterable[str], where: str, rule: str, node: str) -> Checks:
+def _nulls(doc: Mapping[str, Any], names: Iterable[str], where: str, rule: str, node: str) -> Checks:
     """Writer side of documents#9.3 / frame-and-types#14.49: a named key set to None."""
     for name in names:
         if name in doc and doc[name] is None:
@@ -114,13 +114,13 @@ def _nulls(doc: Mapping, names: Iterable[str], where: str, rule: str, node: str)
                                         "must be omitted from the document, not set to null")
 
 
-def _opt_str(doc: Mapping, name: str, where: str, rule: str, node: str) -> Checks:
+def _opt_str(doc: Mapping[str, Any], name: str, where: str, rule: str, node: str) -> Checks:
     v = doc.get(name)
     if v is not None and not isinstance(v, str):
         yield Violation(rule, node, f"{where}{name!r} must be a string, found {_show(v)}")
 
 
-def _req_str(doc: Mapping, name: str, where: str, rule: str, node: str) -> Checks:
+def _req_str(doc: Mapping[str, Any], name: str, where: str, rule: str, node: str) -> Checks:
     v = doc.get(name)
     if v is None:
         yield Violation(rule, node, f"{where}{name!r} is required (a string)")
@@ -130,7 +130,7 @@ def _req_str(doc: Mapping, name: str, where: str, rule: str, node: str) -> Check
 
 # -- meta ---------------------------------------------------------------------------------
 
-def stamp_meta(doc: Optional[Mapping[str, Any]]) -> dict:
+def stamp_meta(doc: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     """A new meta document: the caller's, with ``molrec_version: 2`` over any caller value
     (README#decision-1, frame-and-types#14.50). Key order is the caller's; the version sits
     where the caller had it, else last. Unknown and null-valued keys are kept (documents#9.2).
@@ -145,7 +145,7 @@ def stamp_meta(doc: Optional[Mapping[str, Any]]) -> dict:
     return out
 
 
-def _check_version(doc: Mapping, node: str) -> Checks:
+def _check_version(doc: Mapping[str, Any], node: str) -> Checks:
     if "molrec_version" not in doc:  # pre-1 store: no check (frame-and-types#14.30)
         return
     v = doc["molrec_version"]
@@ -315,7 +315,7 @@ def check_method(doc: Mapping[str, Any], node: str = "/method", *, writing: bool
             yield Violation(rule, node, "a workflow's 'stages' must be an object of method "
                             f"documents, found {_show(stages)}")
         else:
-            pending.extend((sub, f"{node}/stages/{sid}") for sid, sub in reversed(stages.items()))
+            pending.extend((sub, f"{node}/stages/{sid}") for sid, sub in reversed(list(stages.items())))
 
 
 # -- finite JSON, sections ----------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from molrec_raw.errors import NodeNotFoundError, SpecViolationError, StoreError
 from molrec_raw.record import documents
@@ -26,7 +26,7 @@ __all__ = [
     "check_record_path", "open_record",
 ]
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]
 _FRAME_SECTIONS = ("frame", "system")
 
 
@@ -104,7 +104,7 @@ def read_mrec_system(path: PathLike) -> Frame:
 
 
 # -- writing --------------------------------------------------------------------------------
-def _frame_rows_of(sections: Dict[str, Frame]) -> RowsOf:
+def _frame_rows_of(sections: Mapping[str, Optional[Frame]]) -> RowsOf:
     def rows(section: str, block: str) -> Optional[int]:
         frame = sections.get(section) if section in _FRAME_SECTIONS else None
         if frame is None:
@@ -113,7 +113,7 @@ def _frame_rows_of(sections: Dict[str, Frame]) -> RowsOf:
     return rows
 
 
-def replace_record(path: PathLike, build: Any, durable: bool = True) -> Path:
+def replace_record(path: PathLike, build: Callable[[Group], object], durable: bool = True) -> Path:
     """Build a record beside ``path`` with ``build(root_group)``, then swap it in.
 
     An existing ``path`` is replaced only when it is a record (root zarr.json) or an empty
@@ -163,8 +163,9 @@ def write_sections(root: Group, meta: Optional[Dict[str, Any]], sections: Dict[s
     root.create_group("meta", attributes=stamped)
     rows_of = _frame_rows_of(sections)
     for name in ("system", "frame"):
-        if sections.get(name) is not None:
-            write_frame_group(root, name, sections[name], rows_of=rows_of)
+        frame = sections.get(name)
+        if frame is not None:
+            write_frame_group(root, name, frame, rows_of=rows_of)
     if forcefield is not None:
         from molrec_raw.record.forcefield import write_forcefield_group
         write_forcefield_group(root, forcefield)

@@ -229,7 +229,7 @@ def _same_array(a: Any, b: Any) -> bool:
         return False
     if a.dtype.kind in "fc":  # bitwise: -0.0 != 0.0, NaN payloads compared
         return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b.astype(a.dtype)).tobytes()
-    return a.tolist() == b.tolist()
+    return bool(a.tolist() == b.tolist())
 
 
 def blocks_equal(a: Block, b: Block) -> bool:
@@ -275,7 +275,8 @@ def _is_finite_number(value: Any) -> bool:
     return _is_number(value) and bool(np.isfinite(value))
 
 
-def _optional(doc: Mapping, key: str, writing: bool, rule: str, node: str, where: str) -> Tuple[bool, List[Violation]]:
+def _optional(doc: Mapping[str, Any], key: str, writing: bool, rule: str, node: str,
+              where: str) -> Tuple[bool, List[Violation]]:
     """(present, violations) for an optional named key; null reads as absent, a writer refuses it."""
     if key not in doc:
         return False, []
@@ -286,7 +287,7 @@ def _optional(doc: Mapping, key: str, writing: bool, rule: str, node: str, where
     return True, []
 
 
-def _check_units(doc: Mapping, node: str, writing: bool) -> Checks:
+def _check_units(doc: Mapping[str, Any], node: str, writing: bool) -> Checks:
     rule = _rule("9.23")
     units = doc.get("units")
     if units is None:
@@ -324,7 +325,7 @@ def _check_units(doc: Mapping, node: str, writing: bool) -> Checks:
                                         f"({quantity} = {expected[quantity]!r}; compared as exact strings)")
 
 
-def _check_source(doc: Mapping, node: str, writing: bool) -> Checks:
+def _check_source(doc: Mapping[str, Any], node: str, writing: bool) -> Checks:
     rule = _rule("9.24")
     present, problems = _optional(doc, "source", writing, rule, node, "")
     yield from problems
@@ -346,7 +347,7 @@ def _check_source(doc: Mapping, node: str, writing: bool) -> Checks:
             yield Violation(rule, node, f"source.sha256 {_show(source[key])} is not 64 lowercase hex digits")
 
 
-def _check_special_bonds(doc: Mapping, node: str, writing: bool) -> Checks:
+def _check_special_bonds(doc: Mapping[str, Any], node: str, writing: bool) -> Checks:
     rule = _rule("9.24")
     present, problems = _optional(doc, "special_bonds", writing, rule, node, "")
     yield from problems
@@ -407,7 +408,7 @@ def _check_style_entry(index: int, entry: Any, node: str, writing: bool) -> Chec
             yield Violation(rule, node, f"{where}.params.{key} {_show(params[key])} is not one of {', '.join(allowed)}")
 
 
-def _check_document(doc: Mapping, node: str, writing: bool) -> Checks:
+def _check_document(doc: Mapping[str, Any], node: str, writing: bool) -> Checks:
     if META_TYPES in doc:
         yield Violation(_rule("7.1"), node, "the force-field document is plain JSON: it has no '_meta_types'")
     name = doc.get("name")
@@ -461,7 +462,7 @@ def _check_text_column(block: Block, column: str, rows: int, where: str, rule: s
         yield Violation(rule, where, f"{what} {column!r} is never null; rows {np.flatnonzero(~valid)[:5].tolist()} are null")
 
 
-def _check_table(table: str, block: Block, entry: Mapping, node: str) -> Checks:
+def _check_table(table: str, block: Block, entry: Mapping[str, Any], node: str) -> Checks:
     where = f"{node}/{table}"
     category, key = entry.get("category"), entry.get("endpoint_key") or "type"
     if block.structural_shape is not None:
@@ -596,7 +597,7 @@ def _same_value(a: Any, b: Any) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype.kind == "f":
         return bool(np.array_equal(a, b, equal_nan=True))
-    return a.tolist() == b.tolist()
+    return bool(a.tolist() == b.tolist())
 
 
 def check_forcefield(document: Any, tables: Mapping[str, Block], node: str = "/forcefield", *,
@@ -609,10 +610,10 @@ def check_forcefield(document: Any, tables: Mapping[str, Block], node: str = "/f
         yield Violation(_rule("9.23"), node, f"the force-field document must be a JSON object, found {_show(document)}")
         return
     yield from _check_document(document, node, writing)
-    styles = document.get("styles") if isinstance(document.get("styles"), list) else []
-    produced: Dict[str, Mapping] = {}
+    styles = document.get("styles")
+    produced: Dict[str, Mapping[str, Any]] = {}
     class_keyed = False
-    for index, entry in enumerate(styles):
+    for index, entry in enumerate(styles if isinstance(styles, list) else []):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("category"), str) \
                 or not isinstance(entry.get("style"), str):
             continue

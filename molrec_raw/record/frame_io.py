@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from math import prod
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -196,13 +197,13 @@ def write_frame_group(parent: Group, name: str, frame: Frame, *, typed_meta: boo
         block_attrs.update(block.attrs)
         block_group = group.create_group(b, attributes=block_attrs)
         for column, values in block.columns.items():
-            jobs.append(lambda g=block_group, c=column, v=values, p=block.precision.get(column),
-                        a=block.column_attrs.get(column): _write_array(g, c, v, precision=p, attributes=a))
+            jobs.append(partial(_write_array, block_group, column, values, precision=block.precision.get(column),
+                                attributes=block.column_attrs.get(column)))
         masks = {c: m for c, m in block.masks.items() if not m.all()}  # all-true ≡ no mask
         if masks:
             validity = block_group.create_group(VALIDITY)
             for column, mask in masks.items():
-                jobs.append(lambda g=validity, c=column, m=mask: _write_array(g, c, m))
+                jobs.append(partial(_write_array, validity, column, mask))
     concurrently(jobs)
     if frame.box is not None:
         _write_box(group, frame.box)
@@ -234,6 +235,11 @@ def _column_problem(array: Array, node: str) -> Optional[Violation]:
     return None
 
 
+def _values(member: Union[Group, Array]) -> Optional[np.ndarray]:
+    """An array's whole data; None for a group (the caller reports it)."""
+    return np.asarray(member[...]) if isinstance(member, Array) else None
+
+
 def _read_block(group: Group, node: str, out: List[Violation]) -> Block:
     attrs = dict(group.attrs)
     if "count" not in attrs:
@@ -254,7 +260,7 @@ def _read_block(group: Group, node: str, out: List[Violation]) -> Block:
     column_attrs: Dict[str, Dict[str, Any]] = {}
     masks: Dict[str, np.ndarray] = {}
     readable: List[Tuple[str, Array]] = []
-    mask_arrays: List[Tuple[str, Array]] = []
+    mask_arrays: List[Tuple[str, Union[Group, Array]]] = []
     for name, member in _members(group, node, out):
         if isinstance(member, Group):
             if name == VALIDITY:
@@ -268,8 +274,7 @@ def _read_block(group: Group, node: str, out: List[Violation]) -> Block:
             readable.append((name, member))
         else:
             out.append(problem)
-    data = concurrently([lambda a=array: np.asarray(a[...]) if isinstance(a, Array) else None
-                         for _, array in readable + mask_arrays])
+    data = concurrently([partial(_values, array) for _, array in readable + mask_arrays])
     for (column, mask), values in zip(mask_arrays, data[len(readable):]):
         if isinstance(mask, Group):
             out.append(_v("14.8", f"{node}/{VALIDITY}/{column}", "a mask must be a bool array, not a group"))
@@ -317,8 +322,9 @@ def _read_box(group: Group, node: str, out: List[Violation]) -> Box:
     vectors = parts.get("vectors", np.eye(3)) if defined else np.eye(3)
     origin = parts.get("origin", np.zeros(3))
     boundary = parts.get("boundary", np.full(3, defined))
+    x, y, z = (bool(b) for b in np.ravel(boundary))  # shape (3,): checked above
     box = Box(np.asarray(vectors, dtype=np.float64) if vectors.dtype.kind == "f" else vectors,
-              origin, tuple(bool(b) for b in np.ravel(boundary)), defined)
+              origin, (x, y, z), defined)
     out.extend(_check_box(box, node))
     return box
 
@@ -350,7 +356,7 @@ def read_frame_group(group: Group, *, typed_meta: bool = True, out: Optional[Lis
     return Frame(meta, blocks, box)
 
 
-def _members(group: Group, node: str, out: List[Violation]) -> Iterable[Tuple[str, Any]]:
+def _members(group: Group, node: str, out: List[Violation]) -> Iterable[Tuple[str, Union[Group, Array]]]:
     """A group's children; a child whose Zarr data type is outside the subset becomes a
     violation of frame-and-types#14.2 (naming it) instead of ending the read."""
     for name in group:

@@ -50,8 +50,8 @@ class Block:
             lengths = {np.shape(c)[0] if np.ndim(c) else None for c in self.columns.values()}
             if not lengths:
                 self.count = 0
-            elif len(lengths) == 1 and None not in lengths:
-                self.count = int(next(iter(lengths)))
+            elif len(lengths) == 1 and (length := next(iter(lengths))) is not None:
+                self.count = int(length)
 
     @property
     def nrows(self) -> int:

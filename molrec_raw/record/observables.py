@@ -70,7 +70,7 @@ class Observable:
             return False
         if a.dtype.kind in "fc":  # bitwise
             return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b.astype(a.dtype)).tobytes()
-        return a.tolist() == b.tolist()
+        return bool(a.tolist() == b.tolist())
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any, List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union
 
 from molrec_raw.errors import CorruptDataError, SpecViolationError, StoreError
 from molrec_raw.zarr import ZipStore
@@ -20,7 +20,7 @@ from molrec_raw.zarr.zipstore import write_zip
 
 __all__ = ["pack_mrec_zip", "unpack_mrec_zip"]
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]
 
 
 def _record_files(root: Path) -> List[Tuple[str, Path]]:
@@ -35,7 +35,8 @@ def _record_files(root: Path) -> List[Tuple[str, Path]]:
     return sorted(files)
 
 
-def pack_mrec_zip(path: PathLike, *, remove_source: bool = False, progress: Optional[Any] = None) -> Path:
+def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
+                  progress: Optional[Callable[[int], object]] = None) -> Path:
     """Pack the record directory ``path`` (``<stem>.mrec``) into ``<stem>.mrec.zip`` beside it.
 
     A trajectory with an uncommitted tail packs as it stands: readers of the zip obey
@@ -97,7 +98,9 @@ def unpack_mrec_zip(archive: PathLike, dest: PathLike) -> Path:
         for name in names:
             out = target.joinpath(*name.split("/"))
             out.parent.mkdir(parents=True, exist_ok=True)
+            data = store.get(name)
+            assert data is not None  # a listed name
             with open(out, "xb") as fh:
-                fh.write(store.get(name))
+                fh.write(data)
     return target
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -191,7 +191,7 @@ def _enc_scalar(tag: str, v: Any, where: str) -> Any:
         raise _fail(R_WRITE, where, "json value is nested too deeply (or cyclic)") from None
 
 
-def _vector_items(tag: str, n: int, v: Any, where: str) -> list:
+def _vector_items(tag: str, n: int, v: Any, where: str) -> List[Any]:
     if isinstance(v, np.ndarray):
         if tag == "f64x9" and v.shape == (3, 3):
             v = v.reshape(9)

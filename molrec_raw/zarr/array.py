@@ -210,6 +210,7 @@ class Array(Node):
             extent = tuple(min(c, s - k * c) for c, s, k in zip(chunk_shape, shape, coords))
             try:
                 if positional:
+                    assert pipeline.sharding is not None  # land() refuses positional writes otherwise
                     pipeline.sharding.write_positional(
                         self.store, key, local, data[out_sel + (Ellipsis,)], extent, each)
                     touched.append(key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterator, MutableMapping
 
 
-class Attributes(MutableMapping):
+class Attributes(MutableMapping[str, Any]):
     """Each change rewrites the node's zarr.json by atomic replace; ``update`` writes once."""
 
     def __init__(self, load: Callable[[], Dict[str, Any]], save: Callable[[Dict[str, Any]], None]) -> None:
@@ -28,7 +28,7 @@ class Attributes(MutableMapping):
         del current[key]
         self._save(current)
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, *args: Any, **kwargs: Any) -> None:
         current = dict(self._load())
         current.update(*args, **kwargs)
         self._save(current)

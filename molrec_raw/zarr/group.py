@@ -8,7 +8,7 @@ not starting with ``__``, not ``zarr.json``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from molrec_raw.errors import (
     InvalidKeyError, InvalidValueError, MolrecError, NodeExistsError,
@@ -26,6 +26,7 @@ from molrec_raw.zarr.zipstore import ZipStore
 __all__ = ["Group", "open_group", "open_array", "open_node", "default_codecs", "as_store", "is_valid_node_name"]
 
 AnyNode = Union["Group", Array]
+_N = TypeVar("_N", bound=Node)
 _MODES = ("r", "r+", "a", "w")
 
 
@@ -221,7 +222,7 @@ def build_array_metadata(
     ), pipeline
 
 
-def _created(node: AnyNode) -> AnyNode:
+def _created(node: _N) -> _N:
     """A node we just created: its ancestors were cleared of consolidated copies already."""
     node._consolidation_dropped = True
     return node

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from math import prod
-from typing import Any, Dict, Optional, Tuple
+from typing import AbstractSet, Any, Dict, Optional, Tuple
 
 from molrec_raw.errors import InvalidMetadataError, UnsupportedFeatureError
 from molrec_raw.zarr import jsonio
@@ -42,7 +42,7 @@ def _extension(raw: Any, what: str) -> Tuple[str, Dict[str, Any]]:
     raise InvalidMetadataError(f"{what} must be an object with a 'name', got {raw!r}")
 
 
-def _extra_fields(doc: Dict[str, Any], known: set) -> Dict[str, Any]:
+def _extra_fields(doc: Dict[str, Any], known: AbstractSet[str]) -> Dict[str, Any]:
     """Unknown top-level keys: kept when marked must_understand:false, else refused."""
     extra = {}
     for key, value in doc.items():

@@ -14,7 +14,7 @@ import itertools
 import os
 import stat
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple, TypeVar, Union
 
 from molrec_raw.errors import InvalidKeyError, ReadOnlyError, StoreError
 
@@ -22,6 +22,8 @@ __all__ = ["Store", "MemoryStore", "DirectoryStore", "validate_key", "StoreLike"
 
 # Temporary files of atomic replaces carry this marker; listings never show them.
 TEMP_MARKER = ".molrec-tmp."
+
+_S = TypeVar("_S", bound="Store")
 
 
 def validate_key(key: str) -> str:
@@ -63,7 +65,8 @@ def _slice_range(size: int, start: int, length: Optional[int]) -> Tuple[int, int
 def list_dir_of_keys(keys: Iterable[str], prefix: str) -> Tuple[List[str], List[str]]:
     """``list_dir`` for stores that hold a flat key set: immediate (keys, child names)."""
     _validate_prefix(prefix)
-    names, dirs = set(), set()
+    names: Set[str] = set()
+    dirs: Set[str] = set()
     for k in keys:
         if k.startswith(prefix):
             head, sep, _ = k[len(prefix):].partition("/")
@@ -125,7 +128,7 @@ class Store:
     def close(self) -> None:
         """Release resources; the default store holds none."""
 
-    def __enter__(self) -> "Store":
+    def __enter__(self: _S) -> _S:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -192,7 +195,7 @@ class DirectoryStore(Store):
     ``sync`` fsyncs files and then their directories.
     """
 
-    def __init__(self, root: Union[str, os.PathLike], *, read_only: bool = False) -> None:
+    def __init__(self, root: Union[str, os.PathLike[str]], *, read_only: bool = False) -> None:
         self.root = Path(root)
         self.read_only = read_only
         self._counter = itertools.count(1)
@@ -355,4 +358,4 @@ class DirectoryStore(Store):
                 os.close(fd)
 
 
-StoreLike = Union[Store, str, os.PathLike]
+StoreLike = Union[Store, str, os.PathLike[str]]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from molrec_raw.errors import (
     ChecksumMismatchError,
@@ -55,10 +55,10 @@ class ZipStore(Store):
 
     read_only = True
 
-    def __init__(self, path: Union[str, os.PathLike]) -> None:
+    def __init__(self, path: Union[str, os.PathLike[str]]) -> None:
         self._path = str(os.fspath(path))
         self._fd: Optional[int] = None
-        self.duplicate_names: set = set()  # names with more than one central record
+        self.duplicate_names: Set[str] = set()  # names with more than one central record
         try:
             self._fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
             self._size = os.fstat(self._fd).st_size
@@ -278,8 +278,8 @@ _DOS_DATE, _DOS_TIME = (0 << 9) | (1 << 5) | 1, 0  # 1980-01-01 00:00: no timest
 _COPY_CHUNK = 1 << 22
 
 
-def write_zip(target: Union[str, os.PathLike], entries: List[Tuple[str, Union[str, os.PathLike]]],
-              *, force_zip64: bool = False, progress: Optional[Any] = None) -> None:
+def write_zip(target: Union[str, os.PathLike[str]], entries: Sequence[Tuple[str, Union[str, os.PathLike[str]]]],
+              *, force_zip64: bool = False, progress: Optional[Callable[[int], object]] = None) -> None:
     """Write a zip of STORED entries ``(name, source file)`` in the given order
     (zarr-v3-subset#9.2 writer rules): UTF-8 names, CRC-32 and sizes in the local header (no
     data descriptors), no directory entries, fixed timestamps, ZIP64 records for every size,

@@ -123,3 +123,14 @@ def test_documents_4_5_a_densify_never_loses_a_wal_line(record, seed: int) -> No
             assert got[key] == expected[key], key
     writer.close()
     assert read_metrics(record) == read_wal_file(wal_of(record))
+
+
+def test_documents_9_16_merging_an_empty_series_keeps_the_base():
+    """An empty batch is neither stepped nor step-less: the base comes back unchanged (it
+    used to lose a stepped base's steps, or raise on a step-less one)."""
+    empty = Series("loss", "scalar", np.zeros(0, np.int64), np.zeros(0), None)
+    for steps in (np.array([1, 2], np.int64), None):
+        base = Series("loss", "scalar", steps, np.array([0.5, 0.25]), None)
+        out = merge(base, empty)
+        assert out.values.tolist() == [0.5, 0.25]
+        assert (out.steps is None) if steps is None else out.steps.tolist() == [1, 2]

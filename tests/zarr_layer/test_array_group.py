@@ -234,3 +234,16 @@ def test_partial_shard_read_touches_only_needed_ranges():
     assert len(store.ranges) == 2  # the index, then one inner chunk
     index_read, chunk_read = store.ranges
     assert index_read[1] < 0 and chunk_read[2] < 64  # a suffix, then one small range
+
+
+def test_whole_chunk_read_through_two_compressors(store):
+    """Two size-changing bytes->bytes codecs in a row (zstd then gzip): the whole-chunk
+    fast path cannot reuse a scratch buffer of unknown size (a crash found by the type check)."""
+    codecs = [{"name": "bytes", "configuration": {"endian": "little"}},
+              {"name": "zstd", "configuration": {"level": 1, "checksum": False}},
+              {"name": "gzip", "configuration": {"level": 1}}, {"name": "crc32c"}]
+    a = open_group(store, mode="w").create_array("z", shape=(100,), dtype="float64", chunks=(25,), codecs=codecs)
+    data = np.linspace(0.0, 1.0, 100)
+    a[...] = data
+    assert np.array_equal(open_group(store)["z"][...], data)
+    assert np.array_equal(open_group(store)["z"][30:40], data[30:40])

@@ -169,14 +169,14 @@ def committed(catalog: Catalog, arrays: Dict[str, DenseArrays], node: str) -> Di
     for key, entry in catalog.entries.items():
         out[key] = (entry["count"], arrays.get(key))
     if catalog.wal is None:  # no watermark: the arrays are the whole record
-        for key, found in arrays.items():
+        for key, held in arrays.items():
             if key not in out:
-                lengths = {a.shape[0] for a in found.all()}
+                lengths = {a.shape[0] for a in held.all()}
                 if len(lengths) != 1:
                     raise SpecViolationError(
                         f"series {key!r}: series/steps/wall_time lengths {sorted(lengths)} differ",
                         node=node, rule=ARRAY_RULE)
-                out[key] = (lengths.pop(), found)
+                out[key] = (lengths.pop(), held)
     for key, (count, found) in out.items():
         if count and found is None:
             raise CorruptDataError(f"catalog series {key!r} has count {count} but no series array",
@@ -257,7 +257,7 @@ class TailCache:
             return cached[1]
         if count <= start:
             return np.empty(0, dtype=array.dtype)
-        return array[start:count]
+        return np.asarray(array[start:count])
 
     def keep(self, array: Array, start: int, points: np.ndarray) -> None:
         self._tails[array.path] = (start, points)

@@ -20,7 +20,7 @@ from molrec_raw.zarr import ZipStore
 
 __all__ = ["Discovered", "discover_metrics"]
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from molrec_raw.zarr import Group
 
 __all__ = ["read_metrics", "read_metrics_group", "read_wal_file", "check_metrics_group"]
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]
 _WATERMARK_RULE = "README#decision-16"
 
 

@@ -30,6 +30,8 @@ class Series:
     """
 
     __slots__ = ("key", "type", "steps", "values", "_wall_time", "_wall_loader")
+    _wall_time: Optional[np.ndarray]
+    _wall_loader: Optional[Callable[[], Optional[np.ndarray]]]
 
     def __init__(self, key: str, type: str, steps: Optional[np.ndarray], values: np.ndarray,
                  wall_time: Union[None, np.ndarray, Callable[[], Optional[np.ndarray]]]) -> None:
@@ -126,11 +128,14 @@ def merge(base: Optional[Series], new: Series, where: str = "metrics") -> Series
     new = fold(new)
     if base is None or len(base) == 0:
         return new
+    if len(new) == 0:  # nothing to merge; an empty series is neither stepped nor step-less
+        return base
     check_compatible(base, new, where)
     if new.steps is None:
         hit = np.zeros(len(new), dtype=bool)
         at = np.empty(0, dtype=np.int64)
     else:
+        assert base.steps is not None  # check_compatible: two non-empty series agree on steps
         hit, at = match_steps(base.steps, new.steps)
     fresh = ~hit
     steps = None if new.steps is None else np.concatenate([base.steps, new.steps[fresh]])

@@ -245,7 +245,7 @@ class _Columns:
                 step_array = np.zeros(n, dtype=np.int64)
             else:
                 objects = np.array(steps, dtype=object)
-                missing = np.equal(objects, None)
+                missing = np.equal(objects, None)  # type: ignore[call-overload]  # stubs reject None
                 if not np.array_equal(missing, ~stepped[kid]):
                     raise _Bad(0, "mixed steps", spec=True)
                 objects[missing] = 0
@@ -290,7 +290,7 @@ def steps_column(steps: List[Any]) -> np.ndarray:
     except TypeError:
         pass
     objects = np.array(steps, dtype=object)
-    objects[np.equal(objects, None)] = 0
+    objects[np.equal(objects, None)] = 0  # type: ignore[call-overload]  # stubs reject None
     return objects.astype(np.int64)
 
 

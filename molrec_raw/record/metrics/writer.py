@@ -49,7 +49,7 @@ from molrec_raw.zarr import Group, open_group
 
 __all__ = ["MetricsWriter", "host_wal_path", "HOST_SUFFIX"]
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]
 BUFFER_LINES = 1 << 13  # buffered lines are written out at this many (~0.7 MiB of scalar lines)
 BUFFER_BYTES = 1 << 20  # ... or at once for a long line (large tags)
 HOST_SUFFIX = ".mlp.jsonl"
@@ -488,6 +488,7 @@ class MetricsWriter:
             base = Series(key, kind, np.zeros(1, np.int64) if found.steps is not None else None, np.zeros(1), None)
             check_compatible(base, new, self._source)
             if new.steps is not None:
+                assert found.steps is not None  # check_compatible: stepped events, stepped points
                 top = self._max_step.get(key)
                 if top is None:
                     top = int(found.steps[:count].max())
@@ -501,10 +502,14 @@ class MetricsWriter:
             if rest.steps is not None:
                 top = max(top if top is not None else _I64_MIN, int(rest.steps.max()))
             latest_step = None if rest.steps is None else int(rest.steps[-1])
-            latest_time = rest.wall_time[-1]
+            walls = rest.wall_time
+            assert walls is not None  # logged events always carry a wall time
+            latest_time = walls[-1]
         elif replaced.shape[0] and int(replaced.max()) == count - 1:  # the last point re-logged
             latest_step = (entry or {}).get("latest_step")
-            latest_time = new.wall_time[hit_at[int(np.flatnonzero(replaced == count - 1)[0])]]
+            walls = new.wall_time
+            assert walls is not None  # logged events always carry a wall time
+            latest_time = walls[hit_at[int(np.flatnonzero(replaced == count - 1)[0])]]
         else:
             latest_step = (entry or {}).get("latest_step")
             latest_time = (entry or {}).get("latest_timestamp")
@@ -521,7 +526,7 @@ def _concat(parts: List[Series]) -> Series:
                   np.concatenate([p.wall_time for p in parts]))
 
 
-def _check_step(step: Any) -> int:
+def _check_step(step: object) -> int:
     if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
         raise InvalidValueError(f"a step is an integer, not {type(step).__name__} {step!r}")
     step = int(step)

@@ -18,10 +18,11 @@ from molrec_raw.zarr.dtypes import DataType
 __all__ = [
     "ChunkSpec", "Codec", "ArrayArrayCodec", "ArrayBytesCodec", "BytesBytesCodec",
     "register", "codec_class", "registered_codecs", "parse_codec_json", "check_config",
-    "Buffer",
+    "Buffer", "Reader",
 ]
 
 Buffer = Any  # bytes, memoryview or a 1-D uint8 ndarray: anything with the buffer protocol
+Reader = Callable[[int, Optional[int]], Optional[Buffer]]  # (start, length) of one stored value
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """``bytes``: fixed-width elements in C order, little or big endian (zarr-v3-subset#5.1)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Literal, Mapping, Optional
 
 import numpy as np
 
@@ -16,7 +16,7 @@ class BytesCodec(ArrayBytesCodec):
     def __init__(self, spec: ChunkSpec, endian: Optional[str]) -> None:
         self.spec = spec
         self.endian = endian
-        order = "<" if endian in (None, "little") else ">"
+        order: Literal["<", ">"] = "<" if endian in (None, "little") else ">"
         self._stored = spec.dtype.numpy.newbyteorder(order) if spec.dtype.numpy.itemsize > 1 else spec.dtype.numpy
 
     @classmethod

@@ -12,18 +12,17 @@ needs, at any nesting depth.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from molrec_raw.errors import CorruptDataError, InvalidMetadataError
 from molrec_raw.zarr.codecs.base import (
-    ArrayArrayCodec, ArrayBytesCodec, Buffer, BytesBytesCodec, ChunkSpec, codec_class,
+    ArrayArrayCodec, ArrayBytesCodec, Buffer, BytesBytesCodec, ChunkSpec, Reader, codec_class,
     parse_codec_json,
 )
+from molrec_raw.zarr.codecs.sharding import ShardingCodec
 from molrec_raw.zarr.indexing import Local, covers
-
-Reader = Callable[[int, Optional[int]], Optional[Buffer]]
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -77,7 +76,8 @@ class CodecPipeline:
             else:
                 if array_bytes is None:
                     raise InvalidMetadataError(f"bytes->bytes codec {name!r} before the array->bytes codec")
-                self.bytes_codecs.append(codec)  # type: ignore[arg-type]
+                assert isinstance(codec, BytesBytesCodec)  # the third and last codec kind
+                self.bytes_codecs.append(codec)
         if array_bytes is None:
             raise InvalidMetadataError("codecs lack an array->bytes codec", rule="zarr-v3-subset#5")
         self.array_bytes = array_bytes
@@ -93,7 +93,7 @@ class CodecPipeline:
         self._scratch = threading.local()
         # Partial reads go through the sharding codec only when it stands alone (zarr-v3-subset#7).
         self.sharding = array_bytes if (
-            getattr(array_bytes, "partial_reads", False) and not self.array_codecs and not self.bytes_codecs
+            isinstance(array_bytes, ShardingCodec) and not self.array_codecs and not self.bytes_codecs
         ) else None
 
     def to_json(self) -> List[Any]:
@@ -105,20 +105,20 @@ class CodecPipeline:
 
     # -- whole chunks -----------------------------------------------------
     def encode(self, chunk: np.ndarray) -> Buffer:
-        for codec in self.array_codecs:
-            chunk = codec.encode(chunk)
+        for array_codec in self.array_codecs:
+            chunk = array_codec.encode(chunk)
         data = self.array_bytes.encode(chunk)
-        for codec in self.bytes_codecs:
-            data = codec.encode(data)
+        for bytes_codec in self.bytes_codecs:
+            data = bytes_codec.encode(data)
         return data
 
     def decode(self, data: Buffer) -> np.ndarray:
         limit = self.spec.limits.max_chunk_bytes
-        for codec, size in zip(reversed(self.bytes_codecs), reversed(self._sizes[:-1])):
-            data = codec.decode(data, size, limit)
+        for bytes_codec, size in zip(reversed(self.bytes_codecs), reversed(self._sizes[:-1])):
+            data = bytes_codec.decode(data, size, limit)
         chunk = self.array_bytes.decode(data)
-        for codec in reversed(self.array_codecs):
-            chunk = codec.decode(chunk)
+        for array_codec in reversed(self.array_codecs):
+            chunk = array_codec.decode(chunk)
         return chunk
 
     def decode_into(self, data: Buffer, out: np.ndarray) -> None:
@@ -130,7 +130,7 @@ class CodecPipeline:
             if position == len(steps) - 1:
                 codec.decode_into(data, target)
                 return
-            if codec.decodes_to_view:
+            if codec.decodes_to_view or size is None:  # size unknown: no scratch buffer to reuse
                 data = codec.decode(data, size, self.spec.limits.max_chunk_bytes)
             else:
                 scratch = getattr(self._scratch, "buffer", None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import struct
 from math import prod
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, List, Mapping
 
 import numpy as np
 
@@ -108,14 +108,15 @@ def _decode_uniform(raw: bytes, count: int) -> "np.ndarray | None":
         table = np.empty(256 ** length, dtype=object)
         for code in np.flatnonzero(np.bincount(codes, minlength=256 ** length)):
             table[code] = int(code).to_bytes(length, "little").decode("ascii")
-        return table[codes]
+        decoded: np.ndarray = table[codes]  # fancy indexing with a dtype chosen at run time is typed Any
+        return decoded
     return np.ascontiguousarray(body).view(f"S{length}").ravel().astype(f"U{length}").astype(object)
 
 
 def _decode_each(raw: bytes, count: int) -> np.ndarray:
     """General path: walk the interleaved lengths, bounds-checked at every step."""
     end = len(raw)
-    values = []
+    values: List[str] = []
     append = values.append
     unpack = _U32.unpack_from
     pos = 4
