@@ -104,17 +104,17 @@ def prepare_update(state: BlockWriter, blk: Block, ordinal: int) -> Update:
         dtype = column_dtype_of(values)
         if dtype != cspec.dtype or tuple(values.shape[1:]) != tuple(cspec.trailing):
             raise spec_error("W19", f"sequence schema mismatch: {where}, column {column!r}: expected {cspec.dtype} "
-                       f"with trailing {list(cspec.trailing)}, found {dtype} with trailing {list(values.shape[1:])}", cnode)
+                             f"with trailing {list(cspec.trailing)}, found {dtype} with trailing {list(values.shape[1:])}", cnode)
         stated = blk.precision.get(column)
         if stated is not None and (cspec.precision is None or float(stated) != cspec.precision):
             raise spec_error("W25", f"{where}: column {column!r} states precision {stated!r} but the pin has "
-                       f"{cspec.precision!r}", cnode)
+                             f"{cspec.precision!r}", cnode)
         if cspec.precision is not None:
             values = round_to_precision(values, cspec.precision)
         target = blk.targets.get(column)
         if target is not None and target != spec.targets.get(column):
             raise spec_error("W26", f"{where}: column {column!r} states target {target!r} but the pin has "
-                       f"{spec.targets.get(column)!r}", cnode)
+                             f"{spec.targets.get(column)!r}", cnode)
         columns[column] = values
     for column in blk.targets:
         if column not in spec.columns:
@@ -127,19 +127,19 @@ def prepare_update(state: BlockWriter, blk: Block, ordinal: int) -> Update:
         raise spec_error("W19", f"{where}: count {blk.count} but the columns have {rows} rows", node)
     if spec.structural_shape is not None and rows != prod(spec.structural_shape):
         raise spec_error("W21", f"{where} has {rows} rows; its structural shape {list(spec.structural_shape)} "
-                   f"needs {prod(spec.structural_shape)} rows", node)
+                         f"needs {prod(spec.structural_shape)} rows", node)
     if blk.structural_shape is not None and tuple(blk.structural_shape) != spec.structural_shape:
         raise spec_error("W21", f"{where} states structural shape {list(blk.structural_shape)}, the pin "
-                   f"{spec.structural_shape}", node)
+                         f"{spec.structural_shape}", node)
     masks: Dict[str, np.ndarray] = {}
     for column, mask in blk.masks.items():
         cnode = f"{node}/_validity/{column}"
-        cspec = spec.columns.get(column)
-        if cspec is None:
+        mask_spec = spec.columns.get(column)
+        if mask_spec is None:
             raise spec_error("W18", f"{where}: mask for undeclared column {column!r}", cnode)
-        if not cspec.nullable:
+        if not mask_spec.nullable:
             raise spec_error("W24", f"{where}: column {column!r} of block {name!r} is non-nullable in the pin "
-                       "and cannot carry a mask", cnode)
+                             "and cannot carry a mask", cnode)
         mask = np.asarray(mask)
         if mask.dtype != np.bool_ or mask.shape != (rows,):
             raise spec_error("W24", f"{where}: mask of {column!r} must be bool[{rows}], got {mask.dtype}{list(mask.shape)}", cnode)
@@ -165,21 +165,21 @@ def check_column_array(arr: Array, block: str, column: str, dtype: str, trailing
     stored = ZARR_TO_COLUMN.get(arr.metadata.dtype.name)
     if stored is None:
         raise spec_error("R12", f"column {column!r} of block {block!r} is stored as {arr.metadata.dtype.name}, "
-                   "not one of the 13 column dtypes (narrow floats are not read; F = f64)", node)
+                         "not one of the 13 column dtypes (narrow floats are not read; F = f64)", node)
     canonical = VOCABULARY.get(column)
     if rule == "R12" and canonical is not None and stored != canonical:
         raise spec_error("R13", f"column {column!r} of block {block!r} is stored as {stored}; the canonical key "
-                   f"is {canonical}, and a store is not converted on read", node)
+                         f"is {canonical}, and a store is not converted on read", node)
     if stored != dtype or tuple(arr.shape[1:]) != tuple(trailing):
         raise spec_error(rule, f"sequence schema mismatch at {node}: expected {dtype} with trailing {list(trailing)}, "
-                   f"found {stored} with trailing {list(arr.shape[1:])}", node)
+                         f"found {stored} with trailing {list(arr.shape[1:])}", node)
 
 
 MARKERS = ("uniform_rows", "dense_updates")
 
 
-def block_layout(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Array], nstep: int
-            ) -> Tuple[str, np.ndarray, np.ndarray, Optional[int]]:
+def block_layout(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Array],
+                 nstep: int) -> Tuple[str, np.ndarray, np.ndarray, Optional[int]]:
     """How a block's committed updates are found (§8.1, §8.3, §11): ``(kind, ordinals,
     offsets, uniform_rows)`` with ``kind`` in ``none``/``regular``/``indexed``.  Index arrays
     beside markers win (a crash mid-switch, ``trajectory#N7``); an ``offset`` without

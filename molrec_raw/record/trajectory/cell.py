@@ -16,13 +16,20 @@ from molrec_raw.record.trajectory.storage import born, grow, prefix_below
 from molrec_raw.zarr import Array, Group
 
 IDENTITY = np.eye(3)
+Flags = Tuple[bool, bool, bool]
+
+
+def three_flags(values: Any) -> Flags:
+    """Three periodic flags as plain bools (the caller has checked there are three)."""
+    x, y, z = (bool(b) for b in values)
+    return (x, y, z)
 ALL_PERIODIC = (True, True, True)
 
 
 class Cell:
     __slots__ = ("ordinal", "vectors", "origin", "boundary", "defined")
 
-    def __init__(self, ordinal: int, vectors: np.ndarray, origin: np.ndarray, boundary: Tuple[bool, ...], defined: bool) -> None:
+    def __init__(self, ordinal: int, vectors: np.ndarray, origin: np.ndarray, boundary: Flags, defined: bool) -> None:
         self.ordinal, self.vectors, self.origin, self.boundary, self.defined = ordinal, vectors, origin, boundary, defined
 
     def same(self, other: "Cell") -> bool:
@@ -40,18 +47,19 @@ def prepare_cell(box: Any, ordinal: int, defined_before: Optional[bool]) -> Cell
     if not isinstance(box, Box):
         raise InvalidValueError(f"{where} is not a Box")
     vectors, origin = np.asarray(box.vectors), np.asarray(box.origin)
-    boundary = tuple(bool(b) for b in box.boundary) if len(tuple(box.boundary)) == 3 else None
-    if vectors.shape != (3, 3) or origin.shape != (3,) or boundary is None:
+    flags = tuple(bool(b) for b in box.boundary)
+    if vectors.shape != (3, 3) or origin.shape != (3,) or len(flags) != 3:
         raise spec_error("W29", f"{where} needs vectors 3x3, origin of 3 and boundary of 3", "/trajectory/box")
     if vectors.dtype.kind not in "fiu" or origin.dtype.kind not in "fiu":
         raise spec_error("W29", f"{where}: vectors and origin must be real numbers", "/trajectory/box")
     vectors, origin = vectors.astype(np.float64), origin.astype(np.float64)
+    boundary = three_flags(flags)
     defined = bool(box.defined)
     if not defined and any(boundary):
         raise spec_error("W29", f"{where}: an undefined cell cannot be periodic in any direction", "/trajectory/box")
     if defined_before is not None and defined != defined_before:
         raise spec_error("W29", f"{where}: cell_defined is one flag for the whole box section; this cell is "
-                   f"{'defined' if defined else 'undefined'} but earlier cells are not", "/trajectory/box")
+                         f"{'defined' if defined else 'undefined'} but earlier cells are not", "/trajectory/box")
     if not defined:
         vectors = IDENTITY.copy()
     return Cell(ordinal, vectors, origin, boundary, defined)
@@ -87,13 +95,13 @@ class BoxWriter:
             touched.append(f"{self.group.path}/zarr.json")
             self.form, self.attr_cell = "attrs", cell
         else:
-            history: List[Cell] = [self.attr_cell] if self.form == "attrs" else []
+            history: List[Cell] = [self.attr_cell] if self.attr_cell is not None and self.form == "attrs" else []
             if self.group is None:
                 self.group = tgroup.create_group("box", attributes={} if ups[0].defined else {"cell_defined": False},
                                                  overwrite=True)
             self._land(history, ups, touched)
-            if self.form == "attrs":  # migrated: the cell attributes are withdrawn
-                self.group.attrs.put({} if self.attr_cell.defined else {"cell_defined": False})
+            if history:  # migrated from the attribute form: the cell attributes are withdrawn
+                self.group.attrs.put({} if history[0].defined else {"cell_defined": False})
                 touched.append(f"{self.group.path}/zarr.json")
             self.form = "arrays"
         self.n_updates += len(ups)
@@ -109,6 +117,7 @@ class BoxWriter:
         first = n - len(history)  # row of cells[0]
         total = n + len(ups)
         g = self.group
+        assert g is not None, "commit() creates box/ before landing arrays"
 
         def put(name: str, values: np.ndarray, tag: str, backfill: Any) -> None:
             arr = self.arrays.get(name)
@@ -137,7 +146,7 @@ def _box_attr_values(attrs: Dict[str, Any], name: str, shape: Tuple[int, ...], k
         if kind == "bool":
             if type(raw) is not list or len(raw) != 3 or not all(type(b) is bool for b in raw):
                 raise ValueError
-            return tuple(raw)
+            return three_flags(raw)
         value = np.asarray(raw, dtype=np.float64)
         flat = raw if name != "vectors" else [x for row in raw for x in row] if type(raw) is list and all(type(r) is list for r in raw) else None
         if value.shape != shape or flat is None or not all(type(x) in (int, float) for x in flat):
@@ -145,7 +154,7 @@ def _box_attr_values(attrs: Dict[str, Any], name: str, shape: Tuple[int, ...], k
         return value
     except (ValueError, TypeError):
         raise spec_error("R15", f"box attribute {name} {raw!r} is malformed (vectors 3x3, origin/boundary 3 values)",
-                   "/trajectory/box") from None
+                         "/trajectory/box") from None
 
 
 class BoxReader:
@@ -185,12 +194,12 @@ class BoxReader:
                 if bound_arr.metadata.dtype.name != "bool" or bound_arr.shape[1:] != (3,) or bound_arr.shape[0] < n:
                     raise spec_error("R15", "box/boundary is not bool[n][3]", "/trajectory/box/boundary")
                 bounds = bound_arr[0:n] if n else bounds
-            rows = [(vectors[j], origins[j], tuple(bool(b) for b in bounds[j])) for j in range(n)]
+            rows = [(vectors[j], origins[j], three_flags(bounds[j])) for j in range(n)]
         elif "vectors" in attrs:
             ordinals = np.zeros(1, np.int64)
             v = _box_attr_values(attrs, "vectors", (3, 3), "f64")
             o = _box_attr_values(attrs, "origin", (3,), "f64") if "origin" in attrs else np.zeros(3)
-            b = _box_attr_values(attrs, "boundary", (3,), "bool") if "boundary" in attrs else (defined,) * 3
+            b = _box_attr_values(attrs, "boundary", (3,), "bool") if "boundary" in attrs else (defined, defined, defined)
             rows = [(v, o, b)]
         else:
             return
@@ -198,7 +207,7 @@ class BoxReader:
             if not defined and any(b):
                 raise spec_error("R15", "a periodic flag on an undefined cell", "/trajectory/box")
             self.cells.append(Cell(int(ordinals[j]), IDENTITY.copy() if not defined else np.asarray(v, np.float64),
-                                    np.asarray(o, np.float64), b, defined))
+                                   np.asarray(o, np.float64), b, defined))
         self.ordinals = ordinals
 
     def at(self, i: int) -> Optional[Box]:

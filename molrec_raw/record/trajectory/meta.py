@@ -84,12 +84,13 @@ class MetaWriter:
             values = np.empty((len(self.pending),) + trailing, dtype=dtype)
             for j, v in enumerate(self.pending):
                 values[j] = v
+            assert self.array is not None, "ensure() creates the array before the first commit"
             grow(self.array, self.committed, values, touched)
             self.committed += len(self.pending)
             self.pending = []
 
 
-def open_meta_array(arr: Any, key: str, tag: str, nstep: int) -> Array:
+def open_meta_array(arr: Any, key: str, tag: str, nstep: int) -> Optional[Array]:
     where = f"/trajectory/meta/{key}"
     if not isinstance(arr, Array):
         if nstep:
@@ -107,7 +108,7 @@ def open_meta_array(arr: Any, key: str, tag: str, nstep: int) -> Array:
     dtype, trailing = META_STORAGE[tag]
     if arr.metadata.dtype.name != _ZARR_OF[dtype] or tuple(arr.shape[1:]) != trailing:
         raise spec_error("R10", f"meta array {key!r}: stored {arr.metadata.dtype.name}{list(arr.shape[1:])} does not "
-                   f"hold tag {tag}", where)
+                         f"hold tag {tag}", where)
     if arr.shape[0] < nstep:
         raise spec_error("R6", f"meta array {key!r} has {arr.shape[0]} values for {nstep} steps", where)
     return arr

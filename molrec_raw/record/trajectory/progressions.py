@@ -69,7 +69,7 @@ class Series:
         if self.array is None:  # materialize: the whole history, born complete
             history = [self.value(i) for i in range(self.committed)]
             self.array = born(parent, self.name, np.asarray(history + self.pending, dtype=dtype),
-                               ext.DENSE_ROWS, ext.DENSE_CHUNKS_PER_SHARD, ext.dense_codecs(tag), touched)
+                              ext.DENSE_ROWS, ext.DENSE_CHUNKS_PER_SHARD, ext.dense_codecs(tag), touched)
         elif self.pending:
             grow(self.array, self.committed, np.asarray(self.pending, dtype=dtype), touched)
         self.committed, self.pending = self.n, []
@@ -80,7 +80,8 @@ def check_progression(attrs: Dict[str, Any], name: str, nstep: int, is_float: bo
     raw = attrs.get(name)
     if raw is None and name not in attrs:
         return None
-    ok_num = (lambda v: type(v) in (int, float)) if is_float else (lambda v: type(v) is int)
+    def ok_num(v: Any) -> bool:
+        return type(v) in (int, float) if is_float else type(v) is int
     if type(raw) is not dict or "start" not in raw or set(raw) - {"start", "stride"} or \
             not all(ok_num(v) for v in raw.values()):
         raise spec_error("R5", f"{name} {raw!r} is not {{start[, stride]}} of numbers")

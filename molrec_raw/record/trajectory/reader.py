@@ -72,10 +72,8 @@ class MrecReader:
         self._nstep = nstep
         self._needs_check = any(self._schema.targets(b) or self._schema.aligned_with(b)
                                 for b in self._schema.block_names())
-        self._steps = self._series(tgroup, attrs, "step", False, nstep)
+        self._steps = self._series(tgroup, attrs, "step", False, nstep) or []
         self._times = self._series(tgroup, attrs, "time", True, nstep)
-        if self._times is None and nstep and "time_progression" not in attrs and tgroup.get("time") is None:
-            self._times = None
         for name in self._schema.block_names():
             group = tgroup.get(name)
             if isinstance(group, Group):
@@ -97,7 +95,7 @@ class MrecReader:
         if isinstance(arr, Array):
             if arr.shape[0] < nstep:
                 raise spec_error("R6", f"trajectory claims {nstep} committed frames but carries {arr.shape[0]} {name} values")
-            return arr[0:nstep].tolist()
+            return list(np.asarray(arr[0:nstep]).tolist())
         if name == "step":
             return list(range(nstep))
         return None
@@ -117,7 +115,7 @@ class MrecReader:
                 if isinstance(arr, Array):
                     if arr.metadata.dtype.name != "bool" or arr.ndim != 1:
                         raise spec_error("R14", f"mask of {column!r} in block {name!r} is not bool[rows]",
-                                   f"/trajectory/{name}/_validity/{column}")
+                                         f"/trajectory/{name}/_validity/{column}")
                     b.masks[column] = arr
         kind, ordinals, offsets, _ = block_layout(group, name, spec, b.columns, nstep)
         total = int(offsets[-1])
@@ -127,11 +125,11 @@ class MrecReader:
         for arr in list(b.columns.values()):
             if arr.shape[0] < total:
                 raise spec_error("R6", f"block {name!r}: {arr.basename} has {arr.shape[0]} rows, offsets claim {total}",
-                           f"/trajectory/{name}/{arr.basename}")
+                                 f"/trajectory/{name}/{arr.basename}")
         for arr in b.masks.values():
             if arr.shape[0] < total:
                 raise spec_error("R14", f"block {name!r}: mask {arr.basename} is shorter than its {total} rows",
-                           f"/trajectory/{name}/_validity/{arr.basename}")
+                                 f"/trajectory/{name}/_validity/{arr.basename}")
         b.ordinals, b.offsets = ordinals, offsets
         return b
 
@@ -209,7 +207,7 @@ class MrecReader:
                     m = self._rows(b.masks[c], lo, hi)
                     if not m.all():
                         masks[c] = m
-            precision = {c: b.spec.columns[c].precision for c in names if b.spec.columns[c].precision is not None}
+            precision = {c: p for c in names if (p := b.spec.columns[c].precision) is not None}
             targets = {c: t for c, t in b.spec.targets.items() if c in names}
             blocks[name] = Block(columns, masks, precision, targets, b.spec.structural_shape, count=hi - lo)
         if self._needs_check:
@@ -221,7 +219,7 @@ class MrecReader:
                     rows[name] = hi - lo
             only = None if wanted is None else wanted
             check_resolved(self._schema, rows, lambda bn, c: (blocks[bn].columns[c], blocks[bn].masks.get(c)),
-                            self._section_rows, i, writing=False, only=only)
+                           self._section_rows, i, writing=False, only=only)
         meta: Dict[str, Any] = {}
         for key, (tag, arr) in self._meta.items():
             if arr is not None:
@@ -234,7 +232,7 @@ class MrecReader:
         size = arr.chunks[0]
         first, last = lo // size, (hi - 1) // size
         if hi <= lo or last - first >= _CACHED_CHUNKS:
-            return arr[lo:hi]
+            return np.asarray(arr[lo:hi])
         cache = self._cache.setdefault(arr.path, OrderedDict())
         parts = []
         for c in range(first, last + 1):
@@ -314,7 +312,7 @@ def derive_schema(tgroup: Group) -> SequenceSchema:
             dtype = ZARR_TO_COLUMN.get(arr.metadata.dtype.name)
             if dtype is None:
                 raise spec_error("R12", f"column {column!r} of block {name!r} is stored as {arr.metadata.dtype.name}",
-                           f"/trajectory/{name}/{column}")
+                                 f"/trajectory/{name}/{column}")
             schema.declare_column(name, column, dtype, arr.shape[1:])
             if isinstance(validity, Group) and validity.get(column) is not None:
                 schema.declare_nullable(name, column)

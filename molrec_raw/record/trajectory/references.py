@@ -33,7 +33,7 @@ def section_rows(root: Group) -> Any:
 
 
 def check_resolved(schema: SequenceSchema, rows: Dict[str, int], values: Any, section_rows: Any,
-                    ordinal: int, writing: bool, only: Optional[Dict[str, List[str]]] = None) -> None:
+                   ordinal: int, writing: bool, only: Optional[Dict[str, List[str]]] = None) -> None:
     """Row references (§8.6, ``#W27``/``#R17``) and alignments (§8.7, ``#W28``/``#R16``) on
     one resolved frame.  ``rows``: block -> resolved row count (absent blocks missing);
     ``values(block, column)`` -> (values, mask or None) of a resolved block's column."""
@@ -46,11 +46,11 @@ def check_resolved(schema: SequenceSchema, rows: Dict[str, int], values: Any, se
             target = spec.aligned_with
             if target not in rows:
                 raise spec_error(ra, f"trajectory frame {ordinal}: block {name!r} is aligned with {target!r}, "
-                           "which is absent", f"/trajectory/{name}")
+                                 "which is absent", f"/trajectory/{name}")
             if rows[target] != rows[name]:
                 raise spec_error(ra, f"trajectory frame {ordinal}: block {name!r} has {rows[name]} rows but its "
-                           f"alignment target {target!r} has {rows[target]} (restate {name!r} when "
-                           f"{target!r} changes its row count)", f"/trajectory/{name}")
+                                 f"alignment target {target!r} has {rows[target]} (restate {name!r} when "
+                                 f"{target!r} changes its row count)", f"/trajectory/{name}")
         if not rows[name]:
             continue
         for column, target in spec.targets.items():
@@ -66,12 +66,12 @@ def check_resolved(schema: SequenceSchema, rows: Dict[str, int], values: Any, se
                 limit = rows.get(target, -1)
             if limit < 0:
                 raise spec_error(rt, f"trajectory frame {ordinal}: column {column!r} of block {name!r} references "
-                           f"{target!r}, which is missing", node)
+                                 f"{target!r}, which is missing", node)
             vals, mask = values(name, column)
             live = vals if mask is None else vals[np.asarray(mask, bool)]
             if live.size and int(live.max()) >= limit:
                 raise spec_error(rt, f"trajectory frame {ordinal}: column {column!r} of block {name!r} holds row "
-                           f"{int(live.max())}, not below the {limit} rows of {target!r}", node)
+                                 f"{int(live.max())}, not below the {limit} rows of {target!r}", node)
 
 
 def refuse_aligned_system_names(schema: SequenceSchema, root: Group, rule_id: str) -> None:
@@ -82,7 +82,7 @@ def refuse_aligned_system_names(schema: SequenceSchema, root: Group, rule_id: st
     for name in schema.block_names():
         if schema.aligned_with(name) is not None and isinstance(system.get(name), Group):
             raise spec_error(rule_id, f"aligned block {name!r} shares its name with a system block "
-                       f"(/system/{name})", f"/trajectory/{name}")
+                             f"(/system/{name})", f"/trajectory/{name}")
 
 
 class SystemCounterparts:

@@ -108,7 +108,7 @@ def _check_name(kind: str, name: Any, node: str) -> str:
     """A block, column or meta key names a Zarr node (zarr-v3-subset §1)."""
     if not is_valid_node_name(name):
         raise _fail(R_NAME, node, f"{name!r} cannot name a {kind}: it is not a valid Zarr node name")
-    return name
+    return str(name)
 
 
 def _node(block: str, column: Optional[str] = None) -> str:

@@ -45,7 +45,7 @@ def delete_node(group: Group, name: str) -> None:
 
 
 def born(group: Group, name: str, values: np.ndarray, rows: int, per_shard: int,
-          codecs: List[Dict[str, Any]], touched: List[str]) -> Array:
+         codecs: List[Dict[str, Any]], touched: List[str]) -> Array:
     """A new sharded array that appears complete: its chunk bytes land BEFORE its first
     zarr.json, so no reader ever sees it half-filled (a stale node is removed first)."""
     from molrec_raw.zarr.group import build_array_metadata

@@ -40,7 +40,7 @@ from molrec_raw.record.trajectory.references import (SystemCounterparts, check_r
                                                      section_rows)
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.record.trajectory.storage import born, delete_node, grow, read_nstep
-from molrec_raw.zarr import Array, Group, open_group
+from molrec_raw.zarr import Array, DirectoryStore, Group, open_group
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
@@ -138,7 +138,7 @@ class MrecWriter:
         refuse(documents.check_meta(doc))
         if doc.get("molrec_version") != documents.CURRENT_VERSION:
             raise spec_error("W14", f"the store is a molrec_version {doc.get('molrec_version')} record; "
-                       f"appending would mix version {documents.CURRENT_VERSION} frames into it")
+                             f"appending would mix version {documents.CURRENT_VERSION} frames into it")
         tgroup = root.get(TRAJ)
         if not isinstance(tgroup, Group):
             raise spec_error("W14", "the record has no trajectory section to append to")
@@ -170,13 +170,15 @@ class MrecWriter:
         if not committed.cells:
             return  # a stale box/ (interrupted first commit) is replaced at the next one
         box = self._box
-        box.group = self._tgroup["box"]
+        group = self._tgroup.get("box")
+        assert isinstance(group, Group), "BoxReader found committed cells in it"
+        box.group = group
         n = len(committed.cells)
         box.n_updates, box.last, box.defined = n, committed.cells[-1], committed.cells[0].defined
-        if isinstance(box.group.get("vectors"), Array):
+        if isinstance(group.get("vectors"), Array):
             box.form = "arrays"
             for name in ("step_index", "origin", "boundary", "vectors"):
-                arr = box.group.get(name)
+                arr = group.get(name)
                 if isinstance(arr, Array):
                     if arr.shape[0] > n:
                         arr.resize((n,) + arr.shape[1:], reset_stale=False)
@@ -250,12 +252,14 @@ class MrecWriter:
         for arr in list(block.columns.values()) + list(block.masks.values()):
             if arr.shape[0] < total:
                 raise spec_error("W14", f"cannot reopen: block {block.name!r}: {arr.path} has {arr.shape[0]} rows, "
-                           f"its updates claim {total}")
+                                 f"its updates claim {total}")
         arrays = [(a, total) for a in list(block.columns.values()) + list(block.masks.values())]
         attrs = dict(group.attrs)
         if kind == "indexed":
-            block.step_index, block.offset = group["step_index"], group["offset"]
-            arrays += [(block.step_index, n), (block.offset, n + 1)]
+            step_index, offset = group.get("step_index"), group.get("offset")
+            assert isinstance(step_index, Array) and isinstance(offset, Array), "block_layout checked both"
+            block.step_index, block.offset = step_index, offset
+            arrays += [(step_index, n), (offset, n + 1)]
             if "uniform_rows" in attrs or "dense_updates" in attrs:  # crash mid-switch: the arrays win
                 group.attrs.put({k: v for k, v in attrs.items() if k not in MARKERS})
         else:
@@ -334,18 +338,18 @@ class MrecWriter:
         timed = time is not None
         if self._timed is not None and timed != self._timed:
             raise spec_error("W17", 'the "time" array is all-or-nothing across a run: '
-                       + ("this frame has no time" if self._timed else "this frame adds a time to a time-less run"))
+                             + ("this frame has no time" if self._timed else "this frame adds a time to a time-less run"))
         cell = None
         if frame.box is not None:  # the cell: W29; unchanged cells write nothing
             cell = prepare_cell(frame.box, ordinal, self._box.defined)
-            base = self._box.pending[-1] if self._box.pending else self._box.last
-            if base is not None and base.same(cell):
+            last_cell = self._box.pending[-1] if self._box.pending else self._box.last
+            if last_cell is not None and last_cell.same(cell):
                 cell = None
         meta_values: List[Tuple[MetaWriter, Any]] = []
         for key in frame.meta:
             if key not in self._meta and key not in ("step", "time"):
                 raise spec_error("W18", f"trajectory frame {ordinal}: meta key {key!r} is not declared in the "
-                           "sequence schema", f"/trajectory/meta/{key}")
+                                 "sequence schema", f"/trajectory/meta/{key}")
         for key, m in self._meta.items():
             if key in frame.meta:
                 meta_values.append((m, meta_cell(m.spec.tag, key, frame.meta[key])))
@@ -353,14 +357,14 @@ class MrecWriter:
                 meta_values.append((m, meta_cell(m.spec.tag, key, m.spec.fill)))
             else:
                 raise spec_error("W22", f"trajectory frame {ordinal} omits meta key {key!r}, which is declared "
-                           "without a fill", f"/trajectory/meta/{key}")
+                                 "without a fill", f"/trajectory/meta/{key}")
         # -- blocks
         updates: List[Tuple[BlockWriter, Update]] = []
         for name, blk in frame.blocks.items():
             state = self._blocks.get(name)
             if state is None:
                 raise spec_error("W18", f"trajectory frame {ordinal}: block {name!r} is not declared in the "
-                           "sequence schema", f"/trajectory/{name}")
+                                 "sequence schema", f"/trajectory/{name}")
             update = prepare_update(state, blk, ordinal)
             base = state.pending[-1] if state.pending else state.last
             if base is None or not same_content(base, update):
@@ -375,8 +379,8 @@ class MrecWriter:
                 resolved[name] = u
         if self._needs_resolved_check:
             check_resolved(self._schema, {n: u.rows for n, u in resolved.items()},
-                            lambda b, c: (resolved[b].columns[c], resolved[b].masks.get(c)),
-                            self._section_rows, ordinal, writing=True)
+                           lambda b, c: (resolved[b].columns[c], resolved[b].masks.get(c)),
+                           self._section_rows, ordinal, writing=True)
         # -- accept (nothing above mutated state)
         for state, update in updates:
             state.pending.append(update)
@@ -426,6 +430,8 @@ class MrecWriter:
         if not block.pending:
             return
         self._ensure_block(block)
+        group = block.group
+        assert group is not None, "_ensure_block creates it"
         ups = block.pending
         lo = block.total
         regular = block.stays_regular(ups)
@@ -434,14 +440,15 @@ class MrecWriter:
             ordinals = np.asarray([u.ordinal for u in ups], np.uint64)
             ends = lo + np.cumsum([u.rows for u in ups], dtype=np.uint64)
             if block.mode == "indexed":
+                assert block.step_index is not None and block.offset is not None, "indexed blocks hold both"
                 grow(block.step_index, n, ordinals, touched)
                 grow(block.offset, n + 1, ends, touched)
             else:  # first update, or the one-way switch from the markers (§8.3)
                 history = np.arange(n + 1, dtype=np.uint64) * np.uint64(block.uniform_rows)
                 dense = (ext.DENSE_ROWS, ext.DENSE_CHUNKS_PER_SHARD, ext.dense_codecs("u64"))
-                block.offset = born(block.group, "offset", np.concatenate([history, ends]), *dense, touched)
-                block.step_index = born(block.group, "step_index",
-                                         np.concatenate([np.arange(n, dtype=np.uint64), ordinals]), *dense, touched)
+                block.offset = born(group, "offset", np.concatenate([history, ends]), *dense, touched)
+                block.step_index = born(group, "step_index",
+                                        np.concatenate([np.arange(n, dtype=np.uint64), ordinals]), *dense, touched)
         for column, arr in block.columns.items():
             values = [u.columns[column] for u in ups]
             if sum(v.shape[0] for v in values):
@@ -450,15 +457,15 @@ class MrecWriter:
             values = [u.masks.get(column, np.ones(u.rows, bool)) for u in ups]
             if sum(v.shape[0] for v in values):
                 grow(arr, lo, np.concatenate(values), touched)
-        attrs = dict(block.group.attrs)
+        attrs = dict(group.attrs)
         if regular and block.mode == "none":
             attrs.update({"uniform_rows": int(ups[0].rows), "dense_updates": True})
-            block.group.attrs.put(attrs)
-            touched.append(f"{block.group.path}/zarr.json")
+            group.attrs.put(attrs)
+            touched.append(f"{group.path}/zarr.json")
             block.uniform_rows = int(ups[0].rows)
         elif not regular and block.mode == "regular":  # withdrawn for good
-            block.group.attrs.put({k: v for k, v in attrs.items() if k not in MARKERS})
-            touched.append(f"{block.group.path}/zarr.json")
+            group.attrs.put({k: v for k, v in attrs.items() if k not in MARKERS})
+            touched.append(f"{group.path}/zarr.json")
         block.mode = "regular" if regular else "indexed"
         block.n_updates += len(ups)
         block.total = lo + sum(u.rows for u in ups)
@@ -530,23 +537,27 @@ def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Option
                           times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None) -> Path:
     """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames).
     An existing record at ``path`` is replaced only when it holds no trajectory sequence."""
+    given_steps: Any = steps
+    given_times: Any = times
     if isinstance(frames, Trajectory):  # a whole Trajectory carries its own numbering
-        steps = frames.step if steps is None else steps
-        times = frames.time if times is None else times
+        given_steps = frames.step if steps is None else steps
+        given_times = frames.time if times is None else times
         frames = frames.frames
-    frames = list(frames)
-    steps = None if steps is None else [int(v) for v in steps]
-    times = None if times is None else [float(v) for v in times]
-    if steps is not None and len(steps) != len(frames):
-        raise InvalidValueError(f"{len(steps)} steps for {len(frames)} frames")
-    if times is not None and len(times) != len(frames):
-        raise InvalidValueError(f"{len(times)} times for {len(frames)} frames")
-    schema = SequenceSchema.from_frames(frames)
+    frame_list = list(frames)
+    step_list = None if given_steps is None else [int(v) for v in given_steps]
+    time_list = None if given_times is None else [float(v) for v in given_times]
+    if step_list is not None and len(step_list) != len(frame_list):
+        raise InvalidValueError(f"{len(step_list)} steps for {len(frame_list)} frames")
+    if time_list is not None and len(time_list) != len(frame_list):
+        raise InvalidValueError(f"{len(time_list)} times for {len(frame_list)} frames")
+    schema = SequenceSchema.from_frames(frame_list)
 
     def build(root: Group) -> None:  # written beside the target, then swapped in (doors.replace_record)
-        staging = Path(root.store.root)
-        with MrecWriter(staging, schema, flush_every=max(1, len(frames)), meta=meta, durable=False) as writer:
-            for i, frame in enumerate(frames):
-                writer.append(frame, None if steps is None else steps[i], None if times is None else times[i])
+        store = root.store
+        assert isinstance(store, DirectoryStore), "replace_record builds in a directory"
+        with MrecWriter(store.root, schema, flush_every=max(1, len(frame_list)), meta=meta, durable=False) as writer:
+            for i, frame in enumerate(frame_list):
+                writer.append(frame, None if step_list is None else step_list[i],
+                              None if time_list is None else time_list[i])
 
     return replace_record(path, build)
