@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple, TypeVar, Union
 
@@ -192,13 +193,17 @@ class DirectoryStore(Store):
 
     ``set`` and ``replace_atomic`` write a temporary file in the same directory
     and rename it over the target, so a crash leaves the old or the new value.
-    ``sync`` fsyncs files and then their directories.
+    ``sync`` fsyncs files and then their directories, including every directory this store
+    created since the last sync and the directory it was created in (so a new node's entry
+    is durable too, not only the files inside it).
     """
 
     def __init__(self, root: Union[str, os.PathLike[str]], *, read_only: bool = False) -> None:
         self.root = Path(root)
         self.read_only = read_only
         self._counter = itertools.count(1)
+        self._created_dirs: Set[str] = set()  # directories made since the last sync, and their parents
+        self._created_lock = threading.Lock()
 
     def describe(self) -> str:
         return str(self.root)
@@ -241,10 +246,19 @@ class DirectoryStore(Store):
         return None if stat.S_ISDIR(st.st_mode) else st.st_size
 
     def _makedirs(self, path: str, key: str) -> None:
+        directory = os.path.dirname(path)
+        missing = []
+        while directory and not os.path.isdir(directory):
+            missing.append(directory)
+            directory = os.path.dirname(directory)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
         except OSError as exc:
             raise self._fail("create directory", key, exc) from None
+        with self._created_lock:  # new entries in ``directory`` and in each new directory
+            self._created_dirs.update(missing)
+            if directory:
+                self._created_dirs.add(directory)
 
     def replace_atomic(self, key: str, value: bytes) -> None:
         self._check_writable(key)
@@ -335,7 +349,8 @@ class DirectoryStore(Store):
                 yield prefix + name
 
     def sync(self, keys: Iterable[str]) -> None:
-        """fsync each file, then each directory that holds one (so renames are durable)."""
+        """fsync each file, then each directory that holds one (so renames are durable) and
+        every directory created since the last sync together with its parent."""
         directories = set()
         for key in keys:
             path = self._path(key)
@@ -350,8 +365,14 @@ class DirectoryStore(Store):
             finally:
                 os.close(fd)
             directories.add(os.path.dirname(path))
-        for directory in sorted(directories):
-            fd = os.open(directory, os.O_RDONLY)
+        with self._created_lock:
+            directories |= self._created_dirs
+            self._created_dirs = set()
+        for directory in sorted(directories, key=len, reverse=True):  # deepest first
+            try:
+                fd = os.open(directory, os.O_RDONLY)
+            except FileNotFoundError:  # created, then emptied and removed again
+                continue
             try:
                 os.fsync(fd)
             finally:

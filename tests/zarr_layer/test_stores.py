@@ -84,3 +84,23 @@ def test_read_only_stores_refuse_writes(tmp_path):
                    lambda: s.replace_atomic("k", b"")):
             with pytest.raises(ReadOnlyError):
                 op()
+
+
+def test_sync_covers_directories_created_since_the_last_sync(tmp_path, monkeypatch):
+    """A durable commit that creates nested nodes makes their directory entries durable:
+    every directory created since the last sync and the directory it was created in are
+    fsynced, even when no synced key lives directly in them (a new group's chunk keys)."""
+    s = DirectoryStore(tmp_path / "r")
+    s.set("zarr.json", b"{}")
+    s.sync(["zarr.json"])
+    s.set("g/h/arr/c/0/0", b"chunk")
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    s.sync(["g/h/arr/c/0/0"])
+    for d in ("r", "r/g", "r/g/h", "r/g/h/arr", "r/g/h/arr/c", "r/g/h/arr/c/0"):
+        assert str(tmp_path / d) in synced, d
+    synced.clear()
+    s.set("g/h/arr/c/0/1", b"chunk")  # nothing new created: only the key and its directory
+    s.sync(["g/h/arr/c/0/1"])
+    assert synced == [str(tmp_path / "r/g/h/arr/c/0/1"), str(tmp_path / "r/g/h/arr/c/0")]
