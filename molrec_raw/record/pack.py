@@ -36,11 +36,12 @@ def _record_files(root: Path) -> List[Tuple[str, Path]]:
 
 
 def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
-                  progress: Optional[Callable[[int], object]] = None) -> Path:
+                  progress: Optional[Callable[[int, int], object]] = None) -> Path:
     """Pack the record directory ``path`` (``<stem>.mrec``) into ``<stem>.mrec.zip`` beside it.
 
     A trajectory with an uncommitted tail packs as it stands: readers of the zip obey
-    ``nstep`` exactly as on the directory.
+    ``nstep`` exactly as on the directory.  ``progress(done_bytes, total_bytes)`` follows
+    the copy of the files' bytes.
     """
     source = Path(path)
     if not (source.is_dir() and (source / "zarr.json").is_file()):
@@ -50,8 +51,16 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
         raise StoreError("refusing to overwrite an existing zip", store=str(target))
     files = _record_files(source)
     staging = target.with_name(f".{target.name}{TEMP_MARKER}{os.getpid()}")
+    total, done = sum(full.stat().st_size for _, full in files), 0
+
+    def advance(nbytes: int) -> None:
+        nonlocal done
+        done += nbytes
+        if progress is not None:
+            progress(done, total)
+
     try:
-        write_zip(staging, files, progress=progress)
+        write_zip(staging, files, progress=advance)
         _verify(staging, files)
         if target.exists():
             raise StoreError("refusing to overwrite an existing zip", store=str(target))
@@ -77,12 +86,13 @@ def _verify(archive: Path, files: List[Tuple[str, Path]]) -> None:
                 raise CorruptDataError(f"packed entry {name!r} differs from its file", store=str(archive))
 
 
-def unpack_mrec_zip(archive: PathLike, dest: PathLike) -> Path:
+def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,
+                    progress: Optional[Callable[[int, int], object]] = None) -> Path:
     """Extract a packed record into the directory ``dest`` (which must not exist or be empty).
 
     Every entry name is checked first (ZipStore refuses absolute paths, ``..``, backslashes
     and empty segments at open; duplicates are refused here), so nothing is written for a
-    hostile archive.
+    hostile archive.  ``progress(done_bytes, total_bytes)`` follows the extraction.
     """
     target = Path(dest)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -95,6 +105,7 @@ def unpack_mrec_zip(archive: PathLike, dest: PathLike) -> Path:
         if "zarr.json" not in names:
             raise SpecViolationError("archive has no root zarr.json: not a packed record", store=str(archive),
                                      rule="trajectory#15")
+        total, done = sum(store.size(name) or 0 for name in names), 0
         for name in names:
             out = target.joinpath(*name.split("/"))
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -102,5 +113,8 @@ def unpack_mrec_zip(archive: PathLike, dest: PathLike) -> Path:
             assert data is not None  # a listed name
             with open(out, "xb") as fh:
                 fh.write(data)
+            done += len(data)
+            if progress is not None:
+                progress(done, total)
     return target
 

@@ -220,8 +220,12 @@ def block_layout(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Ar
 
 
 class BlockReader:
+    """Reader state of one block: its arrays and its committed updates (``kind`` as
+    ``block_layout`` found them: ``none``, ``regular`` or ``indexed``)."""
+
     def __init__(self, name: str, spec: BlockSpec) -> None:
         self.name, self.spec = name, spec
+        self.kind = "none"
         self.columns: Dict[str, Array] = {}
         self.masks: Dict[str, Array] = {}
         self.ordinals = np.zeros(0, np.int64)

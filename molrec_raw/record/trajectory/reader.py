@@ -130,7 +130,7 @@ class MrecReader:
             if arr.shape[0] < total:
                 raise spec_error("R14", f"block {name!r}: mask {arr.basename} is shorter than its {total} rows",
                                  f"/trajectory/{name}/_validity/{arr.basename}")
-        b.ordinals, b.offsets = ordinals, offsets
+        b.kind, b.ordinals, b.offsets = kind, ordinals, offsets
         return b
 
     # ------------------------------------------------------------------ API
@@ -253,6 +253,37 @@ class MrecReader:
     def __iter__(self) -> Iterator[Frame]:
         for i in range(self._nstep):
             yield self._frame(i, None)
+
+    def describe(self) -> Dict[str, Any]:
+        """A summary for people and tools (``molrec-raw inspect``): frames, step and time
+        ranges, and per block its layout, committed updates, the rows of its last update
+        and the rows stored past the committed ones (an uncommitted tail, ``trajectory#N1``);
+        the cell's updates and the per-step meta keys."""
+        n = self._nstep
+        blocks: Dict[str, Any] = {}
+        tail = False
+        for name in self._schema.block_names():
+            b = self._blocks.get(name)
+            if b is None:
+                blocks[name] = {"layout": "none", "updates": 0, "last_rows": None, "uncommitted_rows": 0}
+                continue
+            stored = max((a.shape[0] for a in [*b.columns.values(), *b.masks.values()]), default=0)
+            extra = max(0, stored - int(b.offsets[-1]))
+            tail = tail or extra > 0
+            updates = len(b.ordinals)
+            lo, hi = b.rows(updates - 1) if updates else (0, 0)
+            blocks[name] = {"layout": b.kind, "updates": updates, "last_rows": hi - lo if updates else None,
+                            "uncommitted_rows": extra}
+        series_lengths = [arr.shape[0] for _, arr in self._meta.values() if arr is not None]
+        tgroup = self._root.get(TRAJ)
+        if isinstance(tgroup, Group):
+            series_lengths += [a.shape[0] for a in (tgroup.get("step"), tgroup.get("time")) if isinstance(a, Array)]
+        tail = tail or any(length > n for length in series_lengths)
+        times = self._times
+        return {"nstep": n, "steps": [self._steps[0], self._steps[-1]] if n else None,
+                "times": [times[0], times[-1]] if n and times is not None else None,
+                "blocks": blocks, "box_updates": len(self._box.cells), "meta_keys": list(self._meta),
+                "uncommitted_tail": tail}
 
     def verify(self, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
         """Check the whole committed trajectory, not only what opening checks: resolve every
