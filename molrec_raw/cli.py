@@ -1,24 +1,68 @@
-"""``molrec-raw``: look into, check, pack and unpack records from the command line.
+"""``molrec-raw``: write a sample record, look into, check, pack, unpack and follow records
+from the command line.
 
 Argument parsing and printing only; the work is done by the record layer.  Errors print one
-line (no traceback) and exit 2; ``validate`` exits 1 when it finds violations.
+line (no traceback) and exit 2; ``validate`` exits 1 when it finds violations.  Long work
+(pack, unpack, validate) draws a progress bar on stderr when stderr is a terminal.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Dict, List, Optional, Sequence, Type
 
 import numpy as np
 
 from molrec_raw.errors import MolrecError
 from molrec_raw.record.doors import open_record
+from molrec_raw.record.metrics import read_metrics
+from molrec_raw.record.metrics.dense import WAL_NAME
+from molrec_raw.record.metrics.wal import complete_part, parse_wal
 from molrec_raw.record.molrec import validate
 from molrec_raw.record.pack import pack_mrec_zip, unpack_mrec_zip
+from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.zarr import Array, Group
 
 __all__ = ["main"]
+
+
+class ProgressBar:
+    """``bar(done, total)`` redraws one line on ``stream`` (stderr), at most ten times a
+    second; silent when the stream is not a terminal, so pipes and logs stay clean."""
+
+    WIDTH = 30
+
+    def __init__(self, label: str, stream: Optional[IO[str]] = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty()
+        self.label = label
+        self._last = 0.0
+        self._drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or (done < total and now - self._last < 0.1):
+            return
+        self._last = now
+        fraction = min(1.0, done / total) if total else 1.0
+        filled = int(fraction * self.WIDTH)
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {fraction:6.1%}")
+        self.stream.flush()
+        self._drawn = True
+
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, kind: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def _array_info(array: Array) -> Dict[str, Any]:
@@ -54,38 +98,56 @@ def _print_tree(name: str, node: Dict[str, Any], indent: str, out: List[str]) ->
 
 
 def _trajectory_summary(path: str) -> Optional[Dict[str, Any]]:
-    from molrec_raw.record.trajectory import MrecReader
-
     with MrecReader(path) as reader:
-        n = len(reader)
-        if not n and not reader.block_names():
-            return None
-        steps, times = reader.step, reader.time
-        return {"nstep": n, "blocks": reader.block_names(),
-                "steps": [int(steps[0]), int(steps[-1])] if n else None,
-                "times": [float(times[0]), float(times[-1])] if n and times is not None else None}
+        summary = reader.describe()
+    return summary if summary["nstep"] or summary["blocks"] else None
+
+
+def _trajectory_lines(t: Dict[str, Any]) -> List[str]:
+    lines = [f"trajectory: {t['nstep']} committed frames, steps {t['steps']}, times {t['times']}, "
+             f"{t['box_updates']} cell update(s), per-step meta {', '.join(t['meta_keys']) or '-'}"]
+    for name, b in t["blocks"].items():
+        tail = f", {b['uncommitted_rows']} uncommitted row(s) past nstep" if b["uncommitted_rows"] else ""
+        rows = f", last update {b['last_rows']} rows" if b["last_rows"] is not None else ""
+        lines.append(f"  block {name}: {b['layout']}, {b['updates']} update(s){rows}{tail}")
+    if t["uncommitted_tail"]:
+        lines.append("  uncommitted tail: arrays hold data past nstep (an interrupted commit); readers ignore it")
+    return lines
+
+
+def _inspect_lines(path: str, as_json: bool) -> List[str]:
+    root = open_record(path)
+    report: Dict[str, Any] = {"path": path, "tree": _tree(root)}
+    if isinstance(root.get("trajectory"), Group):
+        report["trajectory"] = _trajectory_summary(path)
+    if as_json:
+        return [json.dumps(report, indent=2, default=str)]
+    lines: List[str] = []
+    _print_tree(path, report["tree"], "", lines)
+    if report.get("trajectory"):
+        lines.extend(_trajectory_lines(report["trajectory"]))
+    return lines
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    root = open_record(args.path)
-    report = {"path": args.path, "tree": _tree(root)}
-    if isinstance(root.get("trajectory"), Group):
-        report["trajectory"] = _trajectory_summary(args.path)
-    if args.json:
-        print(json.dumps(report, indent=2, default=str))
-        return 0
-    lines: List[str] = []
-    _print_tree(args.path, report["tree"], "", lines)
-    if report.get("trajectory"):
-        t = report["trajectory"]
-        lines.append(f"trajectory: {t['nstep']} committed frames, steps {t['steps']}, times {t['times']}, "
-                     f"blocks {', '.join(t['blocks'])}")
-    print("\n".join(lines))
+    print("\n".join(_inspect_lines(args.path, args.json)))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from molrec_raw.demo import write_demo
+
+    started = time.monotonic()
+    path = write_demo(args.path, frames=args.frames)
+    print("\n".join(_inspect_lines(str(path), False)))
+    print(f"\nwrote {path} in {time.monotonic() - started:.1f} s; try: molrec-raw validate {path}, "
+          f"molrec-raw metrics {path}, molrec-raw cat {path} --frame -1 --block bonds, molrec-raw pack {path}")
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    violations = validate(args.path)
+    with ProgressBar("validate") as bar:
+        violations = validate(args.path, progress=bar)
     for v in violations:
         print(f"{v.rule}\t{v.node}\t{v.message}")
     if not violations:
@@ -94,18 +156,78 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    print(pack_mrec_zip(args.path, remove_source=args.remove_source))
+    with ProgressBar("pack") as bar:
+        target = pack_mrec_zip(args.path, remove_source=args.remove_source, progress=bar)
+    print(target)
     return 0
 
 
 def cmd_unpack(args: argparse.Namespace) -> int:
-    print(unpack_mrec_zip(args.zip, args.dest))
+    with ProgressBar("unpack") as bar:
+        target = unpack_mrec_zip(args.zip, args.dest, progress=bar)
+    print(target)
+    return 0
+
+
+def _metrics_table(path: str) -> List[str]:
+    series = read_metrics(path)
+    if not series:
+        return [f"{path}: no metrics"]
+    rows = [("series", "points", "last step", "last value", "min", "max")]
+    for key, s in sorted(series.items()):
+        values = np.asarray(s.values, dtype=np.float64)
+        finite = values[np.isfinite(values)]
+        last_step = "-" if s.steps is None or not len(s.steps) else str(int(s.steps[-1]))
+        rows.append((key, str(len(values)), last_step, f"{values[-1]:.6g}" if len(values) else "-",
+                     f"{finite.min():.6g}" if finite.size else "-", f"{finite.max():.6g}" if finite.size else "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+            for row in rows]
+
+
+def _wal_of(path: str) -> Path:
+    p = Path(path)
+    return p if p.is_file() else p / "metrics" / WAL_NAME
+
+
+def _follow(wal: Path, interval: float, stop_after: Optional[float]) -> None:
+    """Print every complete event line appended to ``wal`` from now on (``step key value``);
+    a torn last line waits for its newline; a truncated file is followed from its new end."""
+    offset = wal.stat().st_size if wal.exists() else 0
+    deadline = None if stop_after is None else time.monotonic() + stop_after
+    print(f"following {wal} (Ctrl-C to stop)", flush=True)
+    while deadline is None or time.monotonic() < deadline:
+        size = wal.stat().st_size if wal.exists() else 0
+        if size < offset:
+            offset = size
+        if size > offset:
+            with open(wal, "rb") as fh:
+                fh.seek(offset)
+                data = complete_part(fh.read(size - offset))
+            if data:
+                parsed = parse_wal(data, source=str(wal), first_offset=offset, lenient=True)
+                events = [(int(s.steps[j]) if s.steps is not None else None, key, float(s.values[j]))
+                          for key, s in parsed.series.items() for j in range(len(s.values))]
+                for step, key, value in sorted(events, key=lambda e: (e[0] is None, e[0] or 0)):
+                    print(f"{'-' if step is None else step}\t{key}\t{value:.6g}", flush=True)
+                for line, at, reason in parsed.skipped:
+                    print(f"skipped a bad line at byte {at}: {reason}", file=sys.stderr)
+                offset += len(data)
+        time.sleep(interval)
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    print("\n".join(_metrics_table(args.path)), flush=True)
+    if args.follow:
+        try:
+            _follow(_wal_of(args.path), args.interval, args.stop_after)
+        except KeyboardInterrupt:
+            pass
     return 0
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
     from molrec_raw.record.doors import read_mrec_frame
-    from molrec_raw.record.trajectory import MrecReader
 
     root = open_record(args.path)
     if args.frame is None:
@@ -131,6 +253,10 @@ def cmd_cat(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="molrec-raw", description="MolRec records on Zarr V3")
     sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="write a sample record (a small MD run) and inspect it")
+    p.add_argument("path")
+    p.add_argument("--frames", type=int, default=300, help="frames of the sample run (default 300)")
+    p.set_defaults(run=cmd_demo)
     p = sub.add_parser("inspect", help="a readable tree of a record")
     p.add_argument("path")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -146,6 +272,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("zip")
     p.add_argument("dest")
     p.set_defaults(run=cmd_unpack)
+    p = sub.add_parser("metrics", help="latest value of every metric series; --follow tails the WAL")
+    p.add_argument("path", help="a record (*.mrec, *.mrec.zip) or a host WAL (*.mlp.jsonl)")
+    p.add_argument("--follow", action="store_true", help="then print events as they are appended")
+    p.add_argument("--interval", type=float, default=0.5, help="seconds between polls when following")
+    p.add_argument("--stop-after", type=float, default=None, help="stop following after this many seconds")
+    p.set_defaults(run=cmd_metrics)
     p = sub.add_parser("cat", help="print a frame's columns")
     p.add_argument("path")
     p.add_argument("--frame", type=int, default=None, help="trajectory frame (default: the frame section)")
@@ -159,6 +291,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.run(args))
+    except BrokenPipeError:  # e.g. `molrec-raw inspect big.mrec | head`: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except (MolrecError, OSError) as exc:
         print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)
         return 2
