@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
-from molrec_raw.errors import InvalidValueError, SpecViolationError
+from molrec_raw.errors import InvalidValueError, SpecViolationError, StoreError
 from molrec_raw.record.documents import is_rfc3339
 from molrec_raw.record.metrics import MetricsWriter, read_metrics
 
@@ -185,3 +185,24 @@ def test_documents_4_3_keys_with_any_characters_round_trip(record) -> None:
     got = read_metrics(record)
     assert list(got) == keys
     assert [got[k].values[0] for k in keys] == [float(i) for i in range(len(keys))]
+
+
+def test_documents_5_buffered_lines_reach_the_wal_within_a_second(tmp_path, monkeypatch):
+    """Lines are buffered for speed, but a new wall-clock second writes them out: a process
+    killed without flush() loses at most its last second of events."""
+    from molrec_raw.record.metrics import writer as writer_module
+
+    now = [1_000_000.25]
+    monkeypatch.setattr(writer_module, "_time", lambda: now[0])
+    w = MetricsWriter.for_host(tmp_path)
+    w.log("loss", 0.5, step=1)
+    w.log("loss", 0.25, step=2)
+    wal = tmp_path / "artifacts" / "metrics.mlp.jsonl"
+    assert not wal.exists() or wal.read_bytes() == b""  # still in memory (same second)
+    now[0] += 1.0
+    w.log("loss", 0.125, step=3)  # the clock entered a new second: the first two are written
+    assert wal.read_bytes().count(b"\n") == 2
+    w.close()
+    assert wal.read_bytes().count(b"\n") == 3
+    with pytest.raises(StoreError, match="closed"):
+        w.log("loss", 1.0, step=4)

@@ -12,7 +12,9 @@ documents §4.5, §5.1–§5.3; README decisions 8, 9, 10, 16.
 
 Logging is cheap: each line is a precomputed per-key prefix plus the formatted step, wall
 time (cached per millisecond) and value (orjson's shortest round-trip float text), collected
-in memory and written with one ``os.write`` per flush or every 8192 lines (~0.7 MiB).
+in memory and written with one ``os.write`` per flush, every 8192 lines (~0.7 MiB), and
+whenever the wall clock enters a new second — so a killed process loses at most the lines
+of its last second (lines logged with an explicit ``wall_time`` wait for the other two).
 
 Densify: a record writer also keeps, per logged event, the values it formatted the line
 from (key prefix, step, wall time, float) — the "shadow" of the lines it wrote — and
@@ -65,6 +67,9 @@ class _Closed:
 
     def append(self, line: str) -> None:
         raise StoreError("the metrics writer is closed")
+
+    def __len__(self) -> int:  # nothing buffered: nothing to write out
+        return 0
 
 
 _CLOSED = _Closed()
@@ -265,6 +270,8 @@ class MetricsWriter:
         if sec != self._sec:
             self._sec_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
             self._sec = sec
+            if self._buf:  # a new second: lines logged in the last one reach the WAL now
+                self._write_buffer()
         self._wall = f"{self._sec_text}.{_DIGITS3[milli]}Z"
         self._ms = ms
         return self._wall
