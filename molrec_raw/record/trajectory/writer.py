@@ -44,9 +44,10 @@ from molrec_raw.zarr import Array, DirectoryStore, Group, open_group
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
-# A commit encodes K frames' inner chunks per column; zstd releases the GIL, so two threads
-# (the machines this targets have few cores) encode them side by side.
-WRITE_THREADS = 2
+# One thread: a streaming commit encodes ~K small inner chunks per column, and measured on
+# 2 cores a thread pool made appends 20-25 % slower (GIL hand-offs outweigh parallel zstd;
+# spec-notes/trajectory.md).  Large one-shot writes of the Zarr layer do use threads.
+WRITE_THREADS = 1
 
 
 class MrecWriter:
