@@ -26,6 +26,7 @@ from typing import Dict, Union
 
 import numpy as np
 
+from molrec_raw.errors import InvalidValueError
 from molrec_raw.record.forcefield import ForceFieldSection, block_name
 from molrec_raw.record.metrics import MetricsWriter
 from molrec_raw.record.model import Block, Box, Frame
@@ -101,6 +102,8 @@ def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: 
     target = Path(path)
     if target.exists():
         raise FileExistsError(f"{target} exists; the demo writes a new record")
+    if frames < 1 or molecules < 1:
+        raise InvalidValueError(f"the demo needs at least one frame and one molecule, got {frames} and {molecules}")
     rng = np.random.default_rng(seed)
     n = 3 * molecules
     side = math.ceil(molecules ** (1 / 3))

@@ -107,6 +107,9 @@ def test_demo_writes_a_valid_record_that_opens_everywhere(tmp_path, capsys):
         assert r[199].blocks["bonds"].nrows == 64 and r[200].blocks["bonds"].nrows == 63
         assert r.box_at(0) != r.box_at(299)
     assert main(["demo", str(path)]) == 2  # never overwrites
+    assert main(["demo", str(tmp_path / "none.mrec"), "--frames", "0"]) == 2
+    assert main(["demo", str(tmp_path / "short.mrec"), "--frames", "5"]) == 0
+    assert mr.validate(tmp_path / "short.mrec") == []
     packed = mr.pack_mrec_zip(path)
     assert mr.validate(packed) == []
     zarr = pytest.importorskip("zarr")
