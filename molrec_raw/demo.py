@@ -20,9 +20,8 @@ Deterministic: the same ``seed`` gives the same values.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
-from typing import Dict, Union
+from typing import Dict
 
 import numpy as np
 
@@ -33,10 +32,10 @@ from molrec_raw.record.model import Block, Box, Frame
 from molrec_raw.record.molrec import MolRec, read_mrec, write_mrec
 from molrec_raw.record.observables import Observable
 from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
+from molrec_raw.zarr.store import PathLike
 
 __all__ = ["write_demo"]
 
-PathLike = Union[str, "os.PathLike[str]"]
 STEPS_PER_FRAME = 10
 TIMESTEP_FS = 2.0
 DISSOCIATION_FRAME = 200

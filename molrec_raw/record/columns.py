@@ -12,7 +12,7 @@ import numpy as np
 
 from molrec_raw.errors import SpecViolationError
 
-__all__ = ["COLUMN_DTYPES", "ZARR_TO_COLUMN", "VOCABULARY", "EXACT_U64_KEYS", "as_column", "column_dtype_of"]
+__all__ = ["COLUMN_DTYPES", "ZARR_TO_COLUMN", "VOCABULARY", "EXACT_U64_KEYS", "as_column", "column_dtype_of", "same_values"]
 
 COLUMN_DTYPES: Dict[str, str] = {  # MolRec dtype -> Zarr data_type
     "f64": "float64", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
@@ -55,6 +55,17 @@ def column_dtype_of(array: np.ndarray) -> Optional[str]:
         return "string"
     return _NUMPY_TO_COLUMN.get(dtype.newbyteorder("=") if dtype.byteorder not in "=|" else dtype)
 
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Two arrays hold the same values of the same column dtype and shape; floats compare
+    bitwise (-0.0 differs from 0.0, NaN payloads count), strings and integers by value."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or column_dtype_of(a) != column_dtype_of(b):
+        return False
+    if a.dtype.kind in "fc":
+        return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b.astype(a.dtype)).tobytes()
+    return bool(a.tolist() == b.tolist())
 
 def as_column(name: str, values: Any, node: str) -> np.ndarray:
     """A caller's column as a storable array (writer side, frame-and-types#14.37, #14.38).

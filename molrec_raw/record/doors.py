@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from molrec_raw.errors import NodeNotFoundError, SpecViolationError, StoreError
 from molrec_raw.record import documents
@@ -19,6 +19,7 @@ from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, 
 from molrec_raw.record.model import Frame
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import Group, open_group
+from molrec_raw.zarr.store import PathLike
 
 __all__ = [
     "write_mrec_frame", "write_mrec_system", "write_mrec_forcefield", "read_mrec_frame",
@@ -26,7 +27,6 @@ __all__ = [
     "check_record_path", "open_record",
 ]
 
-PathLike = Union[str, os.PathLike[str]]
 _FRAME_SECTIONS = ("frame", "system")
 
 

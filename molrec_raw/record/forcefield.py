@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from molrec_raw.errors import MolrecError, SpecViolationError
-from molrec_raw.record.columns import VOCABULARY, as_column, column_dtype_of
+from molrec_raw.record.columns import VOCABULARY, as_column, column_dtype_of, same_values
 from molrec_raw.record.documents import check_finite_json
 from molrec_raw.record.frame_io import read_frame_group, write_frame_group
 from molrec_raw.record.model import Block, Frame
@@ -223,15 +223,6 @@ class ForceFieldSection:
         return f"ForceFieldSection(name={self.name!r}, tables={sorted(self.tables)})"
 
 
-def _same_array(a: Any, b: Any) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or column_dtype_of(a) != column_dtype_of(b):
-        return False
-    if a.dtype.kind in "fc":  # bitwise: -0.0 != 0.0, NaN payloads compared
-        return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b.astype(a.dtype)).tobytes()
-    return bool(a.tolist() == b.tolist())
-
-
 def blocks_equal(a: Block, b: Block) -> bool:
     """Two tables hold the same bits: columns (dtype, shape, every value — masked rows
     included), masks (all-true ≡ none), precision, targets, structural_shape, attrs,
@@ -240,8 +231,8 @@ def blocks_equal(a: Block, b: Block) -> bool:
         return {c: np.asarray(m) for c, m in block.masks.items() if not np.asarray(m).all()}
     ma, mb = masks(a), masks(b)
     return (a.count == b.count and a.columns.keys() == b.columns.keys()
-            and all(_same_array(a.columns[c], b.columns[c]) for c in a.columns)
-            and ma.keys() == mb.keys() and all(_same_array(ma[c], mb[c]) for c in ma)
+            and all(same_values(a.columns[c], b.columns[c]) for c in a.columns)
+            and ma.keys() == mb.keys() and all(same_values(ma[c], mb[c]) for c in ma)
             and a.precision == b.precision and a.targets == b.targets and a.attrs == b.attrs
             and a.column_attrs == b.column_attrs
             and (tuple(a.structural_shape) if a.structural_shape is not None else None)

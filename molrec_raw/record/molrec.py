@@ -11,15 +11,15 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from molrec_raw.errors import MolrecError, SpecViolationError
 from molrec_raw.record import documents
-from molrec_raw.record.doors import PathLike, _meta_attrs, _rows_of, check_record_path, replace_record, write_sections
+from molrec_raw.record.doors import _meta_attrs, _rows_of, check_record_path, replace_record, write_sections
 from molrec_raw.record.forcefield import ForceFieldSection, read_forcefield_group
 from molrec_raw.record.frame_io import read_frame_group
 from molrec_raw.record.metrics import Series, check_metrics_group, read_metrics_group
 from molrec_raw.record.model import Frame
 from molrec_raw.record.observables import Observable, read_observables_group, write_observables_group
-from molrec_raw.record.violations import Violation, refuse
 from molrec_raw.record.trajectory import MrecReader
-from molrec_raw.zarr import Group, Store, open_group
+from molrec_raw.record.violations import Violation, refuse
+from molrec_raw.zarr import Group, PathLike, Store, open_group
 
 __all__ = ["MolRec", "RawSection", "read_mrec", "write_mrec", "validate"]
 

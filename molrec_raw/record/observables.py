@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from molrec_raw.record.columns import ZARR_TO_COLUMN, column_dtype_of
+from molrec_raw.record.columns import ZARR_TO_COLUMN, column_dtype_of, same_values
 from molrec_raw.record.documents import check_finite_json
 from molrec_raw.record.layout import column_codecs, fixed_extents
 from molrec_raw.record.violations import Checks, Violation, refuse
@@ -65,12 +65,7 @@ class Observable:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Observable):
             return NotImplemented
-        a, b = np.asarray(self.data), np.asarray(other.data)
-        if a.shape != b.shape or column_dtype_of(a) != column_dtype_of(b) or self.meta != other.meta:
-            return False
-        if a.dtype.kind in "fc":  # bitwise
-            return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b.astype(a.dtype)).tobytes()
-        return bool(a.tolist() == b.tolist())
+        return self.meta == other.meta and same_values(self.data, other.data)
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -11,16 +11,15 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple
 
 from molrec_raw.errors import CorruptDataError, SpecViolationError, StoreError
 from molrec_raw.zarr import ZipStore
-from molrec_raw.zarr.store import TEMP_MARKER
+from molrec_raw.zarr.store import TEMP_MARKER, PathLike
 from molrec_raw.zarr.zipstore import write_zip
 
 __all__ = ["pack_mrec_zip", "unpack_mrec_zip"]
 
-PathLike = Union[str, os.PathLike[str]]
 
 
 def _record_files(root: Path) -> List[Tuple[str, Path]]:

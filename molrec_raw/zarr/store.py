@@ -19,7 +19,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple, TypeVar
 
 from molrec_raw.errors import InvalidKeyError, ReadOnlyError, StoreError
 
-__all__ = ["Store", "MemoryStore", "DirectoryStore", "validate_key", "StoreLike"]
+__all__ = ["Store", "MemoryStore", "DirectoryStore", "validate_key", "PathLike", "StoreLike"]
 
 # Temporary files of atomic replaces carry this marker; listings never show them.
 TEMP_MARKER = ".molrec-tmp."
@@ -379,4 +379,5 @@ class DirectoryStore(Store):
                 os.close(fd)
 
 
-StoreLike = Union[Store, str, os.PathLike[str]]
+PathLike = Union[str, "os.PathLike[str]"]  # a file-system path, as every door takes it
+StoreLike = Union[Store, PathLike]

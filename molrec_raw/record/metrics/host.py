@@ -12,15 +12,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Tuple, Union
+from typing import List, Tuple
 
 from molrec_raw.errors import MolrecError, StoreError
 from molrec_raw.record.metrics.writer import HOST_SUFFIX
 from molrec_raw.zarr import ZipStore
+from molrec_raw.zarr.store import PathLike
 
 __all__ = ["Discovered", "discover_metrics"]
 
-PathLike = Union[str, os.PathLike[str]]
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,9 @@ no tail and ``check_metrics_group`` (``validate``) reports it (decision 16).
 """
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Optional
 
 from molrec_raw.errors import CorruptDataError, InvalidValueError, MolrecError, StoreError
 from molrec_raw.record.doors import open_record
@@ -28,10 +27,10 @@ from molrec_raw.record.metrics.series import Series, fold, merge
 from molrec_raw.record.metrics.wal import complete_part, parse_wal
 from molrec_raw.record.violations import Violation
 from molrec_raw.zarr import Group
+from molrec_raw.zarr.store import PathLike
 
 __all__ = ["read_metrics", "read_metrics_group", "read_wal_file", "check_metrics_group"]
 
-PathLike = Union[str, os.PathLike[str]]
 _WATERMARK_RULE = "README#decision-16"
 
 

@@ -25,33 +25,29 @@ when the writer opens.  A writer is not thread-safe: one thread, or the caller's
 """
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import orjson
 
-from molrec_raw.errors import (
-    CorruptDataError, InvalidValueError, NodeExistsError, ReadOnlyError, SpecViolationError, StoreError,
-    UnsupportedFeatureError,
-)
+from molrec_raw.errors import (CorruptDataError, InvalidValueError, NodeExistsError, ReadOnlyError, SpecViolationError,
+                               StoreError, UnsupportedFeatureError)
 from molrec_raw.record import documents
 from molrec_raw.record.doors import check_record_path, open_record
 from molrec_raw.record.metrics import dense
 from molrec_raw.record.metrics.safe_name import encode_safe_name
 from molrec_raw.record.metrics.series import Series, check_compatible, fold, match_steps
-from molrec_raw.record.metrics.wal import (
-    ParsedWal, WalFile, group_events, parse_wal, steps_column, value_text, wall_time_text,
-)
+from molrec_raw.record.metrics.wal import (ParsedWal, WalFile, group_events, parse_wal, steps_column, value_text,
+                                           wall_time_text)
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import Group, open_group
+from molrec_raw.zarr.store import PathLike
 
 __all__ = ["MetricsWriter", "host_wal_path", "HOST_SUFFIX"]
 
-PathLike = Union[str, os.PathLike[str]]
 BUFFER_LINES = 1 << 13  # buffered lines are written out at this many (~0.7 MiB of scalar lines)
 BUFFER_BYTES = 1 << 20  # ... or at once for a long line (large tags)
 HOST_SUFFIX = ".mlp.jsonl"

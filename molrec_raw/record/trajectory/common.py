@@ -3,16 +3,14 @@ progression attributes and the ``trajectory#<id>`` error constructor.
 """
 from __future__ import annotations
 
-import os
 import struct
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from molrec_raw.errors import SpecViolationError
 from molrec_raw.record.columns import COLUMN_DTYPES
 
-PathLike = Union[str, "os.PathLike[str]"]
 TRAJ = "trajectory"
 I64 = (-(2**63), 2**63 - 1)
 PROGRESSIONS = ("step_progression", "time_progression")

@@ -15,7 +15,7 @@ from molrec_raw.record.columns import ZARR_TO_COLUMN
 from molrec_raw.record.model import Block, Frame
 from molrec_raw.record.trajectory.blocks import BlockReader, block_layout, check_column_array
 from molrec_raw.record.trajectory.cell import BoxReader
-from molrec_raw.record.trajectory.common import TRAJ, PathLike, is_int, spec_error
+from molrec_raw.record.trajectory.common import TRAJ, is_int, spec_error
 from molrec_raw.record.trajectory.meta import META_STORAGE, meta_value, open_meta_array
 from molrec_raw.record.trajectory.progressions import check_progression, expand_progression
 from molrec_raw.record.trajectory.references import (SystemCounterparts, check_resolved, refuse_aligned_system_names,
@@ -23,7 +23,7 @@ from molrec_raw.record.trajectory.references import (SystemCounterparts, check_r
 from molrec_raw.record.trajectory.schema import RESERVED_BLOCK_NAMES, SequenceSchema
 from molrec_raw.record.trajectory.storage import open_root, read_nstep
 from molrec_raw.record.violations import Violation
-from molrec_raw.zarr import Array, Group
+from molrec_raw.zarr import Array, Group, PathLike
 
 __all__ = ["MrecReader", "Trajectory", "read_mrec_trajectory"]
 

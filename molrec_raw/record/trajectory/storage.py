@@ -9,8 +9,8 @@ import numpy as np
 
 from molrec_raw.record import documents
 from molrec_raw.record.doors import check_record_path
-from molrec_raw.record.trajectory.common import PROGRESSIONS, PathLike, spec_error
-from molrec_raw.zarr import Array, Group, open_group
+from molrec_raw.record.trajectory.common import PROGRESSIONS, spec_error
+from molrec_raw.zarr import Array, Group, PathLike, open_group
 
 
 def read_nstep(tgroup: Group, attrs: Dict[str, Any]) -> int:

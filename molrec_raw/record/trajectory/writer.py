@@ -32,7 +32,7 @@ from molrec_raw.record.trajectory import extents as ext
 from molrec_raw.record.trajectory.blocks import (MARKERS, BlockWriter, Update, block_layout, check_column_array,
                                                  prepare_update, same_content)
 from molrec_raw.record.trajectory.cell import BoxReader, BoxWriter, prepare_cell
-from molrec_raw.record.trajectory.common import I64, TRAJ, PathLike, is_int, numpy_dtype, spec_error
+from molrec_raw.record.trajectory.common import I64, TRAJ, is_int, numpy_dtype, spec_error
 from molrec_raw.record.trajectory.meta import MetaWriter, meta_cell, open_meta_array
 from molrec_raw.record.trajectory.progressions import Series, check_progression
 from molrec_raw.record.trajectory.reader import Trajectory
@@ -40,7 +40,7 @@ from molrec_raw.record.trajectory.references import (SystemCounterparts, check_r
                                                      section_rows)
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.record.trajectory.storage import born, delete_node, grow, read_nstep
-from molrec_raw.zarr import Array, DirectoryStore, Group, open_group
+from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
