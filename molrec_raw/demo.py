@@ -113,7 +113,7 @@ def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: 
     oxygen = np.arange(n) % 3 == 0
 
     write_mrec(target, MolRec(
-        meta={"creator": {"name": "molrec-raw demo"}, "title": "32 water molecules, NPT-like"},
+        meta={"creator": {"name": "molrec-raw demo"}, "title": f"{molecules} water molecules, NPT-like"},
         status={"state": "running"},
         method={"type": "classical", "description": "molecular dynamics, NPT, 2 fs steps",
                 "engine": {"name": "molrec-raw demo"}},
