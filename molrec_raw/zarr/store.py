@@ -204,12 +204,29 @@ class DirectoryStore(Store):
         self._counter = itertools.count(1)
         self._created_dirs: Set[str] = set()  # directories made since the last sync, and their parents
         self._created_lock = threading.Lock()
+        self._inside_dirs: Set[str] = set()  # directories checked to resolve inside the root
 
     def describe(self) -> str:
         return str(self.root)
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, *validate_key(key).split("/"))
+
+    def _write_path(self, key: str) -> str:
+        """The file of ``key`` for a write or a delete, refused when its directory resolves
+        outside the root (a symbolic link placed in the store must not carry a write out of
+        it).  Checked once per directory; the file itself is never followed (writes replace
+        or open it with O_NOFOLLOW)."""
+        path = self._path(key)
+        directory = os.path.dirname(path)
+        if directory not in self._inside_dirs:
+            root = os.path.realpath(self.root)
+            real = os.path.realpath(directory)
+            if real != root and not real.startswith(root + os.sep):
+                raise StoreError("refusing to write through a symbolic link that leads outside the store",
+                                 store=self.describe(), key=key)
+            self._inside_dirs.add(directory)
+        return path
 
     def _fail(self, action: str, key: str, exc: OSError) -> StoreError:
         return StoreError(f"cannot {action}: {exc.strerror or exc}", store=self.describe(), key=key)
@@ -262,7 +279,7 @@ class DirectoryStore(Store):
 
     def replace_atomic(self, key: str, value: bytes) -> None:
         self._check_writable(key)
-        path = self._path(key)
+        path = self._write_path(key)
         tmp = f"{path}{TEMP_MARKER}{os.getpid()}.{next(self._counter)}"
         try:
             try:
@@ -286,13 +303,14 @@ class DirectoryStore(Store):
         self._check_writable(key)
         if offset < 0:
             raise StoreError("negative write offset", store=self.describe(), key=key)
-        path = self._path(key)
+        path = self._write_path(key)
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
         try:
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+                fd = os.open(path, flags, 0o666)
             except FileNotFoundError:  # first value in a new directory
                 self._makedirs(path, key)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+                fd = os.open(path, flags, 0o666)
             try:
                 view = memoryview(value)
                 done = 0
@@ -307,7 +325,7 @@ class DirectoryStore(Store):
         """Remove a file, then the directories it leaves empty (up to the root), so a later
         value may use the same name as a file (e.g. a re-created 0-d array's chunk ``c``)."""
         self._check_writable(key)
-        path = self._path(key)
+        path = self._write_path(key)
         try:
             os.unlink(path)
         except (FileNotFoundError, NotADirectoryError):

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from molrec_raw.errors import InvalidKeyError, ReadOnlyError
+from molrec_raw.errors import InvalidKeyError, ReadOnlyError, StoreError
 from molrec_raw.zarr import DirectoryStore, MemoryStore
 
 
@@ -104,3 +104,30 @@ def test_sync_covers_directories_created_since_the_last_sync(tmp_path, monkeypat
     s.set("g/h/arr/c/0/1", b"chunk")  # nothing new created: only the key and its directory
     s.sync(["g/h/arr/c/0/1"])
     assert synced == [str(tmp_path / "r/g/h/arr/c/0/1"), str(tmp_path / "r/g/h/arr/c/0")]
+
+
+def test_no_write_or_delete_through_a_symlink_leaving_the_store(tmp_path):
+    """A symbolic link placed inside a store (by someone else) never carries a write or a
+    delete outside it: a linked directory is refused, a linked file is not followed."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_bytes(b"keep")
+    root = tmp_path / "store"
+    s = DirectoryStore(root)
+    s.set("a/zarr.json", b"{}")
+    os.symlink(outside, root / "evil")
+    for call in (lambda: s.set("evil/x", b"1"), lambda: s.write_at("evil/victim", 0, b"XXXX"),
+                 lambda: s.delete("evil/victim"), lambda: s.set("evil/deeper/x", b"1")):
+        with pytest.raises(StoreError, match="symbolic link"):
+            call()
+    os.symlink(outside / "victim", root / "a" / "c")  # a file link inside a real directory
+    with pytest.raises(StoreError):
+        s.write_at("a/c", 0, b"XXXX")  # O_NOFOLLOW: refused
+    s.set("a/c", b"new")  # an atomic replace swaps the link itself
+    assert sorted(p.name for p in outside.iterdir()) == ["victim"]
+    assert (outside / "victim").read_bytes() == b"keep" and (root / "a" / "c").read_bytes() == b"new"
+    inside = root / "a" / "sub"
+    inside.mkdir()
+    os.symlink(inside, root / "alias")  # a link that stays inside the store is fine
+    s.set("alias/k", b"v")
+    assert (inside / "k").read_bytes() == b"v"
