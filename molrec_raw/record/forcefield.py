@@ -278,6 +278,20 @@ def _optional(doc: Mapping[str, Any], key: str, writing: bool, rule: str, node: 
     return True, []
 
 
+def _optional_object(doc: Mapping[str, Any], key: str, writing: bool, rule: str, node: str,
+                     where: str) -> Tuple[Optional[Mapping[str, Any]], List[Violation]]:
+    """(the object, violations) for an optional key whose value must be a JSON object; the
+    object is None when absent, null or not an object."""
+    present, problems = _optional(doc, key, writing, rule, node, where)
+    if not present:
+        return None, problems
+    value = doc[key]
+    if not isinstance(value, Mapping):
+        label = f"{where}{key}" if where else repr(key)
+        return None, [Violation(rule, node, f"{label} must be an object, found {_show(value)}")]
+    return value, []
+
+
 def _check_units(doc: Mapping[str, Any], node: str, writing: bool) -> Checks:
     rule = _rule("9.23")
     units = doc.get("units")
@@ -318,13 +332,9 @@ def _check_units(doc: Mapping[str, Any], node: str, writing: bool) -> Checks:
 
 def _check_source(doc: Mapping[str, Any], node: str, writing: bool) -> Checks:
     rule = _rule("9.24")
-    present, problems = _optional(doc, "source", writing, rule, node, "")
+    source, problems = _optional_object(doc, "source", writing, rule, node, "")
     yield from problems
-    if not present:
-        return
-    source = doc["source"]
-    if not isinstance(source, Mapping):
-        yield Violation(rule, node, f"'source' must be an object, found {_show(source)}")
+    if source is None:
         return
     if not isinstance(source.get("format"), str):
         yield Violation(rule, node, "source.format is required (a string such as 'openmm-xml', 'lammps')"
@@ -340,13 +350,9 @@ def _check_source(doc: Mapping[str, Any], node: str, writing: bool) -> Checks:
 
 def _check_special_bonds(doc: Mapping[str, Any], node: str, writing: bool) -> Checks:
     rule = _rule("9.24")
-    present, problems = _optional(doc, "special_bonds", writing, rule, node, "")
+    special, problems = _optional_object(doc, "special_bonds", writing, rule, node, "")
     yield from problems
-    if not present:
-        return
-    special = doc["special_bonds"]
-    if not isinstance(special, Mapping):
-        yield Violation(rule, node, f"'special_bonds' must be an object, found {_show(special)}")
+    if special is None:
         return
     extra = [k for k in special if k not in SPECIAL]
     if extra:
@@ -380,13 +386,9 @@ def _check_style_entry(index: int, entry: Any, node: str, writing: bool) -> Chec
     yield from problems
     if present and not isinstance(entry["expression"], str):
         yield Violation(rule, node, f"{where}.expression must be a string, found {_show(entry['expression'])}")
-    present, problems = _optional(entry, "params", writing, rule, node, f"{where}.")
+    params, problems = _optional_object(entry, "params", writing, rule, node, f"{where}.")
     yield from problems
-    if not present:
-        return
-    params = entry["params"]
-    if not isinstance(params, Mapping):
-        yield Violation(rule, node, f"{where}.params must be an object, found {_show(params)}")
+    if params is None:
         return
     for key, value in params.items():
         if not (isinstance(value, str) or _is_finite_number(value)):
