@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
@@ -194,16 +194,22 @@ def check_meta(doc: Optional[Mapping[str, Any]], node: str = "/meta", *,
                         f"explicit offset (Z or ±hh:mm), found {_show(created)}")
     for name in ("source", "record_id", "content_hash"):
         yield from _opt_str(doc, name, "", "frame-and-types#11.1", node)
-    modules = doc.get("modules")
-    if modules is not None:
-        if not isinstance(modules, Mapping):
-            yield Violation("frame-and-types#11.1", node,
-                            f"'modules' must be an object, found {_show(modules)}")
-        else:
-            for key, entry in modules.items():
-                if not isinstance(entry, Mapping):
-                    yield Violation("frame-and-types#11.1", node,
-                                    f"modules[{key!r}] must be an object, found {_show(entry)}")
+    yield from _object_of(doc, "modules", lambda entry: isinstance(entry, Mapping), "an object",
+                          "frame-and-types#11.1", node)
+
+
+def _object_of(doc: Mapping[str, Any], name: str, entry_ok: Callable[[Any], bool], entry_kind: str,
+               rule: str, node: str, what: str = "an object") -> Checks:
+    """An optional key (None = absent) holding an object whose every entry passes ``entry_ok``."""
+    value = doc.get(name)
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        yield Violation(rule, node, f"{name!r} must be {what}, found {_show(value)}")
+        return
+    for key, entry in value.items():
+        if not entry_ok(entry):
+            yield Violation(rule, node, f"{name}[{key!r}] must be {entry_kind}, found {_show(entry)}")
 
 
 def meta_version(doc: Optional[Mapping[str, Any]]) -> Optional[int]:
@@ -245,16 +251,8 @@ def check_status(doc: Mapping[str, Any], node: str = "/status", *, writing: bool
         if v is not None and not (_is_int(v) and v >= 0):
             yield Violation("documents#9.6", node,
                             f"{name!r} must be a non-negative integer, found {_show(v)}")
-    progress = doc.get("progress")
-    if progress is not None:
-        if not isinstance(progress, Mapping):
-            yield Violation("documents#9.6", node,
-                            f"'progress' must be an object of numbers, found {_show(progress)}")
-        else:
-            for key, v in progress.items():
-                if not _is_number(v):
-                    yield Violation("documents#9.6", node,
-                                    f"progress[{key!r}] must be a number, found {_show(v)}")
+    yield from _object_of(doc, "progress", _is_number, "a number", "documents#9.6", node,
+                          what="an object of numbers")
     for name in ("started_at", "updated_at", "finished_at"):
         v = doc.get(name)
         if v is not None and not is_rfc3339(v):
