@@ -1,0 +1,337 @@
+"""The one set of conventions every integration shares (names, units, cell orientation).
+
+A record stores no intrinsic unit and its cell holds lattice vectors as **columns**; every tool
+an integration talks to (MDAnalysis, mdtraj, ASE, OpenMM) uses rows and a unit system of its
+own.  This module is the only place that knows how the two meet, so no integration repeats it:
+
+- **Units** (frame-and-types §13.5).  A writer records the unit system it wrote in the ``units``
+  meta key (tag ``json``) of the record's ``system`` section — or of ``frame`` for a frame-only
+  record — as an object with the quantities ``length``, ``time``, ``energy``, ``mass`` and
+  ``charge`` spelled out (``{"length": "nm", "time": "ps", ...}``; a ``preset`` such as
+  ``"openmm"`` is understood on read).  Velocities are length/time, forces energy/length.  A
+  reader converts from the record's units to its tool's.  A record that states no units is read
+  in the caller's ``assume`` units, whose default is :data:`DEFAULT_UNITS` (Å, ps, kJ/mol: the
+  MDAnalysis base units) — documented, never guessed per tool.  A unit this table does not know
+  is refused unless source and target spell it the same way.
+- **Cell** (frame-and-types §10).  ``Box.vectors[:, k]`` is lattice vector k; tools hold
+  ``rows[k]``: ``rows = vectors.T``.  ``Box.boundary`` is the tools' per-axis ``pbc``; an undefined
+  cell (``Box.defined`` false, or no box) is "no cell".
+- **Vocabulary** (frame-and-types §13).  The ``atoms`` block carries ``x y z``, ``vx vy vz``,
+  ``fx fy fz`` and the canonical topology columns; relation blocks ``bonds``, ``angles``,
+  ``dihedrals``, ``impropers`` carry 0-based u64 endpoints ``atomi…atoml``.  Per-step energies
+  use the canonical meta keys ``pe ke etotal temp press volume`` (tag f64).
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field, fields
+from types import ModuleType
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
+from molrec_raw.record.forcefield import PRESETS
+from molrec_raw.record.model import Block, Box, Frame, MetaValue
+from molrec_raw.record.trajectory import SequenceSchema
+
+__all__ = [
+    "require", "Units", "DEFAULT_UNITS", "MDANALYSIS_UNITS", "MDTRAJ_UNITS", "OPENMM_UNITS", "ASE_UNITS",
+    "ASE_TIME", "UNITS_KEY", "units_of", "cell_rows", "box_from_rows", "Topology", "RELATIONS",
+    "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "trajectory_schema", "atoms_frame", "xyz_of",
+    "units_meta", "refuse_units_change",
+]
+
+UNITS_KEY = "units"
+POSITIONS = ("x", "y", "z")
+VELOCITIES = ("vx", "vy", "vz")
+FORCES = ("fx", "fy", "fz")
+ENERGY_KEYS = ("pe", "ke", "etotal", "temp", "press", "volume")  # frame-and-types §13.4, all f64
+RELATIONS: Dict[str, int] = {"bonds": 2, "angles": 3, "dihedrals": 4, "impropers": 4}  # §13.3
+ENDPOINTS = ("atomi", "atomj", "atomk", "atoml")
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import the tool an integration needs, or raise an ImportError naming the extra."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"this molrec_raw integration needs {module.split('.')[0]!r}: pip install 'molrec-raw[{extra}]'",
+            name=module,
+        ) from exc
+
+
+# -- units ------------------------------------------------------------------------------------
+_AMU_KG = 1.66053906660e-27
+_E_C = 1.602176634e-19
+_AVOGADRO = 6.02214076e23
+#: ASE's time unit, Å·sqrt(amu/eV) ≈ 10.18 fs, spelled so pint parses it.
+ASE_TIME = "angstrom * (dalton / eV) ** 0.5"
+
+# Each quantity's known spellings and their size in one reference unit (nm, ps, kJ/mol, dalton, e).
+_SCALE: Dict[str, Dict[str, float]] = {
+    "length": {"angstrom": 0.1, "nm": 1.0, "nanometer": 1.0, "pm": 1e-3, "bohr": 0.0529177210903,
+               "m": 1e9, "meter": 1e9, "cm": 1e7, "micrometer": 1e3, "um": 1e3},
+    "time": {"fs": 1e-3, "femtosecond": 1e-3, "ps": 1.0, "picosecond": 1.0, "ns": 1e3, "nanosecond": 1e3,
+             "microsecond": 1e6, "s": 1e12, "second": 1e12,
+             ASE_TIME: 1e12 * 1e-10 * math.sqrt(_AMU_KG / _E_C)},
+    "energy": {"kJ/mol": 1.0, "kcal/mol": 4.184, "eV": _E_C * _AVOGADRO / 1e3,
+               "hartree": 4.3597447222071e-18 * _AVOGADRO / 1e3, "J": _AVOGADRO / 1e3,
+               "J/mol": 1e-3, "erg": 1e-10 * _AVOGADRO / 1e3},
+    "mass": {"dalton": 1.0, "amu": 1.0, "g/mol": 1.0, "kg": 1.0 / _AMU_KG, "g": 1e-3 / _AMU_KG},
+    "charge": {"e": 1.0, "C": 1.0 / _E_C},
+}
+_ALIASES = {"a": "angstrom", "å": "angstrom", "ang": "angstrom", "angstroms": "angstrom",
+            "kj/mol": "kJ/mol", "kcal/mol": "kcal/mol", "ev": "eV", "u": "dalton", "da": "dalton"}
+_BASE = ("length", "time", "energy", "mass", "charge")
+_DERIVED = {"velocity": (("length", 1), ("time", -1)), "force": (("energy", 1), ("length", -1))}
+
+
+def _spelling(unit: str) -> str:
+    """One spelling per unit: whitespace squeezed, known aliases mapped."""
+    squeezed = " ".join(unit.split())
+    return _ALIASES.get(squeezed.lower(), squeezed)
+
+
+@dataclass(frozen=True)
+class Units:
+    """A record's unit system (frame-and-types §13.5): one string per base quantity, or None
+    where the record states none.  ``factor(quantity, to)`` converts values of ``quantity``
+    (a base quantity, ``velocity`` or ``force``) from these units into ``to``."""
+
+    length: Optional[str] = None
+    time: Optional[str] = None
+    energy: Optional[str] = None
+    mass: Optional[str] = "dalton"    # the spec's default (§13.5)
+    charge: Optional[str] = "e"       # the spec's default (§13.5)
+
+    def to_json(self) -> Dict[str, str]:
+        """The ``units`` meta value this writer records (quantities spelled out, no preset)."""
+        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}
+
+    @classmethod
+    def from_json(cls, value: Any, where: str = "units") -> "Units":
+        """Parse a ``units`` meta value: an object (``preset`` and/or quantities) or a preset
+        string (§13.5).  A preset's quantities yield to explicitly stated ones."""
+        if isinstance(value, str):
+            value = {"preset": value}
+        if not isinstance(value, Mapping):
+            raise SpecViolationError(f"{where}: 'units' must be an object or a preset name, found "
+                                     f"{type(value).__name__}", rule="frame-and-types#13.5")
+        stated: Dict[str, str] = {}
+        preset = value.get("preset")
+        if preset is not None:
+            if not isinstance(preset, str) or preset not in PRESETS:
+                raise UnsupportedFeatureError(f"{where}: unknown units preset {preset!r} "
+                                              f"(known: {', '.join(sorted(PRESETS))})", rule="frame-and-types#13.5")
+            stated.update({q: u for q, u in PRESETS[preset].items() if q in _BASE})
+        for quantity in _BASE:
+            unit = value.get(quantity)
+            if unit is not None:
+                if not isinstance(unit, str):
+                    raise SpecViolationError(f"{where}: units.{quantity} must be a string, found {unit!r}",
+                                             rule="frame-and-types#13.5")
+                stated[quantity] = unit
+        return cls(**{q: stated.get(q, getattr(cls(), q)) for q in _BASE})
+
+    def factor(self, quantity: str, to: "Units") -> float:
+        """Multiply values of ``quantity`` held in these units by this to express them in ``to``."""
+        if quantity in _DERIVED:
+            return math.prod(self.factor(base, to) ** power for base, power in _DERIVED[quantity])
+        if quantity not in _BASE:
+            raise InvalidValueError(f"unknown quantity {quantity!r}")
+        source, target = getattr(self, quantity), getattr(to, quantity)
+        if source is None or target is None:
+            raise InvalidValueError(f"no {quantity} unit to convert {'from' if source is None else 'to'}")
+        source, target = _spelling(source), _spelling(target)
+        if source == target:
+            return 1.0
+        scale = _SCALE[quantity]
+        unknown = [u for u in (source, target) if u not in scale]
+        if unknown:
+            raise UnsupportedFeatureError(
+                f"cannot convert {quantity} from {source!r} to {target!r}: unknown unit {unknown[0]!r} "
+                f"(known: {', '.join(sorted(scale))})", rule="frame-and-types#13.5")
+        return scale[source] / scale[target]
+
+    def same_as(self, other: "Units") -> bool:
+        """Every quantity spelled the same way (aliases such as ``Å``/``angstrom`` agree)."""
+        return all((a is None) == (b is None) and (a is None or _spelling(a) == _spelling(b))
+                   for a, b in ((getattr(self, q), getattr(other, q)) for q in _BASE))
+
+    def with_defaults(self, assume: "Units") -> "Units":
+        """These units, with every quantity the record leaves unstated taken from ``assume``."""
+        return Units(**{q: getattr(self, q) if getattr(self, q) is not None else getattr(assume, q) for q in _BASE})
+
+
+#: MDAnalysis's base units (Å, ps, kJ/mol); also the assumption for records that state none.
+MDANALYSIS_UNITS = Units("angstrom", "ps", "kJ/mol")
+DEFAULT_UNITS = MDANALYSIS_UNITS
+MDTRAJ_UNITS = Units("nm", "ps", "kJ/mol")
+OPENMM_UNITS = Units("nm", "ps", "kJ/mol")
+ASE_UNITS = Units("angstrom", ASE_TIME, "eV")
+
+
+def units_of(*sections: Optional[Frame]) -> Optional[Units]:
+    """The units the first section that states them records (pass ``system`` before ``frame``)."""
+    for section in sections:
+        if section is not None and UNITS_KEY in section.meta:
+            value = section.meta[UNITS_KEY]
+            return Units.from_json(value.value if isinstance(value, MetaValue) else value)
+    return None
+
+
+def units_meta(units: Units) -> MetaValue:
+    """The ``units`` meta entry (tag json) a writer puts on its ``system``/``frame`` section."""
+    return MetaValue("json", units.to_json())
+
+
+# -- cell ---------------------------------------------------------------------------------------
+def cell_rows(box: Optional[Box]) -> Optional[np.ndarray]:
+    """The cell as a tool wants it, lattice vectors as rows (3×3 f64), or None without a cell."""
+    if box is None or not box.defined:
+        return None
+    return np.array(np.asarray(box.vectors, dtype=np.float64).T)
+
+
+def box_from_rows(rows: Any, pbc: Sequence[bool] = (True, True, True), origin: Any = None) -> Optional[Box]:
+    """A record cell from lattice vectors as rows; None for a missing or all-zero cell (a tool's
+    "no cell"), which a record writes as no box at all."""
+    if rows is None:
+        return None
+    matrix = np.asarray(rows, dtype=np.float64)
+    if matrix.shape != (3, 3):
+        raise InvalidValueError(f"a cell must be 3×3 lattice vectors, got shape {matrix.shape}")
+    if not np.any(matrix):
+        return None
+    flags = tuple(bool(b) for b in np.broadcast_to(np.asarray(pbc, dtype=bool), (3,)))
+    at = np.zeros(3) if origin is None else np.asarray(origin, dtype=np.float64).reshape(3)
+    return Box(np.array(matrix.T), at, (flags[0], flags[1], flags[2]), True)
+
+
+# -- topology -----------------------------------------------------------------------------------
+_STRINGS = ("name", "element", "type", "res_name", "chain")
+_U64 = ("res_id", "mol_id")
+_F64 = ("mass", "charge")
+
+
+@dataclass
+class Topology:
+    """A tool-neutral topology in canonical names (frame-and-types §13.2–§13.3).
+
+    ``atoms`` maps canonical atom columns (``name element type res_name chain`` strings,
+    ``res_id mol_id`` u64, ``mass charge`` f64) to one value per atom; ``relations`` maps
+    ``bonds angles dihedrals impropers`` to ``(n, arity)`` arrays of 0-based atom indices.
+    """
+
+    n_atoms: int
+    atoms: Dict[str, np.ndarray] = field(default_factory=dict)
+    relations: Dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key, values in list(self.atoms.items()):
+            self.atoms[key] = _canonical_atom_column(key, values, self.n_atoms)
+        for key, values in list(self.relations.items()):
+            self.relations[key] = _relation_array(key, values, self.n_atoms)
+
+    def system(self, units: Units, meta: Optional[Mapping[str, Any]] = None) -> Frame:
+        """The ``system`` section: an ``atoms`` block (its row count even without columns),
+        relation blocks, and the ``units`` meta key."""
+        blocks = {"atoms": Block(dict(self.atoms), count=self.n_atoms)}
+        for key, pairs in self.relations.items():
+            blocks[key] = Block({ENDPOINTS[k]: pairs[:, k].copy() for k in range(pairs.shape[1])})
+        return Frame({**(meta or {}), UNITS_KEY: units_meta(units)}, blocks)
+
+    @classmethod
+    def from_section(cls, section: Frame) -> "Topology":
+        """The topology a ``system`` (or ``frame``) section holds; unknown columns are left out."""
+        atoms = section.blocks.get("atoms")
+        if atoms is None:
+            raise SpecViolationError("the record's section has no 'atoms' block", rule="frame-and-types#13.2")
+        columns = {k: v for k, v in atoms.columns.items() if k in _STRINGS + _U64 + _F64 and k not in atoms.masks}
+        relations = {}
+        for key, arity in RELATIONS.items():
+            block = section.blocks.get(key)
+            if block is not None and all(e in block.columns for e in ENDPOINTS[:arity]):
+                relations[key] = np.stack([np.asarray(block.columns[e]) for e in ENDPOINTS[:arity]], axis=1)
+        return cls(atoms.nrows, columns, relations)
+
+
+def _canonical_atom_column(key: str, values: Any, n_atoms: int) -> np.ndarray:
+    if key in _STRINGS:
+        array = np.array([str(v) for v in values], dtype=object)
+    elif key in _U64:
+        signed = np.asarray(values)
+        if signed.size and np.issubdtype(signed.dtype, np.signedinteger) and signed.min() < 0:
+            raise InvalidValueError(f"atoms.{key} must be unsigned (frame-and-types §13.2): renumber "
+                                    f"negative values before writing (found {int(signed.min())})")
+        array = signed.astype(np.uint64)
+    elif key in _F64:
+        array = np.asarray(values, dtype=np.float64)
+    else:
+        raise InvalidValueError(f"{key!r} is not a topology column (known: {', '.join(_STRINGS + _U64 + _F64)})")
+    if array.shape != (n_atoms,):
+        raise InvalidValueError(f"atoms.{key} has shape {array.shape}, expected ({n_atoms},)")
+    return array
+
+
+def _relation_array(key: str, values: Any, n_atoms: int) -> np.ndarray:
+    if key not in RELATIONS:
+        raise InvalidValueError(f"{key!r} is not a relation block (known: {', '.join(RELATIONS)})")
+    arity = RELATIONS[key]
+    array = np.asarray(values).reshape(-1, arity) if np.size(values) else np.zeros((0, arity), np.int64)
+    if array.size and (array.min() < 0 or array.max() >= n_atoms):
+        raise InvalidValueError(f"{key}: an endpoint lies outside the {n_atoms} atoms")
+    return array.astype(np.uint64)
+
+
+# -- trajectory frames ----------------------------------------------------------------------------
+def trajectory_schema(n_atoms: int, *, velocities: bool = False, forces: bool = False,
+                      precision: Optional[float] = None, meta_keys: Iterable[str] = ()) -> SequenceSchema:
+    """The pinned schema integrations write: ``atoms`` with x/y/z (at ``precision`` when given:
+    positions only; velocities and forces stay lossless), optional velocities and forces,
+    and f64 per-step meta keys."""
+    schema = SequenceSchema().declare_block("atoms", rows=n_atoms)
+    for group in (POSITIONS, VELOCITIES if velocities else (), FORCES if forces else ()):
+        for column in group:
+            schema.declare_column("atoms", column, "f64")
+    if precision is not None:
+        for column in POSITIONS:
+            schema.declare_precision("atoms", column, precision)
+    for key in meta_keys:
+        schema.declare_meta(key, "f64")
+    return schema
+
+
+def atoms_frame(positions: Any, *, velocities: Any = None, forces: Any = None, box: Optional[Box] = None,
+                meta: Optional[Mapping[str, float]] = None) -> Frame:
+    """One trajectory frame from ``(n, 3)`` arrays already in the record's units."""
+    columns: Dict[str, np.ndarray] = {}
+    for names, values in ((POSITIONS, positions), (VELOCITIES, velocities), (FORCES, forces)):
+        if values is None:
+            continue
+        array = np.asarray(values, dtype=np.float64)
+        if array.ndim != 2 or array.shape[1] != 3:
+            raise InvalidValueError(f"{'/'.join(names)} must be an (n, 3) array, got shape {array.shape}")
+        for k, name in enumerate(names):
+            columns[name] = np.ascontiguousarray(array[:, k])
+    return Frame({k: MetaValue("f64", float(v)) for k, v in (meta or {}).items()}, {"atoms": Block(columns)}, box)
+
+
+def xyz_of(block: Block, names: Tuple[str, str, str] = POSITIONS, dtype: Any = np.float64) -> Optional[np.ndarray]:
+    """``(n, 3)`` from three columns of a block (positions by default), or None if any is absent."""
+    if not all(name in block.columns for name in names):
+        return None
+    out = np.empty((block.nrows, 3), dtype=dtype)
+    for k, name in enumerate(names):
+        out[:, k] = block.columns[name]
+    return out
+
+
+def refuse_units_change(stored: Optional[Units], writing: Units, where: str) -> None:
+    """Appending in other units than a record states would mix them: refuse (§13.5)."""
+    if stored is not None and not stored.with_defaults(writing).same_as(writing):
+        raise InvalidValueError(f"{where} records units {stored.to_json()}; refusing to append in "
+                                f"{writing.to_json()}", rule="frame-and-types#13.5")
