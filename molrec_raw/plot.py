@@ -127,9 +127,12 @@ def _write(run: RunSeries, out: Optional[Path], vega: Optional[Path], size: Opti
         written.append(_replace(vega, spec_bytes(vega_lite_spec(run))))
     if out is not None:
         kind = _image_format(out)
+        import matplotlib
+
         fig = _draw(run, size)
         buffer = io.BytesIO()
-        fig.savefig(buffer, format=kind, dpi=DPI, metadata=_METADATA[kind])
+        with matplotlib.rc_context({"svg.hashsalt": "molrec-raw"}):  # SVG ids from a fixed salt, not random
+            fig.savefig(buffer, format=kind, dpi=DPI, metadata=_METADATA[kind])
         written.append(_replace(out, buffer.getvalue()))
     return written
 
