@@ -32,7 +32,7 @@ def _bucket(x: float, lo: float, hi: float, buckets: int) -> int:
     return min(max(int((x - lo) * (buckets / (hi - lo))), 0), buckets - 1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(series())
 def test_every_extreme_of_every_bucket_is_kept(case) -> None:  # type: ignore[no-untyped-def]
     steps, y, buckets = case

@@ -60,8 +60,8 @@ def test_figure_titles_carry_stated_units_and_losses_get_a_log_scale(md_record: 
 
 
 def test_units_only_where_the_record_states_them(tmp_path: Path) -> None:
-    """A preset stands for its quantities; frame and system that disagree state nothing;
-    volume takes length cubed; keys without a §13.4 meaning take none."""
+    """A preset stands for its quantities; system's units come before frame's; volume takes
+    length cubed; keys without a §13.4 meaning take none; an unknown preset is refused."""
     def values(key: str, i: int) -> float:
         return i if key == "count" else float(i)
 
@@ -74,15 +74,18 @@ def test_units_only_where_the_record_states_them(tmp_path: Path) -> None:
     stated = trajectory_record(tmp_path / "p.mrec", 4, {"press": "f64", "temp": "f64"}, values,
                                units={"pressure": "bar", "temperature": "K"}, section="frame")
     assert [p.title for p in mr_panels(stated)] == ["press (bar)", "temp (K)"]
-    # frame says nm, system says angstrom (the real preset): no length is believed
-    mixed = tmp_path / "mixed.mrec"
-    mr.write_mrec_frame(mixed, mr.Frame({"units": {"length": "nm", "energy": "kcal/mol"}},
-                                        {"atoms": mr.Block({"x": np.zeros(2)})}),
-                        system=mr.Frame({"units": "real"}, {"atoms": mr.Block({"x": np.zeros(2)})}))
+    from molrec_raw.errors import UnsupportedFeatureError
     from molrec_raw.record.doors import open_record
     from molrec_raw.record.units import declared_units
-    units = declared_units(open_record(mixed))
-    assert units["energy"] == "kcal/mol" and "length" not in units and units["time"] == "fs"
+    both = tmp_path / "both.mrec"  # system states the real preset with energy overridden; frame says nm
+    mr.write_mrec_frame(both, mr.Frame({"units": {"length": "nm"}}, {"atoms": mr.Block({"x": np.zeros(2)})}),
+                        system=mr.Frame({"units": {"preset": "real", "energy": "kJ/mol"}},
+                                        {"atoms": mr.Block({"x": np.zeros(2)})}))
+    units = declared_units(open_record(both))
+    assert units["length"] == "angstrom" and units["energy"] == "kJ/mol" and units["time"] == "fs"
+    odd = trajectory_record(tmp_path / "odd.mrec", 2, {"pe": "f64"}, values, units="lammps-real")
+    with pytest.raises(UnsupportedFeatureError, match="unknown units preset 'lammps-real'"):
+        mr_panels(odd)
 
 
 def mr_panels(path: Path):  # type: ignore[no-untyped-def]
