@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Dict, List, Optional, Sequence, Type
+from typing import IO, Any, Dict, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 
@@ -137,11 +137,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from molrec_raw.demo import write_demo
 
+    from molrec_raw import plot
+
     started = time.monotonic()
     path = write_demo(args.path, frames=args.frames)
     print("\n".join(_inspect_lines(str(path), False)))
-    print(f"\nwrote {path} in {time.monotonic() - started:.1f} s; try: molrec-raw validate {path}, "
-          f"molrec-raw metrics {path}, molrec-raw cat {path} --frame -1 --block bonds, molrec-raw pack {path}")
+    image = plot.default_image_path(path)
+    try:
+        print(f"\ndrew {plot.render(path, out=image)[0]}")
+    except ImportError:  # the core installs without matplotlib; the record is complete anyway
+        print(f"\n{image} not drawn: the picture needs matplotlib ({plot.EXTRA_HINT})")
+    print(f"wrote {path} in {time.monotonic() - started:.1f} s; try: molrec-raw validate {path}, "
+          f"molrec-raw metrics {path}, molrec-raw plot {path}, molrec-raw cat {path} --frame -1 --block bonds, "
+          f"molrec-raw pack {path}")
     return 0
 
 
@@ -226,6 +234,36 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pixels(text: str) -> Tuple[int, int]:
+    width, sep, height = text.lower().partition("x")
+    if not sep or not width.isdigit() or not height.isdigit():
+        raise argparse.ArgumentTypeError(f"a size is WIDTHxHEIGHT in pixels, e.g. 1200x800, not {text!r}")
+    return int(width), int(height)
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from molrec_raw import plot
+
+    log_y = None if args.log_y is None else [k for k in args.log_y if k != "none"]
+    options: Dict[str, Any] = dict(out=args.out, vega=args.vega, series=args.series, x=args.x, log_y=log_y,
+                                   size=args.size)
+    try:
+        if args.follow:
+            print(f"following {args.path} (Ctrl-C to stop)", flush=True)
+            try:
+                plot.follow(args.path, interval=args.interval, stop_after=args.stop_after,
+                            report=lambda line: print(line, flush=True), **options)
+            except KeyboardInterrupt:
+                pass
+        else:
+            for written in plot.render(args.path, **options):
+                print(written)
+    except ImportError as exc:  # matplotlib missing: the message names the extra
+        print(f"molrec-raw plot: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def cmd_cat(args: argparse.Namespace) -> int:
     from molrec_raw.record.doors import read_mrec_frame
 
@@ -278,6 +316,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=0.5, help="seconds between polls when following")
     p.add_argument("--stop-after", type=float, default=None, help="stop following after this many seconds")
     p.set_defaults(run=cmd_metrics)
+    p = sub.add_parser("plot", help="draw every per-step meta and metrics series, one panel per key")
+    p.add_argument("path", help="a record (*.mrec, *.mrec.zip) or a host WAL (*.mlp.jsonl)")
+    p.add_argument("--out", default=None, help="image .png, .svg or .pdf (needs matplotlib: "
+                   "pip install 'molrec-raw[plot]'); default <stem>.png beside PATH unless --vega is given")
+    p.add_argument("--vega", default=None, help="write a Vega-Lite v5 specification (e.g. run.mlp.vl.json), "
+                   "decimated data inline")
+    p.add_argument("--series", nargs="+", default=None, metavar="KEY", help="only these series, in this order")
+    p.add_argument("--x", choices=["step", "time"], default="step", help="the shared x axis (default step)")
+    p.add_argument("--log-y", nargs="+", default=None, metavar="KEY",
+                   help="series drawn on a log scale ('none' for none; default: positive series named *loss*)")
+    p.add_argument("--size", type=_pixels, default=None, metavar="WxH", help="image size in pixels")
+    p.add_argument("--follow", action="store_true", help="redraw as the run commits or logs")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between polls when following")
+    p.add_argument("--stop-after", type=float, default=None, help="stop following after this many seconds")
+    p.set_defaults(run=cmd_plot)
     p = sub.add_parser("cat", help="print a frame's columns")
     p.add_argument("path")
     p.add_argument("--frame", type=int, default=None, help="trajectory frame (default: the frame section)")

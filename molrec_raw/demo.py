@@ -3,12 +3,14 @@
 A small NPT-like run of 32 three-site water molecules, written the way a simulation engine
 would write it, through the public API only:
 
-- ``system/`` — what does not move: per-atom element, type, mass, charge and molecule id;
+- ``system/`` — what does not move: per-atom element, type, mass, charge and molecule id, and
+  the units the run uses (meta key ``units``: the ``real`` preset, temperatures in K);
 - ``forcefield/`` — a TIP3P-like force field (atom, bond, angle and pair tables);
 - ``trajectory/`` — streamed with ``MrecWriter`` while the "run" goes: coordinates x, y, z
   with precision 1e-3 Å; a nullable column (``dipole``, defined on oxygens only); a ``bonds``
   topology block that changes once (a proton leaves a molecule at frame 200); a box that the
-  barostat rescales every 10 frames; per-step energies and temperature as meta series;
+  barostat rescales every 10 frames; per-step energies and temperature as meta series
+  under their canonical names ``pe``, ``ke``, ``temp`` (frame-and-types §13.4);
 - ``metrics/`` — the same thermodynamics logged through ``MetricsWriter`` (a WAL densified on
   close), plus a pressure every 10 steps;
 - ``observables/`` — the oxygen mean-square displacement, computed afterwards by reading the
@@ -40,6 +42,7 @@ STEPS_PER_FRAME = 10
 TIMESTEP_FS = 2.0
 DISSOCIATION_FRAME = 200
 _PARTIAL_CHARGE = {"OW": -0.834, "HW": 0.417}
+UNITS = {"preset": "real", "temperature": "K"}  # Å, kcal/mol, fs (frame-and-types §13.5)
 
 
 def _system(molecules: int) -> Frame:
@@ -51,7 +54,7 @@ def _system(molecules: int) -> Frame:
         "charge": np.array([_PARTIAL_CHARGE[t] for t in types.tolist()]),
         "mol_id": np.repeat(np.arange(molecules, dtype=np.uint64), 3),
     })
-    return Frame({"name": "water box", "formula": f"(H2O){molecules}"}, {"atoms": atoms})
+    return Frame({"name": "water box", "formula": f"(H2O){molecules}", "units": UNITS}, {"atoms": atoms})
 
 
 def _strings(*values: str) -> np.ndarray:
@@ -83,7 +86,7 @@ def _schema(atoms: int) -> SequenceSchema:
     schema.declare_column("atoms", "dipole", "f64").declare_nullable("atoms", "dipole")
     schema.declare_column("bonds", "atomi", "u64").declare_column("bonds", "atomj", "u64")
     schema.declare_target("bonds", "atomi", "atoms").declare_target("bonds", "atomj", "atoms")
-    for key in ("potential_energy", "kinetic_energy", "temperature"):
+    for key in ("pe", "ke", "temp"):
         schema.declare_meta(key, "f64")
     return schema
 
@@ -136,7 +139,7 @@ def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: 
                 blocks["bonds"] = _bonds(molecules, broken=i >= DISSOCIATION_FRAME)
             step = i * STEPS_PER_FRAME
             trajectory.append(
-                Frame({"potential_energy": potential, "kinetic_energy": kinetic, "temperature": temperature},
+                Frame({"pe": potential, "ke": kinetic, "temp": temperature},
                       blocks, Box(np.eye(3) * box0 * scale)),
                 step=step, time=step * TIMESTEP_FS)
             metrics.log_many({"energy/potential": potential, "energy/kinetic": kinetic,

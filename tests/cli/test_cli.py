@@ -94,7 +94,7 @@ def test_demo_writes_a_valid_record_that_opens_everywhere(tmp_path, capsys):
     out = capsys.readouterr().out
     for expected in ("trajectory: 300 committed frames", "block atoms: regular, 300 update(s), last update 96 rows",
                      "block bonds: indexed, 2 update(s), last update 63 rows", "30 cell update(s)",
-                     "per-step meta potential_energy, kinetic_energy, temperature", "forcefield/", "observables/",
+                     "per-step meta pe, ke, temp", "forcefield/", "observables/",
                      "metrics/", "x: float64[28800]", "numcodecs.shuffle"):
         assert expected in out, expected
     assert mr.validate(path) == []

@@ -8,7 +8,9 @@ documents §4.5, §5.1–§5.3; README decisions 8, 9, 10, 16.
   catalog with the new watermark — last, after the array data (and their fsync when
   durable), so the watermark never claims what the arrays do not hold.
 - ``MetricsWriter.for_host(run_dir, stem)`` appends to ``<run_dir>/artifacts/<stem>.mlp.jsonl``
-  and nothing else (hosts keep only the WAL: no dense store, no ``meta/``/``status/``).
+  and nothing else (hosts keep only the WAL: no dense store, no ``meta/``/``status/``);
+  with ``plot=True`` it also keeps the Vega-Lite plot artifact ``artifacts/<stem>.mlp.vl.json``
+  current at each flush (root-layout host layout; ``molrec_raw.record.runplot.vegalite``).
 
 Logging is cheap: each line is a precomputed per-key prefix plus the formatted step, wall
 time (cached per millisecond) and value (orjson's shortest round-trip float text), collected
@@ -42,6 +44,7 @@ from molrec_raw.record.metrics.safe_name import encode_safe_name
 from molrec_raw.record.metrics.series import Series, check_compatible, fold, match_steps
 from molrec_raw.record.metrics.wal import (ParsedWal, WalFile, group_events, parse_wal, steps_column, value_text,
                                            wall_time_text)
+from molrec_raw.record.runplot.vegalite import HOST_PLOT_SUFFIX, HostPlot
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import Group, open_group
 from molrec_raw.zarr.store import PathLike
@@ -93,11 +96,15 @@ class MetricsWriter:
         self._open_record(record)
 
     @classmethod
-    def for_host(cls, run_dir: PathLike, stem: str = "metrics") -> "MetricsWriter":
-        """A writer of a host run directory's ``artifacts/<stem>.mlp.jsonl`` (WAL only)."""
+    def for_host(cls, run_dir: PathLike, stem: str = "metrics", *, plot: bool = False) -> "MetricsWriter":
+        """A writer of a host run directory's ``artifacts/<stem>.mlp.jsonl`` (WAL only);
+        ``plot``: also replace ``artifacts/<stem>.mlp.vl.json`` (a Vega-Lite picture of the
+        stepped series) at each flush."""
         self = cls.__new__(cls)
         self._setup()
         path = host_wal_path(run_dir, stem)
+        if plot:
+            self._plot = HostPlot(path, path.with_name(f"{stem}{HOST_PLOT_SUFFIX}"))
         if not Path(run_dir).is_dir():
             raise StoreError(f"host run directory {run_dir} does not exist")
         try:
@@ -135,6 +142,7 @@ class MetricsWriter:
         self._shadow: Optional[List[Any]] = None  # record writers: prefix, step, wall, value per event
         self._group: Optional[Group] = None
         self._broken: Optional[str] = None
+        self._plot: Optional[HostPlot] = None
         self.closed = False
 
     def _open_record(self, record: PathLike) -> None:
@@ -372,6 +380,8 @@ class MetricsWriter:
             self._wal.sync()
         if self._group is not None:
             self._densify(durable)
+        if self._plot is not None:
+            self._plot.update(self._wal.read, self._end)
 
     def close(self, durable: bool = True) -> None:
         """Flush (densify, for a record) and release the WAL.  Idempotent."""

@@ -178,6 +178,18 @@ class MrecReader:
             return None
         return self._box.at(int(i) % self._nstep)
 
+    def meta_series(self, key: str) -> np.ndarray:
+        """Every committed value of per-step meta key ``key`` in one read (trajectory §5):
+        ``nstep`` rows as stored (numeric tags as their numpy dtype, fills included; strings
+        and json as an object array of text)."""
+        if key not in self._meta:
+            raise KeyError(f"per-step meta key {key!r} is not declared")
+        tag, arr = self._meta[key]
+        if arr is None:  # declared, no frame committed yet
+            dtype, trailing = META_STORAGE[tag]
+            return np.empty((0,) + trailing, dtype=dtype)
+        return np.asarray(arr[0:self._nstep])
+
     def read_frame(self, i: int) -> Frame:
         return self._frame(self._index(i), None)
 
