@@ -32,8 +32,8 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
-from molrec_raw.record.forcefield import PRESETS
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
+from molrec_raw.record.units import parse_units
 from molrec_raw.record.trajectory import SequenceSchema
 
 __all__ = [
@@ -113,27 +113,10 @@ class Units:
 
     @classmethod
     def from_json(cls, value: Any, where: str = "units") -> "Units":
-        """Parse a ``units`` meta value: an object (``preset`` and/or quantities) or a preset
-        string (§13.5).  A preset's quantities yield to explicitly stated ones."""
-        if isinstance(value, str):
-            value = {"preset": value}
-        if not isinstance(value, Mapping):
-            raise SpecViolationError(f"{where}: 'units' must be an object or a preset name, found "
-                                     f"{type(value).__name__}", rule="frame-and-types#13.5")
-        stated: Dict[str, str] = {}
-        preset = value.get("preset")
-        if preset is not None:
-            if not isinstance(preset, str) or preset not in PRESETS:
-                raise UnsupportedFeatureError(f"{where}: unknown units preset {preset!r} "
-                                              f"(known: {', '.join(sorted(PRESETS))})", rule="frame-and-types#13.5")
-            stated.update({q: u for q, u in PRESETS[preset].items() if q in _BASE})
-        for quantity in _BASE:
-            unit = value.get(quantity)
-            if unit is not None:
-                if not isinstance(unit, str):
-                    raise SpecViolationError(f"{where}: units.{quantity} must be a string, found {unit!r}",
-                                             rule="frame-and-types#13.5")
-                stated[quantity] = unit
+        """Parse a ``units`` meta value with the record layer's parser (an object with a
+        ``preset`` and/or quantities, or a preset string, §13.5); quantities it leaves
+        unstated keep the spec's defaults (mass dalton, charge e) or None."""
+        stated = parse_units(value, where)
         return cls(**{q: stated.get(q, getattr(cls(), q)) for q in _BASE})
 
     def factor(self, quantity: str, to: "Units") -> float:
