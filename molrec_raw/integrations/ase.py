@@ -63,6 +63,10 @@ _IMAGE_RESULTS = {"energy": ("pe", "f64"), "free_energy": ("free_energy", "f64")
 #: Stresses ASE holds as Voigt 6-vectors (xx yy zz yz xz xy); records hold full 3×3 tensors.
 _VOIGT = ("stress", "stresses")
 _RECORDED_RESULTS = frozenset(_IMAGE_RESULTS) | frozenset(_ATOM_RESULTS) | {"forces"}
+#: The ASE name of what a record column or meta key holds (for messages).
+_SOURCE = {**{c: "forces" for c in FORCES}, **{c: "momenta" for c in VELOCITIES},
+           **{c: a for a, (c, _) in _ATOM_ARRAYS.items()}, **{c: r for r, c in _ATOM_RESULTS.items()},
+           **{k: r for r, (k, _) in _IMAGE_RESULTS.items()}}
 #: Columns a frame carries only while the composition changes (no ``system/atoms``).
 _COMPOSITION = ("atomic_number", "mass")
 _NAN = float("nan")
@@ -171,15 +175,15 @@ def _complete(frame: Frame, schema: SequenceSchema, ordinal: int) -> List[str]:
         if column in block.columns:
             continue
         if not spec.nullable:
-            raise InvalidValueError(f"image {ordinal} has no {column!r}, which the record holds for every image "
-                                    "(its first image fixed what is recorded)")
+            raise InvalidValueError(f"image {ordinal} has no {_SOURCE.get(column, column)} ({column!r}), which the "
+                                    "record holds for every image (its first image fixed what is recorded)")
         dtype = {"f64": np.float64, "i64": np.int64, "u64": np.uint64}[spec.dtype]
         block.columns[column] = np.zeros((block.nrows,) + tuple(spec.trailing), dtype=dtype)
         block.masks[column] = np.zeros(block.nrows, dtype=bool)
     for key, _ in schema.meta_keys():
         if key not in frame.meta and not schema.meta_spec(key).has_fill:
-            raise InvalidValueError(f"image {ordinal} has no result for {key!r}, which the record holds for every "
-                                    "image (its first image fixed what is recorded)")
+            raise InvalidValueError(f"image {ordinal} has no {_SOURCE.get(key, key)} ({key!r}), which the record "
+                                    "holds for every image (its first image fixed what is recorded)")
     return dropped
 
 
@@ -201,6 +205,7 @@ class _ImageWriter:
         self.writer, self.path, self.numbers, self.masses = writer, path, numbers, masses
         self.schema = writer.schema
         self.count = writer.committed
+        self.has_cell = False  # a recorded cell carries forward: no image may drop it (trajectory §6)
         self._warned: Set[str] = set()
 
     @classmethod
@@ -225,6 +230,8 @@ class _ImageWriter:
         frames = [_image_frame(a, g, layout.numbers is None) for a, g in zip(images, given)]
         writer, _, _ = continue_trajectory(path, ASE_UNITS, _schema([frames[0][0]], precision), where)
         self = cls(writer, path, layout.numbers, layout.masses)
+        with MrecReader(path) as reader:
+            self.has_cell = len(reader) > 0 and reader.box_at(len(reader) - 1) is not None
         pinned = {self.schema.precision("atoms", c) for c in POSITIONS}
         if precision is not None and pinned != {precision}:
             writer.close()
@@ -242,13 +249,17 @@ class _ImageWriter:
                     "one call, ase.io.write(path, images, format='mrec'), which stores it per frame")
             if atoms.has("masses") and (self.masses is None or not np.array_equal(atoms.get_masses(), self.masses)):
                 raise InvalidValueError(f"image {self.count} has other masses than the record's system")
+        if frame.box is None and self.has_cell:
+            raise InvalidValueError(f"image {self.count} has no cell, the images before it have one: a record's cell "
+                                    "carries forward (trajectory §6), so it would read back with the previous cell")
         dropped = _complete(frame, self.schema, self.count)
-        fresh = sorted(set(unrecorded).union(dropped) - self._warned)
+        fresh = sorted(set(unrecorded).union(_SOURCE.get(d, d) for d in dropped) - self._warned)
         if fresh:
             self._warned.update(fresh)
             warnings.warn(f"{str(self.path)!r}: not recorded: {', '.join(fresh)} (no place in a MolRec record, or "
                           "absent from the first image, which fixed what is recorded)", stacklevel=3)
         self.writer.append(frame)
+        self.has_cell = self.has_cell or frame.box is not None
         self.count += 1
 
     def close(self) -> None:
@@ -314,7 +325,8 @@ def _image(frame: Frame, layout: _StoredLayout, schema: SequenceSchema) -> Any:
     for name, (key, tag) in _IMAGE_RESULTS.items():
         if key not in frame.meta:
             continue
-        value = np.asarray(frame.meta[key], dtype=np.float64)
+        raw = frame.meta[key]
+        value = np.asarray(raw.value if isinstance(raw, MetaValue) else raw, dtype=np.float64)
         if schema.meta_spec(key).has_fill and np.isnan(value).all():
             continue  # the fill: this image had no such result
         if name in _VOIGT:
