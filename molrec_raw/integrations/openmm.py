@@ -38,6 +38,8 @@ _PS = _unit.picosecond
 _KJ_MOL = _unit.kilojoule_per_mole
 _NM_PS = _unit.nanometer / _unit.picosecond
 _KJ_MOL_NM = _unit.kilojoule_per_mole / _unit.nanometer
+_DALTON = _unit.dalton
+_E = _unit.elementary_charge
 #: R in kJ/(mol K): the constant OpenMM's StateDataReporter divides by.
 _R = _unit.MOLAR_GAS_CONSTANT_R.value_in_unit(_unit.kilojoule_per_mole / _unit.kelvin)
 
@@ -51,11 +53,17 @@ def _version(text: str) -> Tuple[int, int]:
 DICT_DESCRIPTIONS = _version(str(_mm.version.version)) >= (8, 2)
 
 
+def _in(quantity: Any, unit: Any) -> Any:
+    """The value of an OpenMM ``Quantity`` in ``unit``.  A State hands out its values in
+    OpenMM's own units already, and ``value_in_unit`` deep-copies even then: skip that."""
+    return quantity._value if quantity.unit is unit or quantity.unit == unit else quantity.value_in_unit(unit)
+
+
 def degrees_of_freedom(system: Any) -> int:
     """Degrees of freedom as OpenMM's StateDataReporter counts them: 3 per particle with
     mass (virtual sites are massless), minus one per constraint touching a massive
     particle, minus 3 when the system has a ``CMMotionRemover``."""
-    massive = [bool(system.getParticleMass(i).value_in_unit(_unit.dalton) > 0) for i in range(system.getNumParticles())]
+    massive = [bool(_in(system.getParticleMass(i), _DALTON) > 0) for i in range(system.getNumParticles())]
     dof = 3 * sum(massive)
     for k in range(system.getNumConstraints()):
         i, j, _ = system.getConstraintParameters(k)
@@ -89,12 +97,11 @@ def _topology(simulation: Any, indices: np.ndarray) -> Topology:
         "res_name": [a.residue.name for a in chosen],
         "res_id": np.array([res_ids[a.residue.index] for a in chosen], dtype=np.uint64),
         "chain": [a.residue.chain.id for a in chosen],
-        "mass": [system.getParticleMass(int(i)).value_in_unit(_unit.dalton) for i in indices],
+        "mass": [_in(system.getParticleMass(int(i)), _DALTON) for i in indices],
     }
     nonbonded = [f for f in system.getForces() if isinstance(f, _mm.NonbondedForce)]
     if nonbonded:
-        columns["charge"] = [nonbonded[0].getParticleParameters(int(i))[0].value_in_unit(_unit.elementary_charge)
-                             for i in indices]
+        columns["charge"] = [_in(nonbonded[0].getParticleParameters(int(i))[0], _E) for i in indices]
     row = np.full(len(atoms), -1, dtype=np.int64)
     row[indices] = np.arange(len(indices))
     pairs = np.array([(b[0].index, b[1].index) for b in simulation.topology.bonds()], dtype=np.int64).reshape(-1, 2)
@@ -154,25 +161,25 @@ class MrecReporter:
             self._writer = self._begin(simulation)
         if self._skip_through is not None and step <= self._skip_through:
             return
-        positions = state.getPositions(asNumpy=True).value_in_unit(_NM)
-        velocities = state.getVelocities(asNumpy=True).value_in_unit(_NM_PS) if self._velocities else None
-        forces = state.getForces(asNumpy=True).value_in_unit(_KJ_MOL_NM) if self._forces else None
+        positions = _in(state.getPositions(asNumpy=True), _NM)
+        velocities = _in(state.getVelocities(asNumpy=True), _NM_PS) if self._velocities else None
+        forces = _in(state.getForces(asNumpy=True), _KJ_MOL_NM) if self._forces else None
         if self._subset is not None:
             positions = positions[self._subset]
             velocities = None if velocities is None else velocities[self._subset]
             forces = None if forces is None else forces[self._subset]
         meta: Dict[str, float] = {}
         if self._energies:
-            pe = state.getPotentialEnergy().value_in_unit(_KJ_MOL)
-            ke = state.getKineticEnergy().value_in_unit(_KJ_MOL)
+            pe = float(_in(state.getPotentialEnergy(), _KJ_MOL))
+            ke = float(_in(state.getKineticEnergy(), _KJ_MOL))
             meta.update(pe=pe, ke=ke, temp=self._temperature(simulation, ke))
         box = None
         if self._periodic:
-            rows = state.getPeriodicBoxVectors(asNumpy=True).value_in_unit(_NM)
+            rows = _in(state.getPeriodicBoxVectors(asNumpy=True), _NM)
             box = box_from_rows(rows)
             meta["volume"] = float(rows[0, 0] * rows[1, 1] * rows[2, 2])  # OpenMM's reduced form (as StateDataReporter)
         frame = atoms_frame(positions, velocities=velocities, forces=forces, box=box, meta=meta)
-        self._writer.append(frame, step=step, time=state.getTime().value_in_unit(_PS))
+        self._writer.append(frame, step=step, time=float(_in(state.getTime(), _PS)))
 
     # ------------------------------------------------------------------ record
     def _temperature(self, simulation: Any, ke: float) -> float:
