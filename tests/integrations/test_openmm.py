@@ -42,6 +42,16 @@ def _state(sim):
                                 enforcePeriodicBox=True)
 
 
+def _run(model, path, interval, steps, *others, **options):
+    """A fresh simulation of ``model`` running ``steps`` with an MrecReporter (and ``others``)."""
+    sim = simulation(*model)
+    sim.reporters.extend(others)
+    with MrecReporter(path, interval, **options) as reporter:
+        sim.reporters.append(reporter)
+        sim.step(steps)
+    return sim
+
+
 def _sdr_columns(text):
     """StateDataReporter's CSV as {header: [floats]}."""
     lines = text.strip().splitlines()
@@ -83,12 +93,8 @@ def test_reporter_frames_equal_context_state_at_report_steps(water, tmp_path):
 
 
 def test_fixed_box_is_stored_once_trajectory_7(water, tmp_path):
-    topology, system, positions = water
-    sim = simulation(topology, system, positions)
     path = tmp_path / "box.mrec"
-    with MrecReporter(path, 5) as reporter:
-        sim.reporters.append(reporter)
-        sim.step(20)
+    _run(water, path, 5, 20)
     box = mr.zarr.open_group(path)["trajectory/box"]
     assert "vectors" in box.attrs and box.get("vectors") is None  # the attribute form: one cell, never changed
 
@@ -96,12 +102,9 @@ def test_fixed_box_is_stored_once_trajectory_7(water, tmp_path):
 def test_system_from_topology_frame_and_types_13_2(water, tmp_path):
     """system/: names, elements, residues, chains, masses, charges and bonds of the
     topology, with OpenMM's units recorded (§13.5)."""
-    topology, system, positions = water
-    sim = simulation(topology, system, positions)
+    topology, system, _ = water
     path = tmp_path / "sys.mrec"
-    with MrecReporter(path, 10) as reporter:
-        sim.reporters.append(reporter)
-        sim.step(10)
+    _run(water, path, 10, 10)
     section = mr.read_mrec_system(path)
     assert units_of(section).same_as(OPENMM_UNITS)
     topo = Topology.from_section(section)
@@ -151,14 +154,10 @@ def test_describe_next_report_both_forms(water, tmp_path):
 def test_velocities_forces_precision_and_subset(water, tmp_path):
     """velocities/forces as asked (lossless), positions on the precision grid
     (frame-and-types §8), an atom subset with its own system/ and bonds."""
-    topology, system, positions = water
-    sim = simulation(topology, system, positions)
+    topology = water[0]
     subset = list(range(24, 60))
     path = tmp_path / "sub.mrec"
-    with MrecReporter(path, 10, precision=1e-3, velocities=True, forces=True, atomSubset=subset) as reporter:
-        sim.reporters.append(reporter)
-        sim.step(10)
-        state = _state(sim)
+    state = _state(_run(water, path, 10, 10, precision=1e-3, velocities=True, forces=True, atomSubset=subset))
     frame = mr.read_mrec_trajectory(path).frames[0]
     atoms = frame.blocks["atoms"]
     q = quantum(1e-3)
@@ -179,12 +178,8 @@ def test_velocities_forces_precision_and_subset(water, tmp_path):
 
 
 def test_nonperiodic_system_writes_no_box_and_no_volume(tmp_path):
-    topology, system, positions = water_box(1.4, periodic=False)
-    sim = simulation(topology, system, positions)
     path = tmp_path / "vacuum.mrec"
-    with MrecReporter(path, 5, energies=False) as reporter:
-        sim.reporters.append(reporter)
-        sim.step(10)
+    _run(water_box(1.4, periodic=False), path, 5, 10, energies=False)
     with mr.MrecReader(path) as reader:
         assert len(reader) == 2 and reader[1].box is None and reader[1].meta == {}
         assert reader.schema.meta_keys() == []
@@ -199,12 +194,8 @@ def test_degrees_of_freedom_exclude_virtual_sites(tmp_path):
     waters = sum(1 for r in topology.residues() if r.name == "HOH")
     ions = system.getNumParticles() - 4 * waters
     assert degrees_of_freedom(system) == 3 * (3 * waters + ions) - 3 * waters - 3  # rigid water, CM motion removed
-    sim = simulation(topology, system, positions)
     out = io.StringIO()
-    sim.reporters.append(app.StateDataReporter(out, 5, temperature=True))
-    with MrecReporter(tmp_path / "tip4p.mrec", 5) as reporter:
-        sim.reporters.append(reporter)
-        sim.step(10)
+    _run((topology, system, positions), tmp_path / "tip4p.mrec", 5, 10, app.StateDataReporter(out, 5, temperature=True))
     temps = _sdr_columns(out.getvalue())["Temperature (K)"]
     with mr.MrecReader(tmp_path / "tip4p.mrec") as reader:
         assert [f.meta["temp"] for f in reader] == pytest.approx(temps, rel=1e-12)
@@ -231,10 +222,7 @@ def test_append_refuses_what_it_cannot_continue(water, tmp_path):
     with pytest.raises(InvalidValueError, match="append=True continues an existing record"):
         sim.step(5)
     path = tmp_path / "a.mrec"
-    sim = simulation(topology, system, positions)
-    with MrecReporter(path, 5) as reporter:
-        sim.reporters.append(reporter)
-        sim.step(5)
+    sim = _run(water, path, 5, 5)
     sim.reporters.clear()
     sim.reporters.append(MrecReporter(path, 5, velocities=True, append=True))
     with pytest.raises(InvalidValueError, match="cannot continue the record"):
@@ -330,3 +318,19 @@ class Recorder:
 
     def report(self, simulation, state):
         self.positions[simulation.currentStep] = state.getPositions(asNumpy=True).value_in_unit(u.nanometer)
+
+
+def test_record_opens_in_zarr_python(water, tmp_path):
+    """What the reporter writes is plain Zarr V3: zarr-python reads the topology and frames."""
+    zarr = pytest.importorskip("zarr", minversion="3", reason="zarr-python 3 needs Python >= 3.11")
+    topology, system, _ = water
+    path = tmp_path / "z.mrec"
+    state = _state(_run(water, path, 5, 10, velocities=True))
+    root = zarr.open_group(path, mode="r")
+    traj = root["trajectory"]
+    n = system.getNumParticles()
+    assert traj.attrs["nstep"] == 2 and traj.attrs["step_progression"] == {"start": 5, "stride": 5}
+    assert np.array_equal(traj["atoms/vx"][:][n:], state.getVelocities(asNumpy=True).value_in_unit(
+        u.nanometer / u.picosecond)[:, 0])
+    assert list(root["system/atoms/name"][:][:3]) == [a.name for a in list(topology.atoms())[:3]]
+    assert dict(root["system"].attrs)["units"] == OPENMM_UNITS.to_json()   # the units, readable without us
