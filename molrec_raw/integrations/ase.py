@@ -67,8 +67,6 @@ _RECORDED_RESULTS = frozenset(_IMAGE_RESULTS) | frozenset(_ATOM_RESULTS) | {"for
 _SOURCE = {**{c: "forces" for c in FORCES}, **{c: "momenta" for c in VELOCITIES},
            **{c: a for a, (c, _) in _ATOM_ARRAYS.items()}, **{c: r for r, c in _ATOM_RESULTS.items()},
            **{k: r for r, (k, _) in _IMAGE_RESULTS.items()}}
-#: Columns a frame carries only while the composition changes (no ``system/atoms``).
-_COMPOSITION = ("atomic_number", "mass")
 _NAN = float("nan")
 
 
@@ -134,6 +132,7 @@ def _full_tensor(name: str, value: Any) -> np.ndarray:
 
 
 def _fill(tag: str) -> Any:
+    """The NaN fill of an f64 / f64xN meta key (read back as "no such result")."""
     return _NAN if tag == "f64" else (_NAN,) * int(tag[4:])
 
 
