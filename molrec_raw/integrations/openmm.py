@@ -114,7 +114,7 @@ class MrecReporter:
 
     ``precision`` (nm) rounds positions to a declared precision (frame-and-types §8);
     ``velocities``/``forces`` add ``vx vy vz``/``fx fy fz``; ``energies`` the per-step ``pe ke
-    temp`` (of the whole system, also with ``atomSubset``); ``atomSubset`` reports only those
+    temp`` (of the whole system, also with ``atomSubset``; OpenMM evaluates the energy for it); ``atomSubset`` reports only those
     atoms (0-based indices, in that order); ``append`` continues an existing record after its
     last committed step.  ``describe_as_tuple`` selects OpenMM's older tuple description
     (automatic: OpenMM < 8.2).  Close it (or use ``with``): frames since the last commit are
