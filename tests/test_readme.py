@@ -1,11 +1,13 @@
 """Every ```python block of README.md runs, in README order, each in a fresh directory.
 
 Blocks are self-contained (each writes the records it reads).  A block that imports
-zarr-python is skipped unless zarr-python 3 is importable (it needs Python >= 3.11).
+zarr-python is skipped unless zarr-python 3 is importable (it needs Python >= 3.11); one that
+imports OpenMM or ASE (or their integrations) unless that engine is installed.
 Tracebacks point at README.md line numbers.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import List, NamedTuple
@@ -14,6 +16,8 @@ import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 _USES_ZARR_PYTHON = re.compile(r"^\s*(import zarr\b|from zarr\b)", re.MULTILINE)
+# A block driving an engine (OpenMM, ASE) is skipped when that engine is not installed.
+_USES_ENGINE = re.compile(r"^\s*(?:import|from)\s+(?:molrec_raw\.integrations\.)?(openmm|ase)\b", re.MULTILINE)
 
 
 class Block(NamedTuple):
@@ -83,6 +87,9 @@ def test_readme_has_python_examples():
 def test_readme_example_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if _USES_ZARR_PYTHON.search(block.code) and not _zarr_python_3():
         pytest.skip("needs zarr-python >= 3")
+    for engine in sorted(set(_USES_ENGINE.findall(block.code))):
+        if importlib.util.find_spec(engine) is None:
+            pytest.skip(f"needs {engine} (pip install 'molrec-raw[{engine}]')")
     monkeypatch.chdir(tmp_path)
     code = compile("\n" * (block.line - 1) + block.code, str(README), "exec")
     exec(code, {"__name__": "__readme__"})

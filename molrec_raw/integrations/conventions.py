@@ -318,3 +318,40 @@ def refuse_units_change(stored: Optional[Units], writing: Units, where: str) -> 
     if stored is not None and not stored.with_defaults(writing).same_as(writing):
         raise InvalidValueError(f"{where} records units {stored.to_json()}; refusing to append in "
                                 f"{writing.to_json()}", rule="frame-and-types#13.5")
+
+
+# -- engines (OpenMM, ASE)
+# Engines write a record as they run: ``system/`` first, then a trajectory they append to and,
+# after a restart, reopen.  Imported here (not at the top) to keep this section self-contained.
+from pathlib import Path  # noqa: E402
+
+from molrec_raw.record.doors import read_mrec_system, section_names, write_mrec_system  # noqa: E402
+from molrec_raw.record.trajectory import MrecReader, MrecWriter  # noqa: E402
+
+
+def start_trajectory(path: Any, system: Frame, schema: SequenceSchema) -> MrecWriter:
+    """A fresh engine record: ``system/`` (replacing a record already at ``path``, refusing
+    anything that is not one), then a created, empty trajectory pinned to ``schema``
+    (trajectory §3: zero frames until the first commit)."""
+    write_mrec_system(path, system)
+    return MrecWriter(path, schema)
+
+
+def continue_trajectory(path: Any, writing: Units, schema: SequenceSchema,
+                        where: str) -> Tuple[MrecWriter, Frame, Optional[int]]:
+    """Reopen an engine's record to append after a restart (trajectory §11).
+
+    Returns the writer, the record's ``system`` section and the last committed step (None when
+    no frame is committed yet).  Refuses a path that holds no record, and a record stated in
+    other units than ``writing`` (§13.5).  A record whose trajectory was never created (the
+    engine died between ``system/`` and the trajectory) gets one pinned to ``schema``."""
+    if not Path(path).is_dir():
+        raise InvalidValueError(f"{where}: append=True continues an existing record, and {str(path)!r} is none "
+                                "(start the first run with append=False)")
+    system = read_mrec_system(path)
+    refuse_units_change(units_of(system), writing, where)
+    if "trajectory" not in section_names(path):
+        return MrecWriter(path, schema), system, None
+    with MrecReader(path) as reader:
+        steps = reader.step
+    return MrecWriter.open(path), system, (steps[-1] if steps else None)
