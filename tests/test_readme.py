@@ -1,7 +1,8 @@
 """Every ```python block of README.md runs, in README order, each in a fresh directory.
 
 Blocks are self-contained (each writes the records it reads).  A block that imports
-zarr-python is skipped unless zarr-python 3 is importable (it needs Python >= 3.11).
+zarr-python is skipped unless zarr-python 3 is importable (it needs Python >= 3.11); one that
+imports an optional tool (MDAnalysis, mdtraj) is skipped, with the reason, when it is missing.
 Tracebacks point at README.md line numbers.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 _USES_ZARR_PYTHON = re.compile(r"^\s*(import zarr\b|from zarr\b)", re.MULTILINE)
+_TOOLS = ("MDAnalysis", "mdtraj")  # optional extras: a README block importing one needs it installed
 
 
 class Block(NamedTuple):
@@ -83,6 +85,9 @@ def test_readme_has_python_examples():
 def test_readme_example_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if _USES_ZARR_PYTHON.search(block.code) and not _zarr_python_3():
         pytest.skip("needs zarr-python >= 3")
+    for tool in _TOOLS:
+        if re.search(rf"^\s*(import|from) {tool}\b", block.code, re.MULTILINE):
+            pytest.importorskip(tool, reason=f"needs {tool} (an optional extra)")
     monkeypatch.chdir(tmp_path)
     code = compile("\n" * (block.line - 1) + block.code, str(README), "exec")
     exec(code, {"__name__": "__readme__"})
