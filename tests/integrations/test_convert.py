@@ -33,7 +33,9 @@ def test_xtc_to_record_to_xtc_within_xtc_precision(tmp_path):
     for a, b in zip(source.trajectory, copy.trajectory):
         np.testing.assert_allclose(b.positions, a.positions, atol=XTC_PRECISION_ANGSTROM)
         np.testing.assert_allclose(b.dimensions, a.dimensions, rtol=1e-6)
-        assert b.time == pytest.approx(a.time) and b.data["step"] == a.data["step"]
+        assert b.time == pytest.approx(a.time)
+    with mr.MrecReader(tmp_path / "a.mrec") as r:  # the record keeps XTC's steps (MDAnalysis < 2.10 writes its own)
+        assert r.step == [ts.data["step"] for ts in source.trajectory]
 
 
 def test_dcd_to_record_to_dcd_is_exact_at_float32(tmp_path, capsys):
