@@ -121,7 +121,7 @@ class TrajectorySource:
             raise SpecViolationError(f"{self.path}: the trajectory's atoms block has no {'/'.join(missing)} column",
                                      rule="frame-and-types#13.2")
         self.groups = [g for g, (names, _) in GROUPS.items() if all(n in self._columns for n in names)]
-        self.factors = {g: self.units.factor(quantity, self.to) for g, (_, quantity) in GROUPS.items()}
+        self.factors = {g: self.units.factor(GROUPS[g][1], self.to) for g in self.groups}  # present groups only
         self.n_frames, self.n_atoms = self._extent()
         self.steps, self.times = self._numbering()
         self.meta_keys = [] if self._reader is None else [k for k, _ in self._reader.schema.meta_keys()]

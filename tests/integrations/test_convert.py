@@ -12,7 +12,7 @@ import pytest
 mda = pytest.importorskip("MDAnalysis", reason="MDAnalysis is not installed (pip install 'molrec-raw[mdanalysis]')")
 pytest.importorskip("MDAnalysisTests", reason="MDAnalysisTests (MDAnalysis's test data) is not installed")
 
-from MDAnalysisTests.datafiles import DCD, GRO, LAMMPSDUMP, PSF, XTC  # noqa: E402
+from MDAnalysisTests.datafiles import DCD, GRO, LAMMPSDUMP, NCDF, PRMncdf, PSF, TRR, XTC, XYZ  # noqa: E402
 
 import molrec_raw as mr  # noqa: E402
 from molrec_raw.cli import main  # noqa: E402
@@ -47,6 +47,19 @@ def test_dcd_to_record_to_dcd_is_exact_at_float32(tmp_path, capsys):
     source, copy = mda.Universe(PSF, DCD), mda.Universe(PSF, str(tmp_path / "b.dcd"))
     for a, b in zip(source.trajectory, copy.trajectory):
         assert np.array_equal(a.positions, b.positions)
+
+
+@pytest.mark.parametrize("topology, trajectory", [(GRO, TRR), (PRMncdf, NCDF), (None, XYZ)], ids=["trr", "netcdf", "xyz"])
+def test_other_formats_mdanalysis_reads_become_records(tmp_path, topology, trajectory):
+    args = [trajectory, tmp_path / "r.mrec", "--frames", "0:4"] + ([] if topology is None else ["--topology", topology])
+    assert _cli(*args) == 0
+    source = mda.Universe(trajectory) if topology is None else mda.Universe(topology, trajectory)
+    copy = mda.Universe(str(tmp_path / "r.mrec"))
+    assert len(copy.trajectory) == 4
+    for a, b in zip(source.trajectory[:4], copy.trajectory):
+        assert np.array_equal(a.positions, b.positions)
+        if a.has_velocities:
+            assert np.array_equal(a.velocities, b.velocities)
 
 
 def test_frames_stride_and_precision_select_and_round(tmp_path):
