@@ -1,5 +1,5 @@
-"""``molrec-raw``: write a sample record, look into, check, pack, unpack and follow records
-from the command line.
+"""``molrec-raw``: write a sample record, look into, check, pack, unpack, convert and follow
+records from the command line.
 
 Argument parsing and printing only; the work is done by the record layer.  Errors print one
 line (no traceback) and exit 2; ``validate`` exits 1 when it finds violations.  Long work
@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple, Type
@@ -177,6 +178,22 @@ def cmd_unpack(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    try:
+        from molrec_raw.integrations.convert import convert, parse_frames
+    except ImportError as exc:  # the MDAnalysis extra is not installed
+        raise MolrecError(str(exc)) from None
+    with ProgressBar("convert") as bar, warnings.catch_warnings(record=True) as caught:
+        report = convert(args.source, args.target, topology=args.topology, precision=args.precision,
+                         stride=args.stride, frames=parse_frames(args.frames), in_format=args.format, progress=bar)
+    shown = [w for w in caught if not issubclass(w.category, DeprecationWarning) and str(w.message).strip()]
+    for message in dict.fromkeys(str(w.message).splitlines()[0] for w in shown):
+        print(f"molrec-raw convert: warning: {message}", file=sys.stderr)
+    print(f"{report.target}: {report.frames} frames of {report.atoms} atoms from {report.source} "
+          f"in {report.seconds:.1f} s ({report.frames_per_second:.0f} frames/s)")
+    return 0
+
+
 def _metrics_table(path: str) -> List[str]:
     series = read_metrics(path)
     if not series:
@@ -310,6 +327,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("zip")
     p.add_argument("dest")
     p.set_defaults(run=cmd_unpack)
+    p = sub.add_parser("convert", help="a trajectory MDAnalysis reads -> a record, a record -> any format it writes")
+    p.add_argument("source", help="input trajectory (XTC, TRR, DCD, NetCDF, GRO, PDB, XYZ, H5MD, *.mrec, ...)")
+    p.add_argument("target", help="output: *.mrec, or any format MDAnalysis writes (by extension)")
+    p.add_argument("--topology", default=None, help="topology file for inputs that carry none (PSF, PDB, GRO, ...)")
+    p.add_argument("--precision", type=float, default=None, help="record output: round positions to this (default lossless)")
+    p.add_argument("--stride", type=int, default=1, help="every N-th frame (default 1)")
+    p.add_argument("--frames", default=None, help="frames A:B of the input (A:, :B, negatives allowed)")
+    p.add_argument("--format", default=None, help="input format when its extension does not say it (e.g. LAMMPSDUMP)")
+    p.set_defaults(run=cmd_convert)
     p = sub.add_parser("metrics", help="latest value of every metric series; --follow tails the WAL")
     p.add_argument("path", help="a record (*.mrec, *.mrec.zip) or a host WAL (*.mlp.jsonl)")
     p.add_argument("--follow", action="store_true", help="then print events as they are appended")

@@ -2,7 +2,8 @@
 
 Blocks are self-contained (each writes the records it reads).  A block that imports
 zarr-python is skipped unless zarr-python 3 is importable (it needs Python >= 3.11); one that
-imports OpenMM or ASE (or their integrations) unless that engine is installed.
+imports an optional tool (MDAnalysis, mdtraj, OpenMM, ASE, or their integrations) is skipped,
+with the reason, when that tool is missing.
 Tracebacks point at README.md line numbers.
 """
 from __future__ import annotations
@@ -16,8 +17,11 @@ import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 _USES_ZARR_PYTHON = re.compile(r"^\s*(import zarr\b|from zarr\b)", re.MULTILINE)
-# A block driving an engine (OpenMM, ASE) is skipped when that engine is not installed.
-_USES_ENGINE = re.compile(r"^\s*(?:import|from)\s+(?:molrec_raw\.integrations\.)?(openmm|ase)\b", re.MULTILINE)
+# A block importing an optional tool (or its integration module) needs the tool installed; the
+# extra that installs it is named in the skip reason.
+_TOOL_EXTRAS = {"MDAnalysis": "mdanalysis", "mdtraj": "mdtraj", "openmm": "openmm", "ase": "ase"}
+_USES_TOOL = re.compile(r"^\s*(?:import|from)\s+(?:molrec_raw\.integrations\.)?(" + "|".join(_TOOL_EXTRAS) + r")\b",
+                        re.MULTILINE | re.IGNORECASE)
 
 
 class Block(NamedTuple):
@@ -87,9 +91,10 @@ def test_readme_has_python_examples():
 def test_readme_example_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if _USES_ZARR_PYTHON.search(block.code) and not _zarr_python_3():
         pytest.skip("needs zarr-python >= 3")
-    for engine in sorted(set(_USES_ENGINE.findall(block.code))):
-        if importlib.util.find_spec(engine) is None:
-            pytest.skip(f"needs {engine} (pip install 'molrec-raw[{engine}]')")
+    for name in sorted({m.lower() for m in _USES_TOOL.findall(block.code)}):
+        tool = next(t for t in _TOOL_EXTRAS if t.lower() == name)
+        if importlib.util.find_spec(tool) is None:
+            pytest.skip(f"needs {tool} (pip install 'molrec-raw[{_TOOL_EXTRAS[tool]}]')")
     monkeypatch.chdir(tmp_path)
     code = compile("\n" * (block.line - 1) + block.code, str(README), "exec")
     exec(code, {"__name__": "__readme__"})

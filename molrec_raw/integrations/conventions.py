@@ -40,7 +40,8 @@ __all__ = [
     "require", "Units", "DEFAULT_UNITS", "MDANALYSIS_UNITS", "MDTRAJ_UNITS", "OPENMM_UNITS", "ASE_UNITS",
     "ASE_TIME", "UNITS_KEY", "units_of", "cell_rows", "box_from_rows", "Topology", "RELATIONS",
     "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "trajectory_schema", "atoms_frame", "xyz_of",
-    "units_meta", "refuse_units_change",
+    "units_meta", "refuse_units_change", "META_QUANTITIES", "meta_factor", "as_units", "renumbered_res_ids", "runs_of",
+    "RESIDUE_KEYS",
 ]
 
 UNITS_KEY = "units"
@@ -171,6 +172,28 @@ def units_meta(units: Units) -> MetaValue:
     return MetaValue("json", units.to_json())
 
 
+def as_units(value: Any, default: Units = DEFAULT_UNITS) -> Units:
+    """A caller's units argument: a :class:`Units`, a ``units`` meta value (an object of
+    quantities and/or a preset, or a preset name, §13.5) or None (``default``); quantities
+    it leaves unstated come from ``default``."""
+    if value is None:
+        return default
+    units = value if isinstance(value, Units) else Units.from_json(value, where="assumed units")
+    return units.with_defaults(default)
+
+
+#: The quantity each canonical per-step key carries (§13.4) and its power: energies and the
+#: volume (length³) convert; ``temp``, ``press`` and a producer's own keys are passed on as stored.
+META_QUANTITIES: Dict[str, Tuple[str, int]] = {"pe": ("energy", 1), "ke": ("energy", 1),
+                                               "etotal": ("energy", 1), "volume": ("length", 3)}
+
+
+def meta_factor(key: str, source: Units, target: Units) -> float:
+    """Multiply per-step meta ``key`` held in ``source`` units by this to express it in ``target``."""
+    quantity = META_QUANTITIES.get(key)
+    return 1.0 if quantity is None else source.factor(quantity[0], target) ** quantity[1]
+
+
 # -- cell ---------------------------------------------------------------------------------------
 def cell_rows(box: Optional[Box]) -> Optional[np.ndarray]:
     """The cell as a tool wants it, lattice vectors as rows (3×3 f64), or None without a cell."""
@@ -240,6 +263,31 @@ class Topology:
             if block is not None and all(e in block.columns for e in ENDPOINTS[:arity]):
                 relations[key] = np.stack([np.asarray(block.columns[e]) for e in ENDPOINTS[:arity]], axis=1)
         return cls(atoms.nrows, columns, relations)
+
+
+def renumbered_res_ids(res_ids: Any) -> Tuple[np.ndarray, bool]:
+    """Residue numbers a record can store (u64, §13.2): unchanged when none is negative;
+    otherwise 1, 2, … per run of equal numbers, and True so that the caller says it
+    renumbered (the spec leaves renumbering to the reader of such a source)."""
+    ids = np.asarray(res_ids).reshape(-1)
+    if not ids.size or not np.issubdtype(ids.dtype, np.signedinteger) or ids.min() >= 0:
+        return ids, False
+    return np.cumsum(np.r_[True, ids[1:] != ids[:-1]]).astype(np.int64), True
+
+
+def runs_of(top: "Topology", keys: Sequence[str]) -> np.ndarray:
+    """0-based group index per atom: a new group starts wherever any of the ``keys`` columns
+    the topology has changes from the previous atom (residues: ``chain res_id res_name``;
+    chains: ``chain``).  One group when it has none of them."""
+    change = np.zeros(top.n_atoms, dtype=bool)
+    for key in keys:
+        values = top.atoms.get(key)
+        if values is not None and top.n_atoms > 1:
+            change[1:] |= values[1:] != values[:-1]
+    return np.cumsum(change)
+
+
+RESIDUE_KEYS = ("chain", "res_id", "res_name")
 
 
 def _canonical_atom_column(key: str, values: Any, n_atoms: int) -> np.ndarray:

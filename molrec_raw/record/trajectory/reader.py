@@ -15,7 +15,7 @@ from molrec_raw.record.columns import ZARR_TO_COLUMN
 from molrec_raw.record.model import Block, Frame
 from molrec_raw.record.trajectory.blocks import BlockReader, block_layout, check_column_array
 from molrec_raw.record.trajectory.cell import BoxReader
-from molrec_raw.record.trajectory.common import TRAJ, is_int, spec_error
+from molrec_raw.record.trajectory.common import TRAJ, is_int, numpy_dtype, spec_error
 from molrec_raw.record.trajectory.meta import META_STORAGE, meta_value, open_meta_array
 from molrec_raw.record.trajectory.progressions import check_progression, expand_progression
 from molrec_raw.record.trajectory.references import (SystemCounterparts, check_resolved, refuse_aligned_system_names,
@@ -201,6 +201,70 @@ class MrecReader:
                 raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
             wanted.setdefault(block, []).append(column)
         return self._frame(self._index(i), wanted)
+
+    def block_array(self, block: str, columns: Optional[Iterable[str]] = None,
+                    frames: Any = None) -> Dict[str, np.ndarray]:
+        """Columns of ``block`` over many frames at once: ``{column: (n_frames, rows,
+        *trailing)}`` for ``frames`` (None = all; a slice, a range or a sequence of indices,
+        negative ones counted from the end), resolved as §9 resolves each frame, with one
+        range read per column for every run of consecutive updates.  The block must have
+        the same row count at every one of these frames (and exist there); nullable and
+        row-reference columns are refused — read those per frame with ``read_columns``,
+        which applies masks and checks references (trajectory#R14, #R16)."""
+        if not self._schema.has_block(block):
+            raise InvalidValueError(f"block {block!r} is not declared")
+        spec = self._schema.block_spec(block)
+        names = list(spec.columns) if columns is None else list(columns)
+        for column in names:
+            cspec = spec.columns.get(column)
+            if cspec is None:
+                raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
+            if cspec.nullable or column in spec.targets:
+                raise InvalidValueError(f"({block!r}, {column!r}) is {'nullable' if cspec.nullable else 'a row reference'}: "
+                                        "read it per frame with read_columns")
+        if frames is None:
+            index = np.arange(self._nstep, dtype=np.int64)
+        elif isinstance(frames, slice):
+            index = np.arange(self._nstep, dtype=np.int64)[frames]
+        else:
+            index = np.asarray(list(frames) if not isinstance(frames, np.ndarray) else frames)
+            if index.size and (index.dtype.kind not in "iu" or index.ndim != 1):
+                raise TypeError("frames must be a slice, a range or a sequence of integer indices")
+            index = index.astype(np.int64).reshape(-1)
+            index = np.where(index < 0, index + self._nstep, index)
+            if index.size and (index.min() < 0 or index.max() >= self._nstep):
+                raise IndexError(f"a frame index lies outside the {self._nstep} frames")
+        b = self._blocks.get(block)
+        ordinals = b.ordinals if b is not None else np.zeros(0, np.int64)
+        updates = np.searchsorted(ordinals, index, side="right") - 1
+        if updates.size and updates.min() < 0:
+            first = int(index[int(np.argmin(updates))])
+            raise InvalidValueError(f"block {block!r} is absent at frame {first} (its first update comes later)")
+        assert b is not None or not updates.size, "no update without a block group"
+        offsets = b.offsets if b is not None else np.zeros(1, np.int64)
+        counts = offsets[updates + 1] - offsets[updates]
+        if counts.size and counts.min() != counts.max():
+            at = int(index[int(np.argmax(counts != counts[0]))])
+            raise InvalidValueError(f"block {block!r} changes its row count (frame {at} has {int(counts[counts != counts[0]][0])} "
+                                    f"rows, frame {int(index[0])} has {int(counts[0])}); read it per frame")
+        rows = int(counts[0]) if counts.size else 0
+        distinct, inverse = np.unique(updates, return_inverse=True)
+        runs = np.split(distinct, np.flatnonzero(np.diff(distinct) != 1) + 1) if distinct.size else []
+        result: Dict[str, np.ndarray] = {}
+        for column in names:
+            trailing = tuple(spec.columns[column].trailing)
+            if not distinct.size or rows == 0:
+                tag = spec.columns[column].dtype
+                result[column] = np.zeros((index.size, rows) + trailing, object if tag == "string" else numpy_dtype(tag))
+                continue
+            assert b is not None, "updates were found"
+            arr = b.columns[column]
+            parts = [np.asarray(arr[int(offsets[run[0]]):int(offsets[run[-1] + 1])]).reshape((run.size, rows) + trailing)
+                     for run in runs]
+            stacked = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            same = distinct.size == index.size and bool(np.all(inverse == np.arange(index.size)))
+            result[column] = stacked if same else stacked[inverse.reshape(-1)]
+        return result
 
     def _frame(self, i: int, wanted: Optional[Dict[str, List[str]]]) -> Frame:
         blocks: Dict[str, Block] = {}

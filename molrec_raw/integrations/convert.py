@@ -1,0 +1,139 @@
+"""``molrec-raw convert IN OUT``: any trajectory MDAnalysis reads into a record, and a record
+into any format MDAnalysis writes, one frame at a time (memory does not grow with the
+trajectory's length: MDAnalysis readers stream, the record writer commits every few frames,
+the record reader holds one batch).
+
+Both sides go through MDAnalysis and the MREC Reader/Writer of
+:mod:`molrec_raw.integrations.mdanalysis`, so units (Å, ps in MDAnalysis, the record's
+stated units on disk), the cell and the topology follow the one convention.  Every failure
+is a :class:`~molrec_raw.errors.MolrecError` with a one-line message (the CLI prints it and
+exits 2): an unknown format, a topology that is missing, a record whose atom count changes
+(MDAnalysis cannot represent it), a multi-frame selection to a single-frame format.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from molrec_raw.errors import InvalidValueError, MolrecError, UnsupportedFeatureError
+from molrec_raw.integrations.mdanalysis import FORMAT, MRECWriter, is_record_path, mda
+
+__all__ = ["ConvertReport", "convert", "parse_frames", "NEEDS_TOPOLOGY"]
+
+#: Output formats whose writers write atom names and residues: refused from a source that
+#: carries no topology (it would invent them) unless ``--topology`` gives one.
+NEEDS_TOPOLOGY = frozenset({"PDB", "ENT", "GRO", "PQR", "PDBQT", "MOL2", "CRD"})
+
+
+@dataclass
+class ConvertReport:
+    """What a conversion did: frames written, atoms per frame, wall seconds."""
+
+    source: str
+    target: str
+    frames: int
+    atoms: int
+    seconds: float
+
+    @property
+    def frames_per_second(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else float("inf")
+
+
+def parse_frames(text: Optional[str]) -> slice:
+    """``--frames A:B`` (either side may be empty; negatives count from the end) as a slice."""
+    if text is None:
+        return slice(None)
+    start, sep, stop = text.partition(":")
+    try:
+        if not sep:
+            return slice(int(start), int(start) + 1 if int(start) != -1 else None)
+        return slice(int(start) if start.strip() else None, int(stop) if stop.strip() else None)
+    except ValueError:
+        raise InvalidValueError(f"--frames {text!r}: expected A:B with integers (A:, :B and A allowed)") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _universe(source: str, topology: Optional[str], in_format: Optional[str]) -> Any:
+    for path in (source, topology):
+        if path is not None and not os.path.exists(path):
+            raise InvalidValueError(f"{path}: no such file or directory")
+    args = (source,) if topology is None else (topology, source)
+    kwargs = {} if in_format is None else {"format": in_format}
+    try:
+        return mda.Universe(*args, **kwargs)
+    except MolrecError:
+        raise
+    except (ValueError, TypeError, KeyError, NotImplementedError, IndexError, OSError) as exc:
+        message = _one_line(exc)
+        if "topology" in message.lower() and topology is None:
+            raise InvalidValueError(f"cannot read {source}: MDAnalysis needs a topology for it (pass --topology FILE, "
+                                    f"or --format if the extension misleads): {message}") from None
+        raise InvalidValueError(f"cannot read {source}: {message}") from None
+
+
+def _writer_format(target: str, frames: int) -> str:
+    if is_record_path(target):
+        return FORMAT
+    from MDAnalysis.coordinates.core import get_writer_for
+    try:
+        writer = get_writer_for(target, multiframe=True if frames > 1 else None)
+    except (TypeError, ValueError) as exc:
+        if frames > 1:
+            try:
+                get_writer_for(target, multiframe=False)
+            except (TypeError, ValueError):
+                pass
+            else:
+                raise UnsupportedFeatureError(f"{target}: this format holds one frame and {frames} are selected "
+                                              "(pick one with --frames A:A+1)") from None
+        raise UnsupportedFeatureError(f"cannot write {target}: {_one_line(exc)}") from None
+    fmt = writer.format
+    return str(fmt[0] if isinstance(fmt, (list, tuple)) else fmt).upper()
+
+def convert(source: Any, target: Any, *, topology: Optional[str] = None, precision: Optional[float] = None,
+            stride: int = 1, frames: Optional[slice] = None, in_format: Optional[str] = None,
+            progress: Optional[Callable[[int, int], None]] = None) -> ConvertReport:
+    """Convert the trajectory ``source`` (with ``topology``, if its format carries none) into
+    ``target``; the format of each is its extension (a record: ``*.mrec``, ``*.mrec.zip``
+    to read).  ``frames`` (a slice) and ``stride`` select frames; ``precision`` (record
+    output only) rounds positions.  ``progress(done, total)`` is called per frame."""
+    source, target = str(source), str(target)
+    if not isinstance(stride, int) or stride < 1:
+        raise InvalidValueError(f"--stride must be a positive integer, got {stride!r}")
+    if precision is not None and not is_record_path(target):
+        raise InvalidValueError(f"--precision applies to record output (*.mrec); {target} is not one")
+    universe = _universe(source, topology, in_format)
+    start, stop, _ = (frames or slice(None)).indices(len(universe.trajectory))
+    total = len(range(start, stop, stride))
+    if total == 0:
+        raise InvalidValueError(f"{source}: the selection holds no frame ({len(universe.trajectory)} frames)")
+    fmt = _writer_format(target, total)
+    atoms = universe.atoms
+    if fmt in NEEDS_TOPOLOGY and not hasattr(atoms, "names"):
+        raise InvalidValueError(f"{target}: a {fmt} file names every atom, and {source} carries no topology "
+                                "(pass --topology FILE)")
+    started = time.perf_counter()
+    done = 0
+    try:
+        writer = (MRECWriter(target, atoms.n_atoms, precision=precision) if fmt == FORMAT
+                  else mda.Writer(target, n_atoms=atoms.n_atoms, **({"multiframe": True} if total > 1 else {})))
+    except (ValueError, TypeError, OSError) as exc:
+        raise InvalidValueError(f"cannot write {target}: {_one_line(exc)}") from None
+    try:
+        with writer:
+            for _ in universe.trajectory[start:stop:stride]:
+                writer.write(atoms)
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+    except MolrecError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise InvalidValueError(f"converting {source} to {target} at frame {done}: {_one_line(exc)}") from None
+    return ConvertReport(source, target, done, atoms.n_atoms, time.perf_counter() - started)
