@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from pathlib import Path
 from dataclasses import dataclass, field, fields
 from types import ModuleType
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
@@ -33,8 +34,9 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
-from molrec_raw.record.units import parse_units
-from molrec_raw.record.trajectory import SequenceSchema
+from molrec_raw.record.units import META_KEY_QUANTITIES, parse_units
+from molrec_raw.record.doors import read_mrec_system, section_names, write_mrec_system
+from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 
 __all__ = [
     "require", "Units", "DEFAULT_UNITS", "MDANALYSIS_UNITS", "MDTRAJ_UNITS", "OPENMM_UNITS", "ASE_UNITS",
@@ -182,10 +184,9 @@ def as_units(value: Any, default: Units = DEFAULT_UNITS) -> Units:
     return units.with_defaults(default)
 
 
-#: The quantity each canonical per-step key carries (§13.4) and its power: energies and the
-#: volume (length³) convert; ``temp``, ``press`` and a producer's own keys are passed on as stored.
-META_QUANTITIES: Dict[str, Tuple[str, int]] = {"pe": ("energy", 1), "ke": ("energy", 1),
-                                               "etotal": ("energy", 1), "volume": ("length", 3)}
+#: The quantity each canonical per-step key carries (§13.4) and its power, where Units converts
+#: it: energies and the volume (length³); ``temp``, ``press`` and a producer's own keys pass as stored.
+META_QUANTITIES: Dict[str, Tuple[str, int]] = {k: q for k, q in META_KEY_QUANTITIES.items() if q[0] in _BASE}
 
 
 def meta_factor(key: str, source: Units, target: Units) -> float:
@@ -368,21 +369,14 @@ def refuse_units_change(stored: Optional[Units], writing: Units, where: str) -> 
                                 f"{writing.to_json()}", rule="frame-and-types#13.5")
 
 
-# -- engines (OpenMM, ASE)
-# Engines write a record as they run: ``system/`` first, then a trajectory they append to and,
-# after a restart, reopen.  Imported here (not at the top) to keep this section self-contained.
-from pathlib import Path  # noqa: E402
-
-from molrec_raw.record.doors import read_mrec_system, section_names, write_mrec_system  # noqa: E402
-from molrec_raw.record.trajectory import MrecReader, MrecWriter  # noqa: E402
-
-
-def start_trajectory(path: Any, system: Frame, schema: SequenceSchema) -> MrecWriter:
-    """A fresh engine record: ``system/`` (replacing a record already at ``path``, refusing
-    anything that is not one), then a created, empty trajectory pinned to ``schema``
-    (trajectory §3: zero frames until the first commit)."""
-    write_mrec_system(path, system)
-    return MrecWriter(path, schema)
+# -- writing records as a tool runs
+# ``system/`` first, then a trajectory that is appended to and, after a restart, reopened.
+def start_trajectory(path: Any, system: Frame, schema: SequenceSchema, *,
+                     flush_every: Optional[int] = None) -> MrecWriter:
+    """A fresh record: ``system/`` (replacing a record already at ``path``, refusing anything
+    that is not one), then a created, empty trajectory pinned to ``schema`` (trajectory §3:
+    zero frames until the first commit)."""
+    return MrecWriter(write_mrec_system(path, system), schema, flush_every=flush_every)
 
 
 def continue_trajectory(path: Any, writing: Units, schema: SequenceSchema,

@@ -25,11 +25,11 @@ import numpy as np
 from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
 from molrec_raw.integrations.conventions import (
     DEFAULT_UNITS, FORCES, POSITIONS, VELOCITIES, Topology, Units, atoms_frame, box_from_rows, cell_rows,
-    meta_factor, trajectory_schema, units_of,
+    meta_factor, start_trajectory, trajectory_schema, units_of,
 )
-from molrec_raw.record.doors import check_record_path, read_mrec_frame, read_mrec_system, section_names, write_mrec_system
+from molrec_raw.record.doors import check_record_path, read_mrec_frame, read_mrec_system, section_names
 from molrec_raw.record.model import Box, Frame, MetaValue
-from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
+from molrec_raw.record.trajectory import MrecReader, SequenceSchema
 
 __all__ = ["GROUPS", "Batch", "TrajectorySource", "TrajectorySink", "BATCH_BYTES"]
 
@@ -262,12 +262,12 @@ class TrajectorySink:
         top = Topology(n_atoms) if topology is None else topology
         if top.n_atoms != n_atoms:
             raise InvalidValueError(f"the topology has {top.n_atoms} atoms, the trajectory {n_atoms}")
-        self.path = Path(write_mrec_system(path, top.system(units, system_meta)))
         schema: SequenceSchema = trajectory_schema(n_atoms, velocities=velocities, forces=forces,
                                                    precision=precision, meta_keys=meta_keys)
+        self._writer = start_trajectory(path, top.system(units, system_meta), schema, flush_every=flush_every)
+        self.path = Path(path).absolute()
         self.n_atoms, self.meta_keys = n_atoms, list(meta_keys)
         self.velocities, self.forces = velocities, forces
-        self._writer = MrecWriter(self.path, schema, flush_every=flush_every)
         self._had_cell = False
         self.frames = 0
 

@@ -16,19 +16,21 @@ trajectory's ``time`` takes the time unit.  Any other key has no stated unit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from molrec_raw.errors import SpecViolationError, UnsupportedFeatureError
 from molrec_raw.record import typed_json
 from molrec_raw.record.forcefield import PRESETS
 from molrec_raw.zarr import Group
 
-__all__ = ["declared_units", "parse_units", "unit_of_meta_key"]
+__all__ = ["declared_units", "parse_units", "unit_of_meta_key", "META_KEY_QUANTITIES"]
 
 _RULE = "frame-and-types#13.5"
 _SECTIONS = ("system", "frame")  # system first: where writers state the run's units
-_QUANTITY_OF_KEY = {"pe": "energy", "ke": "energy", "etotal": "energy", "temp": "temperature",
-                    "press": "pressure"}
+#: The quantity and power each canonical per-step key (frame-and-types §13.4) carries.
+META_KEY_QUANTITIES: Dict[str, Tuple[str, int]] = {
+    "pe": ("energy", 1), "ke": ("energy", 1), "etotal": ("energy", 1), "volume": ("length", 3),
+    "temp": ("temperature", 1), "press": ("pressure", 1)}
 
 
 def parse_units(value: Any, where: str = "units") -> Dict[str, str]:
@@ -75,8 +77,6 @@ def declared_units(root: Group) -> Dict[str, str]:
 
 def unit_of_meta_key(key: str, units: Dict[str, str]) -> Optional[str]:
     """The stated unit of per-step meta key ``key`` (§13.4 names), or None."""
-    if key == "volume":
-        length = units.get("length")
-        return None if length is None else f"{length}^3"
-    quantity = _QUANTITY_OF_KEY.get(key)
-    return None if quantity is None else units.get(quantity)
+    quantity, power = META_KEY_QUANTITIES.get(key, (None, 1))
+    unit = None if quantity is None else units.get(quantity)
+    return unit if unit is None or power == 1 else f"{unit}^{power}"
