@@ -21,7 +21,7 @@ from molrec_raw.record.model import Block, Frame
 from molrec_raw.record.trajectory.blocks import BlockReader, block_layout, check_column_array
 from molrec_raw.record.trajectory.cell import BoxReader
 from molrec_raw.record.trajectory.chunk_cache import DEFAULT_CACHE_BYTES, ChunkCache
-from molrec_raw.record.trajectory.common import TRAJ, is_int, spec_error
+from molrec_raw.record.trajectory.common import TRAJ, is_int, numpy_dtype, spec_error
 from molrec_raw.record.trajectory.meta import META_STORAGE, meta_value, open_meta_array
 from molrec_raw.record.trajectory.progressions import check_progression, expand_progression
 from molrec_raw.record.trajectory.references import (SystemCounterparts, check_resolved, refuse_aligned_system_names,
@@ -38,14 +38,17 @@ FrameSelection = Union[None, slice, Sequence[int], np.ndarray]
 
 @dataclass(frozen=True)
 class ColumnInfo:
-    """A declared column as stored: dtype tag, trailing shape, pinned precision and target,
-    nullability, and the rows per stored inner chunk (the unit of reading)."""
+    """A declared column as stored: dtype tag (and the numpy dtype it reads as), trailing
+    shape, pinned precision and target, nullability and whether a mask array is stored, and
+    the rows per stored inner chunk (the unit of reading)."""
 
     dtype: str
+    numpy_dtype: np.dtype
     trailing: Tuple[int, ...]
     precision: Optional[float]
     target: Optional[str]
     nullable: bool
+    has_mask: bool
     chunk_rows: Optional[int]  # None when the column has no array yet
 
 
@@ -320,8 +323,9 @@ class MrecReader:
         columns = {}
         for column, cspec in spec.columns.items():
             arr = None if b is None else b.columns.get(column)
-            columns[column] = ColumnInfo(cspec.dtype, tuple(cspec.trailing), cspec.precision,
-                                         spec.targets.get(column), bool(cspec.nullable),
+            columns[column] = ColumnInfo(cspec.dtype, np.dtype(numpy_dtype(cspec.dtype)), tuple(cspec.trailing),
+                                         cspec.precision, spec.targets.get(column), bool(cspec.nullable),
+                                         b is not None and column in b.masks,
                                          None if arr is None else int(arr.chunks[0]))
         return BlockInfo(name, "none" if b is None else b.kind, ordinals, offsets, fixed, columns)
 
@@ -435,6 +439,17 @@ class MrecReader:
         if column not in b.spec.columns:
             raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
         return self._block_values(b, column, starts, rows)
+
+    def mask_array(self, block: str, column: str, frames: FrameSelection = None) -> np.ndarray:
+        """The validity flags of a column of a block with a fixed row count over ``frames``,
+        shape ``(frames, rows)`` (all true when the column has no mask, trajectory §8.4)."""
+        b, rows, starts = self._fixed_block(block, frames)
+        if column not in b.spec.columns:
+            raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
+        mask = b.masks.get(column)
+        if mask is None:
+            return np.ones((len(starts), rows), dtype=bool)
+        return self._gather(mask, starts, rows, int(b.offsets[-1]))
 
     def column_rows(self, block: str, column: str, start: int, stop: int) -> np.ndarray:
         """Committed rows ``start:stop`` of a column as stored (all updates concatenated, the
