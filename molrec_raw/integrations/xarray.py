@@ -135,8 +135,8 @@ class _FrameColumn(BackendArray):
         else:
             data = reader.column_array(self.block, self.column, frames)
         if isinstance(first, (int, np.integer)):
-            data = data[0]
-        return _outer(data, key[1:])
+            return _outer(data[0], key[1:])
+        return _outer(data, (slice(None),) + tuple(key[1:]))
 
 
 class _RowColumn(BackendArray):

@@ -1,4 +1,4 @@
-"""A loopback HTTP server with injected faults, and small records to serve."""
+"""A loopback HTTP server with injected faults."""
 from __future__ import annotations
 
 import threading
@@ -7,10 +7,6 @@ from collections import deque
 from pathlib import Path
 from typing import Deque, Optional
 
-import numpy as np
-
-import molrec_raw as mr
-from molrec_raw import MrecWriter, SequenceSchema
 from molrec_raw.zarr.rangeserver import RangeRequestHandler, RangeServer
 
 HANG_SECONDS = 1.5
@@ -110,24 +106,3 @@ def faulty_server(root: Path, latency: float = 0.0) -> RangeServer:
     server = RangeServer(root, latency=latency, handler=FaultyHandler)
     server.state = Plan()
     return server
-
-
-def coordinates_schema(rows: int) -> SequenceSchema:
-    schema = SequenceSchema().declare_block("atoms", rows=rows)
-    for c in "xyz":
-        schema.declare_column("atoms", c, "f64")
-    return schema
-
-
-def coordinates(i: int, rows: int) -> mr.Frame:
-    rng = np.random.default_rng(i)
-    x, y, z = rng.normal(size=(3, rows)) + i
-    return mr.Frame({}, {"atoms": mr.Block({"x": x, "y": y, "z": z})}, mr.Box(np.eye(3) * 20.0))
-
-
-def write_coordinates(path: Path, frames: int, rows: int, flush_every: Optional[int] = None) -> Path:
-    """A trajectory of ``frames`` frames of ``rows`` atoms (x, y, z), fixed cell."""
-    with MrecWriter(path, coordinates_schema(rows), flush_every=flush_every, durable=False) as w:
-        for i in range(frames):
-            w.append(coordinates(i, rows), step=10 * i, time=0.5 * i)
-    return path

@@ -9,13 +9,13 @@ import pytest
 
 import molrec_raw as mr
 from molrec_raw import MrecReader
-from remote_helpers import faulty_server, write_coordinates
+from remote_helpers import faulty_server
 
 FRAMES, ROWS = 300, 2048  # 2048 f64 rows = one 16 KiB inner chunk per column and frame; 2 shards
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, write_coordinates):
     root = tmp_path_factory.mktemp("served")
     mr.pack_mrec_zip(write_coordinates(root / "c.mrec", FRAMES, ROWS))
     with faulty_server(root) as server:
