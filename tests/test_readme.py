@@ -1,11 +1,14 @@
 """Every ```python block of README.md runs, in README order, each in a fresh directory.
 
-Blocks are self-contained (each writes the records it reads).  A block that imports
-zarr-python is skipped unless zarr-python 3 is importable (it needs Python >= 3.11).
-Tracebacks point at README.md line numbers.
+Blocks are self-contained (each writes the records it reads; a remote read starts its own
+loopback server).  A block that imports zarr-python is skipped unless zarr-python 3 is
+importable (it needs Python >= 3.11); one that imports an optional extra's tool (xarray,
+dask, distributed, fsspec) is skipped when that tool is not installed.  Tracebacks point at
+README.md line numbers.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import List, NamedTuple
@@ -14,6 +17,7 @@ import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 _USES_ZARR_PYTHON = re.compile(r"^\s*(import zarr\b|from zarr\b)", re.MULTILINE)
+_OPTIONAL_TOOLS = ("xarray", "dask", "distributed", "fsspec")
 
 
 class Block(NamedTuple):
@@ -75,7 +79,8 @@ BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
 def test_readme_has_python_examples():
     headings = {b.heading for b in BLOCKS}
     for expected in ("A streaming trajectory", "Metrics", "Packing", "Opening a record with zarr-python",
-                     "What is guaranteed on a crash"):
+                     "What is guaranteed on a crash", "Reading a record where it lies",
+                     "A block as an xarray dataset", "Analysis on a Dask cluster"):
         assert expected in headings, f"README.md has no python example under {expected!r}"
 
 
@@ -83,6 +88,9 @@ def test_readme_has_python_examples():
 def test_readme_example_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if _USES_ZARR_PYTHON.search(block.code) and not _zarr_python_3():
         pytest.skip("needs zarr-python >= 3")
+    for tool in _OPTIONAL_TOOLS:
+        if re.search(rf"^\s*(import|from) {tool}\b", block.code, re.MULTILINE) and importlib.util.find_spec(tool) is None:
+            pytest.skip(f"needs {tool} (an optional extra), not installed")
     monkeypatch.chdir(tmp_path)
     code = compile("\n" * (block.line - 1) + block.code, str(README), "exec")
     exec(code, {"__name__": "__readme__"})

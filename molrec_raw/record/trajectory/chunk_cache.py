@@ -8,13 +8,16 @@ one read per run instead of one per frame — on a remote store, one request per
 random access fetches just the chunks it needs.  A read never goes past ``limit`` (the
 committed rows): rows of an uncommitted tail are never decoded.
 
-``plan`` (which chunks a read needs), ``fetch`` (read them; safe to run in threads for
+``plan`` (which chunks a read needs), ``load`` (read them; safe to run in threads for
 several arrays at once) and ``keep`` (insert, advance the read-ahead state) are separate so
-the reader can fetch the columns of a frame concurrently.
+the reader can fetch the columns of a frame concurrently.  Given an executor (a reader on a
+latency-bound store), a sequential run also starts fetching the next run in the background,
+so iteration over a remote trajectory waits for the network only at its start.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
+from concurrent.futures import Executor, Future
 from math import prod
 from typing import Dict, List, Optional, Tuple
 
@@ -26,6 +29,9 @@ __all__ = ["ChunkCache", "DEFAULT_CACHE_BYTES"]
 
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 _STRING_ITEM_BYTES = 16
+# Background read-ahead starts once runs have doubled to this many chunks (three reads in a
+# row, each where the last ended): two random frames that happen to be neighbours do not.
+_BACKGROUND_AFTER = 4
 Run = Tuple[int, int]  # chunks [first, stop) along the first axis
 
 
@@ -37,11 +43,18 @@ def _chunk_bytes(arr: Array) -> int:
 class ChunkCache:
     """Decoded inner chunks of a reader's arrays within ``budget`` bytes (see the module)."""
 
-    def __init__(self, budget: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(self, budget: int = DEFAULT_CACHE_BYTES, executor: Optional[Executor] = None) -> None:
         self.budget = max(0, int(budget))
         self._chunks: "OrderedDict[Tuple[str, int], np.ndarray]" = OrderedDict()
         self._bytes = 0
         self._ahead: Dict[str, Tuple[int, int]] = {}  # array -> (chunk after its last run, run length)
+        self._executor = executor
+        self._pending: Dict[str, Tuple[Run, "Future[np.ndarray]"]] = {}  # background read-ahead per array
+
+    def _longest(self, arr: Array) -> int:
+        """The most chunks one read-ahead run of ``arr`` may hold (its share of the budget)."""
+        share = self.budget // (4 * max(1, len(self._ahead)))
+        return max(1, share // _chunk_bytes(arr))
 
     def plan(self, arr: Array, lo: int, hi: int, limit: int) -> Optional[Run]:
         """The run of chunks to fetch for rows ``lo:hi`` (None: all cached, or too large to
@@ -59,11 +72,17 @@ class ChunkCache:
         start, stop = missing[0], missing[-1] + 1
         follows, length = self._ahead.get(arr.path, (-1, 0))
         if start == follows:  # sequential: read ahead, twice as far as last time
-            share = self.budget // (4 * max(1, len(self._ahead)))
-            most = max(1, share // chunk_bytes)
-            stop = max(stop, start + min(2 * max(1, length), most))
+            stop = max(stop, start + min(2 * max(1, length), self._longest(arr)))
         end = -(-min(limit, arr.shape[0]) // size)
         return start, max(min(stop, end), missing[-1] + 1)
+
+    def load(self, arr: Array, run: Run, limit: int) -> Tuple[Run, np.ndarray]:
+        """The run to keep and its rows: the background read-ahead of ``arr`` when it starts
+        where ``run`` does and covers it, else ``run`` read now."""
+        pending = self._pending.get(arr.path)
+        if pending is not None and pending[0][0] == run[0] and pending[0][1] >= run[1]:
+            return pending[0], pending[1].result()
+        return run, self.fetch(arr, run, limit)
 
     @staticmethod
     def fetch(arr: Array, run: Run, limit: int) -> np.ndarray:
@@ -71,8 +90,13 @@ class ChunkCache:
         size = arr.chunks[0]
         return np.asarray(arr[run[0] * size:min(run[1] * size, limit, arr.shape[0])])
 
-    def keep(self, arr: Array, run: Run, data: np.ndarray) -> None:
-        """Insert the chunks of a fetched run; evict the least recently used beyond the budget."""
+    def keep(self, arr: Array, run: Run, data: np.ndarray, limit: int) -> None:
+        """Insert the chunks of a fetched run; evict the least recently used beyond the budget;
+        after a sequential run, start reading the next one in the background."""
+        sequential = self._ahead.get(arr.path, (-1, 0))[0] == run[0]
+        pending = self._pending.pop(arr.path, None)
+        if pending is not None and pending[0] != run:
+            pending[1].cancel()  # a read-ahead nobody asked for (a jump): dropped
         size = arr.chunks[0]
         for c in range(run[0], run[1]):
             piece = data[(c - run[0]) * size:(c - run[0] + 1) * size]
@@ -85,12 +109,16 @@ class ChunkCache:
         while self._bytes > self.budget and len(self._chunks) > run[1] - run[0]:
             _, evicted = self._chunks.popitem(last=False)
             self._bytes -= evicted.nbytes
+        end = -(-min(limit, arr.shape[0]) // size)
+        if self._executor is not None and sequential and run[1] - run[0] >= _BACKGROUND_AFTER and run[1] < end:
+            following = (run[1], min(end, run[1] + min(2 * (run[1] - run[0]), self._longest(arr))))
+            self._pending[arr.path] = (following, self._executor.submit(self.fetch, arr, following, limit))
 
     def rows(self, arr: Array, lo: int, hi: int, limit: int) -> np.ndarray:
         """A copy of rows ``lo:hi`` (``hi <= limit``)."""
         run = self.plan(arr, lo, hi, limit)
         if run is not None:
-            self.keep(arr, run, self.fetch(arr, run, limit))
+            self.keep(arr, *self.load(arr, run, limit), limit)
         if hi <= lo or not arr.ndim:
             return np.asarray(arr[lo:hi] if arr.ndim else arr[...])
         size = arr.chunks[0]

@@ -90,9 +90,11 @@ class MrecReader:
     def __init__(self, path: RecordSource, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._owns_store = not isinstance(path, Store)
         self._root = open_root(path, "r")  # R1 version check
-        self._chunks = ChunkCache(cache_bytes)
         self._pool: Optional[ThreadPoolExecutor] = None
         self._workers = max(1, int(self._root.store.concurrency))
+        if self._workers > 1:  # a latency-bound store: columns in parallel, read-ahead in the background
+            self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="molrec-reader")
+        self._chunks = ChunkCache(cache_bytes, self._pool)
         tgroup = self._root.get(TRAJ)
         self._blocks: Dict[str, BlockReader] = {}
         self._schema = SequenceSchema()
@@ -290,15 +292,13 @@ class MrecReader:
                  if (run := self._chunks.plan(arr, lo, hi, limit)) is not None]
         if len(plans) < 2:
             return
-        for (arr, run, _), data in zip(plans, self._map(lambda p: ChunkCache.fetch(*p), plans)):
-            self._chunks.keep(arr, run, data)
+        for (arr, _, limit), (run, data) in zip(plans, self._map(lambda p: self._chunks.load(*p), plans)):
+            self._chunks.keep(arr, run, data, limit)
 
     def _map(self, fn: Callable[[Any], Any], items: List[Any]) -> Iterator[Any]:
         """``fn`` over ``items`` on the reader's pool (threads only for latency-bound stores)."""
-        if self._workers < 2 or len(items) < 2:
+        if self._pool is None or len(items) < 2:
             return map(fn, items)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="molrec-reader")
         return self._pool.map(fn, items)
 
     def __getitem__(self, i: int) -> Frame:
