@@ -23,7 +23,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from molrec_raw.errors import InvalidValueError, MolrecError, RemoteError
 from molrec_raw.zarr.ranges import DEFAULT_GAP, coalesce, split_spans
-from molrec_raw.zarr.store import Store, _slice_range, _validate_prefix, validate_key
+from molrec_raw.zarr.store import ReadOnlyStore, _slice_range, _validate_prefix, validate_key
 
 __all__ = ["FsspecStore", "FsspecFile"]
 
@@ -102,11 +102,10 @@ class FsspecFile(_Guarded):
         """Nothing to release: fsspec owns its connections."""
 
 
-class FsspecStore(_Guarded, Store):
+class FsspecStore(_Guarded, ReadOnlyStore):
     """A read-only store over the files under ``root`` on an fsspec file system:
     ``FsspecStore("s3://bucket/run.mrec", anon=True)`` or ``FsspecStore(fs, "bucket/run.mrec")``."""
 
-    read_only = True
     immutable = True
 
     def __init__(self, url_or_fs: Union[str, AbstractFileSystem], path: str = "", **storage_options: Any) -> None:
@@ -160,18 +159,6 @@ class FsspecStore(_Guarded, Store):
             return [None] * len(ranges)
         bounds = [_slice_range(size, start, length) for start, length in ranges]
         return list(self._cat_ranges(self._path(key), [(lo, hi - lo) for lo, hi in bounds], key))
-
-    def set(self, key: str, value: bytes) -> None:
-        self._check_writable(key)
-
-    def write_at(self, key: str, offset: int, value: bytes) -> None:
-        self._check_writable(key)
-
-    def replace_atomic(self, key: str, value: bytes) -> None:
-        self._check_writable(key)
-
-    def delete(self, key: str) -> None:
-        self._check_writable(key)
 
     def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
         _validate_prefix(prefix)

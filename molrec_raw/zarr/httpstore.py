@@ -32,7 +32,7 @@ from urllib.parse import quote, urlsplit
 
 from molrec_raw.errors import InvalidValueError, RemoteError, UnsupportedFeatureError
 from molrec_raw.zarr.ranges import DEFAULT_GAP, read_coalesced
-from molrec_raw.zarr.store import Store, validate_key
+from molrec_raw.zarr.store import ReadOnlyStore, validate_key
 
 __all__ = ["HttpOptions", "HttpFile", "HttpStore"]
 
@@ -313,20 +313,16 @@ def _target(url: str) -> str:
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
-class HttpFile:
-    """One remote object read by byte ranges (the range source of a remote zip).
-
-    ``HttpFile(url, token=..., headers=..., timeout=..., retries=...)`` or with an
-    :class:`HttpOptions`.  The object is assumed not to change while it is read (a packed
-    record is closed)."""
+class _HttpBase:
+    """What both HTTP readers hold: the URL, the options and the client (read-only, assumed
+    not to change while read)."""
 
     immutable = True
 
-    def __init__(self, url: str, options: Optional[HttpOptions] = None, **overrides: Any) -> None:
+    def __init__(self, url: str, options: Optional[HttpOptions], overrides: Dict[str, Any]) -> None:
         self.url = url
         self.options = _options(options, overrides)
         self._client = _Client(url, self.options)
-        self._target = _target(url)
         self.concurrency = self.options.max_connections
 
     @property
@@ -336,6 +332,21 @@ class HttpFile:
 
     def describe(self) -> str:
         return redact(self.url)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class HttpFile(_HttpBase):
+    """One remote object read by byte ranges (the range source of a remote zip).
+
+    ``HttpFile(url, token=..., headers=..., timeout=..., retries=...)`` or with an
+    :class:`HttpOptions`.  The object is assumed not to change while it is read (a packed
+    record is closed)."""
+
+    def __init__(self, url: str, options: Optional[HttpOptions] = None, **overrides: Any) -> None:
+        super().__init__(url, options, overrides)
+        self._target = _target(url)
 
     def _range(self, start: int, length: Optional[int]) -> Tuple[bytes, Optional[int]]:
         found = self._client.get_range(self.url, self._target, start, length)
@@ -355,11 +366,8 @@ class HttpFile:
     def read_many(self, ranges: Sequence[Tuple[int, int]]) -> List[bytes]:
         return read_coalesced(ranges, self.read, gap=self.options.gap, each=self._client.map)
 
-    def close(self) -> None:
-        self._client.close()
 
-
-class HttpStore(Store):
+class HttpStore(_HttpBase, ReadOnlyStore):
     """A read-only store over files served under a base URL: key ``k`` is ``<url>/k``.
 
     Reads by ranged GETs (``206`` required), sizes by HEAD.  There is no listing over plain
@@ -367,23 +375,12 @@ class HttpStore(Store):
     path; to read a hierarchy that must be discovered, pack it into a zip
     (``ZipStore(HttpFile(url))``) or use an object store (``FsspecStore``)."""
 
-    read_only = True
     immutable = True  # served values are assumed not to change while they are read
 
     def __init__(self, url: str, options: Optional[HttpOptions] = None, **overrides: Any) -> None:
-        self.url = url.rstrip("/")
-        self.options = _options(options, overrides)
-        self._client = _Client(self.url, self.options)
+        super().__init__(url.rstrip("/"), options, overrides)
         parts = urlsplit(self.url)
         self._base, self._query = parts.path.rstrip("/"), (f"?{parts.query}" if parts.query else "")
-        self.concurrency = self.options.max_connections
-
-    @property
-    def requests(self) -> int:
-        return self._client.requests
-
-    def describe(self) -> str:
-        return redact(self.url)
 
     def _where(self, key: str) -> Tuple[str, str]:
         """(URL for messages, request target) of ``key``."""
@@ -420,18 +417,6 @@ class HttpStore(Store):
         url, target = self._where(key)
         return self._client.size(url, target)
 
-    def set(self, key: str, value: bytes) -> None:
-        self._check_writable(key)
-
-    def write_at(self, key: str, offset: int, value: bytes) -> None:
-        self._check_writable(key)
-
-    def replace_atomic(self, key: str, value: bytes) -> None:
-        self._check_writable(key)
-
-    def delete(self, key: str) -> None:
-        self._check_writable(key)
-
     def _no_listing(self) -> UnsupportedFeatureError:
         return UnsupportedFeatureError(
             "plain HTTP has no listing, so this store cannot list keys: open arrays by path, or pack the "
@@ -443,6 +428,3 @@ class HttpStore(Store):
 
     def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
         raise self._no_listing()
-
-    def close(self) -> None:
-        self._client.close()

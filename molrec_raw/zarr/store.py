@@ -19,7 +19,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tupl
 
 from molrec_raw.errors import InvalidKeyError, ReadOnlyError, StoreError
 
-__all__ = ["Store", "MemoryStore", "DirectoryStore", "validate_key", "PathLike", "StoreLike"]
+__all__ = ["Store", "ReadOnlyStore", "MemoryStore", "DirectoryStore", "validate_key", "PathLike", "StoreLike"]
 
 # Temporary files of atomic replaces carry this marker; listings never show them.
 TEMP_MARKER = ".molrec-tmp."
@@ -146,6 +146,24 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ReadOnlyStore(Store):
+    """A store that only reads (an archive, a remote record): every mutation is refused."""
+
+    read_only = True
+
+    def set(self, key: str, value: bytes) -> None:
+        self._check_writable(key)
+
+    def write_at(self, key: str, offset: int, value: bytes) -> None:
+        self._check_writable(key)
+
+    def replace_atomic(self, key: str, value: bytes) -> None:
+        self._check_writable(key)
+
+    def delete(self, key: str) -> None:
+        self._check_writable(key)
 
 
 class MemoryStore(Store):

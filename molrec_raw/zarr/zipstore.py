@@ -28,7 +28,7 @@ from molrec_raw.errors import (
     StoreError,
     UnsupportedFeatureError,
 )
-from molrec_raw.zarr.store import Store, _slice_range, _validate_prefix, list_dir_of_keys, validate_key
+from molrec_raw.zarr.store import ReadOnlyStore, _slice_range, _validate_prefix, list_dir_of_keys, validate_key
 
 __all__ = ["ZipStore", "RangeSource", "FileSource", "write_zip"]
 
@@ -131,12 +131,11 @@ class _Entry:
         self.data_start: Optional[int] = None  # filled lazily from the local header
 
 
-class ZipStore(Store):
+class ZipStore(ReadOnlyStore):
     """A read-only store over a zip archive with STORED entries (zarr-v3-subset#9.2): a
     local path, or any :class:`RangeSource` (``ZipStore(HttpFile(url))`` reads a remote
     archive by ranges; the source is closed with the store)."""
 
-    read_only = True
     immutable = True
 
     def __init__(self, source: Union[str, "os.PathLike[str]", RangeSource]) -> None:
@@ -377,18 +376,6 @@ class ZipStore(Store):
     def size(self, key: str) -> Optional[int]:
         entry = self._entries.get(validate_key(key))
         return None if entry is None else entry.usize
-
-    def set(self, key: str, value: bytes) -> None:
-        self._check_writable(key)
-
-    def write_at(self, key: str, offset: int, value: bytes) -> None:
-        self._check_writable(key)
-
-    def replace_atomic(self, key: str, value: bytes) -> None:
-        self._check_writable(key)
-
-    def delete(self, key: str) -> None:
-        self._check_writable(key)
 
     def list(self, prefix: str = "") -> Iterator[str]:
         _validate_prefix(prefix)

@@ -20,7 +20,8 @@ FRAMES, ROWS = 30, 6
 def _write_mixed(path):
     system = mr.Frame({}, {"atoms": mr.Block({"element": np.array(["O", "H"] * 3, dtype=object),
                                               "mass": np.tile([16.0, 1.0], 3)}, precision={"mass": 1e-3})})
-    mr.write_mrec_system(path, system)
+    frame = mr.Frame({}, {"atoms": mr.Block({"x": np.arange(4.0)}, masks={"x": np.array([True, False, True, True])})})
+    mr.write_mrec_frame(path, frame, system=system)
     schema = SequenceSchema().declare_block("atoms", rows=ROWS)
     schema.declare_column("atoms", "x", "f64").declare_precision("atoms", "x", 1e-3)
     schema.declare_column("atoms", "pos", "f64", (3,)).declare_column("atoms", "q", "f64")
@@ -120,6 +121,9 @@ def test_frame_and_types_3_a_section_block_is_a_row_dataset(records):
         assert ds["element"].values.tolist() == system.columns["element"].tolist()
         np.testing.assert_array_equal(ds["mass"][1::2].values, system.columns["mass"][1::2])
         assert ds["mass"].attrs["precision"] == 1e-3
+    ds = xr.open_dataset(root / "m.mrec.zip", engine="mrec", group="frame/atoms")
+    assert ds.sizes == {"atoms": 4} and ds["x"].values.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert ds["x_valid"].values.tolist() == [True, False, True, True]
 
 
 def test_bad_groups_and_sources_are_refused(records):

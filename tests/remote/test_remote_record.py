@@ -178,3 +178,15 @@ def test_fsspec_store_matches_the_directory_store(records, memory_records):
         assert store.get("nope/zarr.json") is None and store.size("nope") is None
         with pytest.raises(ReadOnlyError):
             store.set("zarr.json", b"{}")
+
+
+def test_trajectory_15_doors_take_an_open_store_with_options_and_leave_it_open(records):
+    from molrec_raw.zarr.remote import open_url
+
+    root, server = records
+    store = open_url(server.url_of("frame.mrec.zip"), token="t0ken", headers={"X-Test": "door"}, retries=1)
+    assert _frames_equal(mr.read_mrec_frame(store), mr.read_mrec_frame(root / "frame.mrec"))
+    assert mr.read_mrec_meta(store)["creator"] == {"name": "t"} and mr.validate(store) == []
+    assert store.get("zarr.json") is not None  # still open: the caller owns it
+    assert server.state.authorization[-1] == "Bearer t0ken" and server.state.extra[-1] == "door"
+    store.close()
