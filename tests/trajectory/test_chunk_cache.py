@@ -27,11 +27,21 @@ def test_trajectory_9_sequential_reads_ahead_in_doubling_runs(tmp_path):
     store = CountingStore(tmp_path / "t.mrec")
     with MrecReader(store) as reader:
         store.reads.clear()
-        for i, frame in enumerate(reader):
-            assert frame.blocks["atoms"].columns["x"][0] == i + 1
+        for i in range(100):  # frames in order, one by one: the reader sees it and reads ahead
+            assert reader[i].blocks["atoms"].columns["x"][0] == i + 1
         reads = _chunk_reads(store)
     # runs of 1, 2, 4, ... inner chunks (one store read each, every chunk once): 7 reads for 100 frames
     assert len(reads) == 7
+
+
+def test_trajectory_9_iteration_reads_ahead_at_full_length_from_the_start(tmp_path):
+    _write(tmp_path / "t.mrec", 100)
+    store = CountingStore(tmp_path / "t.mrec")
+    with MrecReader(store, cache_bytes=32 * 16384) as reader:  # runs of 8 chunks: a quarter of the budget
+        store.reads.clear()
+        assert [f.blocks["atoms"].columns["x"][0] for f in reader] == list(range(1, 101))
+        reads = _chunk_reads(store)
+    assert len(reads) == 13  # ceil(100 / 8), the first run already full length
 
 
 def test_trajectory_9_random_access_reads_only_what_it_needs(tmp_path):

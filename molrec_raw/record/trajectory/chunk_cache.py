@@ -56,6 +56,15 @@ class ChunkCache:
         share = self.budget // (4 * max(1, len(self._ahead)))
         return max(1, share // _chunk_bytes(arr))
 
+    def expect_sequential(self, arrays: List[Array]) -> None:
+        """The caller will read ``arrays`` from their first row on, in order (an iteration
+        over every frame): their first runs are read ahead at full length at once."""
+        for arr in arrays:
+            self._ahead.setdefault(arr.path, (0, 0))
+        for arr in arrays:
+            if self._ahead[arr.path] == (0, 0):
+                self._ahead[arr.path] = (0, max(1, self._longest(arr) // 2))
+
     def plan(self, arr: Array, lo: int, hi: int, limit: int) -> Optional[Run]:
         """The run of chunks to fetch for rows ``lo:hi`` (None: all cached, or too large to
         cache — :meth:`rows` then reads directly)."""

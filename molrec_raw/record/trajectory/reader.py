@@ -305,8 +305,14 @@ class MrecReader:
         return self.read_frame(i)
 
     def __iter__(self) -> Iterator[Frame]:
+        self._expect_sequential()
         for i in range(self._nstep):
             yield self._frame(i, None)
+
+    def _expect_sequential(self) -> None:
+        """Every frame in order follows: let the chunk cache read ahead at full length."""
+        arrays = [arr for b in self._blocks.values() for arr in (*b.columns.values(), *b.masks.values())]
+        self._chunks.expect_sequential(arrays + [arr for _, arr in self._meta.values() if arr is not None])
 
     # ------------------------------------------------------------ whole blocks
     def block_info(self, name: str) -> BlockInfo:
@@ -527,6 +533,7 @@ class MrecReader:
                     system.check(name, hi - lo, ids, f"trajectory frame {ordinal}")
                 except MolrecError as exc:
                     note(exc)
+        self._expect_sequential()
         for i in range(self._nstep):
             try:
                 self._frame(i, None)
