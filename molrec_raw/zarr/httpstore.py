@@ -378,6 +378,9 @@ class HttpStore(_HttpBase, ReadOnlyStore):
     immutable = True  # served values are assumed not to change while they are read
 
     def __init__(self, url: str, options: Optional[HttpOptions] = None, **overrides: Any) -> None:
+        if urlsplit(url).path.rstrip("/").lower().endswith(".zip"):
+            raise InvalidValueError(f"{redact(url)} names a zip archive: read it with ZipStore(HttpFile(url)) "
+                                    "(or molrec_raw.zarr.remote.open_url(url)); HttpStore serves keys under a base URL")
         super().__init__(url.rstrip("/"), options, overrides)
         parts = urlsplit(self.url)
         self._base, self._query = parts.path.rstrip("/"), (f"?{parts.query}" if parts.query else "")

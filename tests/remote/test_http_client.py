@@ -167,3 +167,5 @@ def test_http_store_reads_arrays_by_path_and_refuses_listing(tmp_path):
             store.list_dir("")
         with pytest.raises(ReadOnlyError):
             store.set("x", b"1")
+        with pytest.raises(Exception, match="names a zip archive"):
+            HttpStore(server.url_of("data.zip"))
