@@ -2,9 +2,10 @@
 
 Blocks are self-contained (each writes the records it reads; a remote read starts its own
 loopback server).  A block that imports zarr-python is skipped unless zarr-python 3 is
-importable (it needs Python >= 3.11); one that imports an optional extra's tool (xarray,
-dask, distributed, fsspec) is skipped when that tool is not installed.  Tracebacks point at
-README.md line numbers.
+importable (it needs Python >= 3.11); one that imports an optional tool (xarray, dask,
+distributed, fsspec, or their integrations) is skipped, with the reason, when that tool is
+missing.
+Tracebacks point at README.md line numbers.
 """
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 _USES_ZARR_PYTHON = re.compile(r"^\s*(import zarr\b|from zarr\b)", re.MULTILINE)
-_OPTIONAL_TOOLS = ("xarray", "dask", "distributed", "fsspec")
+# A block importing an optional tool (or its integration module) needs the tool installed; the
+# extra that installs it is named in the skip reason.
+_TOOL_EXTRAS = {"xarray": "xarray", "dask": "dask", "distributed": "dask", "fsspec": "remote"}
+_USES_TOOL = re.compile(r"^\s*(?:import|from)\s+(?:molrec_raw\.integrations\.)?(" + "|".join(_TOOL_EXTRAS) + r")\b",
+                        re.MULTILINE | re.IGNORECASE)
 
 
 class Block(NamedTuple):
@@ -88,9 +93,10 @@ def test_readme_has_python_examples():
 def test_readme_example_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if _USES_ZARR_PYTHON.search(block.code) and not _zarr_python_3():
         pytest.skip("needs zarr-python >= 3")
-    for tool in _OPTIONAL_TOOLS:
-        if re.search(rf"^\s*(import|from) {tool}\b", block.code, re.MULTILINE) and importlib.util.find_spec(tool) is None:
-            pytest.skip(f"needs {tool} (an optional extra), not installed")
+    for name in sorted({m.lower() for m in _USES_TOOL.findall(block.code)}):
+        tool = next(t for t in _TOOL_EXTRAS if t.lower() == name)
+        if importlib.util.find_spec(tool) is None:
+            pytest.skip(f"needs {tool} (pip install 'molrec-raw[{_TOOL_EXTRAS[tool]}]')")
     monkeypatch.chdir(tmp_path)
     code = compile("\n" * (block.line - 1) + block.code, str(README), "exec")
     exec(code, {"__name__": "__readme__"})

@@ -1,3 +1,6 @@
-"""Bridges to outside tools, one module per tool, each an optional extra; they use only the
-record layer's public face, and importing one whose tool is missing raises an ImportError
-naming the extra to install."""
+"""Integrations with outside tools, one module per tool, above the record layer.
+
+Each is an optional extra (``pip install 'molrec-raw[mdanalysis]'``); the core never imports
+them, and importing one whose tool is missing raises an ImportError naming the extra.  Units,
+cell orientation and vocabulary are shared through :mod:`molrec_raw.integrations.conventions`.
+"""

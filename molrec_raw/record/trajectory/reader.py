@@ -349,24 +349,35 @@ class MrecReader:
             raise IndexError(f"frame index out of range for {n} frames")
         return np.where(idx < 0, idx + n, idx)
 
-    def _fixed_block(self, name: str, frames: FrameSelection) -> Tuple[BlockReader, int, np.ndarray]:
-        """(block, its fixed row count, first row of each selected frame)."""
+    def _fixed_block(self, name: str, frames: FrameSelection,
+                     whole_run: bool = True) -> Tuple[BlockReader, int, np.ndarray]:
+        """(block, its row count, first row of each selected frame).  The row count must be
+        the same for every committed update (``whole_run``) or at the selected frames."""
         info = self.block_info(name)
         b = self._blocks.get(name)
+        idx = self._frame_indices(frames)
         if b is None or not info.ordinals.size:
-            raise InvalidValueError(f"block {name!r} has no committed update")
-        if info.fixed_rows is None:
+            if whole_run or idx.size:
+                raise InvalidValueError(f"block {name!r} has no committed update")
+            return BlockReader(name, self._schema.block_spec(name)), 0, np.zeros(0, np.int64)
+        if whole_run and info.fixed_rows is None:
             counts = np.diff(info.offsets)
             raise InvalidValueError(
                 f"block {name!r} is ragged (its updates have {int(counts.min())} to {int(counts.max())} rows): "
                 "a frames x rows array needs a fixed row count; read its frames with read_frame/read_columns")
-        idx = self._frame_indices(frames)
         j = np.searchsorted(b.ordinals, idx, side="right") - 1
         if idx.size and j.min() < 0:
             first = int(idx[int(np.argmin(j))])
             raise InvalidValueError(f"block {name!r} is absent at frame {first} (its first update is at frame "
                                     f"{int(b.ordinals[0])})")
-        return b, info.fixed_rows, b.offsets[j]
+        counts = b.offsets[j + 1] - b.offsets[j]
+        if counts.size and counts.min() != counts.max():
+            at = int(idx[int(np.argmax(counts != counts[0]))])
+            raise InvalidValueError(f"block {name!r} changes its row count at the selected frames (frame {at} has "
+                                    f"{int(counts[counts != counts[0]][0])} rows, frame {int(idx[0])} "
+                                    f"{int(counts[0])}); read it per frame")
+        rows = info.fixed_rows if info.fixed_rows is not None else (int(counts[0]) if counts.size else 0)
+        return b, rows, b.offsets[j]
 
     def _gather(self, arr: Array, starts: np.ndarray, rows: int, limit: int) -> np.ndarray:
         """Rows ``start:start+rows`` of ``arr`` for every start, as (starts, rows, trailing...):
@@ -436,6 +447,37 @@ class MrecReader:
         out = np.empty((len(starts), rows, len(names)), values[0].dtype)
         for k, v in enumerate(values):
             out[:, :, k] = v
+        return out
+
+    def block_columns(self, block: str, columns: Optional[Iterable[str]] = None,
+                      frames: FrameSelection = None) -> Dict[str, np.ndarray]:
+        """``{column: (frames, rows, *trailing)}`` — the per-column form of :meth:`block_array`
+        (trailing axes and different dtypes allowed), for tools that read coordinates in
+        batches.  The row count must be the same at the selected frames only (a block whose
+        atom count changes elsewhere still reads where it does not).  Nullable and
+        row-reference columns are refused: read them per frame with ``read_columns``, which
+        applies masks and checks references (trajectory#R14, #R16)."""
+        if not self._schema.has_block(block):
+            raise InvalidValueError(f"block {block!r} is not declared (declared: {self._schema.block_names()})")
+        spec = self._schema.block_spec(block)
+        names = list(spec.columns) if columns is None else [str(c) for c in columns]
+        for column in names:
+            cspec = spec.columns.get(column)
+            if cspec is None:
+                raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
+            if cspec.nullable or column in spec.targets:
+                raise InvalidValueError(f"({block!r}, {column!r}) is {'nullable' if cspec.nullable else 'a row reference'}: "
+                                        "read it per frame with read_columns")
+        b, rows, starts = self._fixed_block(block, frames, whole_run=False)
+        out: Dict[str, np.ndarray] = {}
+        for column in names:
+            arr = b.columns.get(column)
+            if arr is None or not rows or not len(starts):
+                cspec = b.spec.columns[column]
+                empty = object if cspec.dtype == "string" else numpy_dtype(cspec.dtype)
+                out[column] = np.zeros((len(starts), rows) + tuple(cspec.trailing), empty)
+            else:
+                out[column] = self._gather(arr, starts, rows, int(b.offsets[-1]))
         return out
 
     def column_array(self, block: str, column: str, frames: FrameSelection = None) -> np.ndarray:

@@ -159,3 +159,32 @@ def test_trajectory_8_4_block_array_refuses_masked_rows(tmp_path):
         np.testing.assert_array_equal(reader.block_array("atoms", ["q"], [0])[:, :, 0], [[1.0, 1.0]])
         with pytest.raises(InvalidValueError, match="masked"):
             reader.block_array("atoms", ["q"])
+
+
+def test_trajectory_9_block_columns_is_the_per_column_form(tmp_path):
+    """``block_columns``: {column: (frames, rows, *trailing)}; the row count is checked at the
+    selected frames only; nullable and row-reference columns are refused."""
+    path = tmp_path / "t.mrec"
+    _write(path, 3, ["new"] * 6, 4, 2)
+    with MrecReader(path) as reader:
+        got = reader.block_columns("atoms", None, [4, 1, 4])
+        assert list(got) == ["x", "y", "tag", "pos"] and got["pos"].shape == (3, 3, 3) and got["tag"].dtype == np.int32
+        for name, values in got.items():
+            np.testing.assert_array_equal(values, reader.column_array("atoms", name, [4, 1, 4]))
+        assert reader.block_columns("atoms", [], None) == {}
+    late = tmp_path / "late.mrec"
+    schema = SequenceSchema().declare_column("late", "q", "f64").declare_column("sites", "s", "f64")
+    schema.declare_nullable("sites", "s")
+    with MrecWriter(late, schema, durable=False) as w:
+        for i in range(6):
+            w.append(mr.Frame({}, {} if i < 2 else {"late": mr.Block({"q": np.full(2 if i < 5 else 1, float(i))})}))
+    with MrecReader(late) as reader:
+        assert reader.block_columns("late", ["q"], range(2, 5))["q"].shape == (3, 2)
+        with pytest.raises(InvalidValueError, match="changes its row count"):
+            reader.block_columns("late", ["q"], range(2, 6))
+        with pytest.raises(InvalidValueError, match="ragged"):
+            reader.block_array("late", ["q"], range(2, 5))  # the stacked form needs one count for the run
+        with pytest.raises(InvalidValueError, match="absent at frame 0"):
+            reader.block_columns("late")
+        with pytest.raises(InvalidValueError, match="nullable"):
+            reader.block_columns("sites")
