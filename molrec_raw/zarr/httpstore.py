@@ -171,6 +171,9 @@ class _Client:
                 time.sleep(self.options.backoff * 2 ** (attempt - 1))
             try:
                 done, value = once()
+            except ssl.SSLCertVerificationError as exc:  # not transient: the same certificate next time
+                raise RemoteError(f"{what}: the server's certificate is not trusted ({exc.verify_message}); pass "
+                                  "ssl_context= to trust it", store=redact(url)) from None
             except TimeoutError:
                 last = f"timed out after {self.options.timeout:g} s"
                 continue

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
+import sys
 import threading
 import time
 from functools import partial
@@ -125,18 +127,28 @@ class _Server(ThreadingHTTPServer):
         self.log: List[Tuple[str, str, Optional[str]]] = []
         self.state: Any = None  # free for a handler subclass (injected faults)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (or refused our certificate) is not worth a traceback."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class RangeServer:
     """A running loopback server (see the module docstring); a context manager."""
 
     def __init__(self, root: Union[str, "os.PathLike[str]"], *, latency: float = 0.0,
-                 handler: Type[RangeRequestHandler] = RangeRequestHandler, host: str = "127.0.0.1") -> None:
+                 handler: Type[RangeRequestHandler] = RangeRequestHandler, host: str = "127.0.0.1",
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self.root = os.fspath(root)
         self._server = _Server((host, 0), partial(handler, directory=self.root), latency)
+        if ssl_context is not None:  # HTTPS with the caller's certificate
+            self._server.socket = ssl_context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="molrec-range-server", daemon=True)
         self._thread.start()
-        self.url = f"http://{host}:{self._server.server_address[1]}"
+        scheme = "https" if ssl_context is not None else "http"
+        self.url = f"{scheme}://{host}:{self._server.server_address[1]}"
 
     @property
     def requests(self) -> int:

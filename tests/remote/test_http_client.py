@@ -169,3 +169,28 @@ def test_http_store_reads_arrays_by_path_and_refuses_listing(tmp_path):
             store.set("x", b"1")
         with pytest.raises(Exception, match="names a zip archive"):
             HttpStore(server.url_of("data.zip"))
+
+
+def test_https_with_a_trusted_certificate_and_a_refused_one(tmp_path):
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    (tmp_path / "blob.bin").write_bytes(DATA)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    from molrec_raw.zarr.rangeserver import RangeServer
+
+    with RangeServer(tmp_path, ssl_context=server_context) as server:
+        assert server.url.startswith("https://")
+        trusted = ssl.create_default_context(cafile=str(cert))
+        f = HttpFile(server.url_of("blob.bin"), ssl_context=trusted, **fast())
+        assert f.read(7, 9) == DATA[7:16] and f.tail(3) == (len(DATA), DATA[-3:])
+        with pytest.raises(RemoteError, match="certificate is not trusted"):
+            HttpFile(server.url_of("blob.bin"), **fast()).read(0, 1)
