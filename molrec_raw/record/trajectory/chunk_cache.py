@@ -48,7 +48,7 @@ class ChunkCache:
         self._chunks: "OrderedDict[Tuple[str, int], np.ndarray]" = OrderedDict()
         self._bytes = 0
         self._ahead: Dict[str, Tuple[int, int]] = {}  # array -> (chunk after its last run, run length)
-        self._executor = executor
+        self.executor = executor  # set by a reader on a latency-bound store
         self._pending: Dict[str, Tuple[Run, "Future[np.ndarray]"]] = {}  # background read-ahead per array
 
     def _longest(self, arr: Array) -> int:
@@ -119,9 +119,9 @@ class ChunkCache:
             _, evicted = self._chunks.popitem(last=False)
             self._bytes -= evicted.nbytes
         end = -(-min(limit, arr.shape[0]) // size)
-        if self._executor is not None and sequential and run[1] - run[0] >= _BACKGROUND_AFTER and run[1] < end:
+        if self.executor is not None and sequential and run[1] - run[0] >= _BACKGROUND_AFTER and run[1] < end:
             following = (run[1], min(end, run[1] + min(2 * (run[1] - run[0]), self._longest(arr))))
-            self._pending[arr.path] = (following, self._executor.submit(self.fetch, arr, following, limit))
+            self._pending[arr.path] = (following, self.executor.submit(self.fetch, arr, following, limit))
 
     def rows(self, arr: Array, lo: int, hi: int, limit: int) -> np.ndarray:
         """A copy of rows ``lo:hi`` (``hi <= limit``)."""

@@ -90,11 +90,9 @@ class MrecReader:
     def __init__(self, path: RecordSource, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._owns_store = not isinstance(path, Store)
         self._root = open_root(path, "r")  # R1 version check
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pool: Optional[ThreadPoolExecutor] = None  # made at the first read on a latency-bound store
         self._workers = max(1, int(self._root.store.concurrency))
-        if self._workers > 1:  # a latency-bound store: columns in parallel, read-ahead in the background
-            self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="molrec-reader")
-        self._chunks = ChunkCache(cache_bytes, self._pool)
+        self._chunks = ChunkCache(cache_bytes)
         tgroup = self._root.get(TRAJ)
         self._blocks: Dict[str, BlockReader] = {}
         self._schema = SequenceSchema()
@@ -237,7 +235,7 @@ class MrecReader:
         return self._frame(self._index(i), wanted)
 
     def _frame(self, i: int, wanted: Optional[Dict[str, List[str]]]) -> Frame:
-        if self._workers > 1:
+        if self._threads() is not None:
             self._prefetch(i, wanted)
         blocks: Dict[str, Block] = {}
         for name, b in self._blocks.items():
@@ -295,11 +293,20 @@ class MrecReader:
         for (arr, _, limit), (run, data) in zip(plans, self._map(lambda p: self._chunks.load(*p), plans)):
             self._chunks.keep(arr, run, data, limit)
 
+    def _threads(self) -> Optional[ThreadPoolExecutor]:
+        """The reader's pool on a latency-bound store (columns in parallel, read-ahead in the
+        background), made when first needed; None on a local store."""
+        if self._pool is None and self._workers > 1:
+            self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="molrec-reader")
+            self._chunks.executor = self._pool
+        return self._pool
+
     def _map(self, fn: Callable[[Any], Any], items: List[Any]) -> Iterator[Any]:
         """``fn`` over ``items`` on the reader's pool (threads only for latency-bound stores)."""
-        if self._pool is None or len(items) < 2:
+        pool = self._threads()
+        if pool is None or len(items) < 2:
             return map(fn, items)
-        return self._pool.map(fn, items)
+        return pool.map(fn, items)
 
     def __getitem__(self, i: int) -> Frame:
         return self.read_frame(i)
