@@ -9,8 +9,9 @@ loopback HTTP.  The analysis is the mean-square displacement over every time ori
 names; each worker opens its records).  Every process runs one numpy/BLAS thread (as Dask's
 workers do), so the serial run and the ceiling are not helped by hidden threads.  Timed: ``client.compute`` of all records until the
 results are gathered, on a ``LocalCluster(processes=True, threads_per_worker=1)`` started
-beforehand (startup not timed); the two clusters are timed in alternation and the speed-up
-is the median of the paired ratios (a neighbour's load on a shared machine hits both alike).
+beforehand (startup not timed, a fresh cluster per run); 1 and 2 workers are timed in
+alternation and the speed-up is the median of the paired ratios (a neighbour's load on a
+shared machine hits both alike).
 The "ceiling" rows time the analysis alone on in-memory arrays with 1 and 2 plain processes,
 in the same run: what two processes can gain on the machine at that moment.  The result is checked against a serial
 run without Dask.
@@ -113,8 +114,8 @@ def main() -> None:
                 _IN_MEMORY.append(positions)
                 serial.append(msd_all_origins(positions))
         serial_time = time.perf_counter() - started
-        # Both configurations stay up side by side and are timed in alternation (1, 2, 1, 2, ...),
-        # so a neighbour's load on the shared machine hits both alike; ratios are taken per pair.
+        # The configurations are timed in alternation (1, 2, 1, 2, ...), so a neighbour's load on
+        # the shared machine hits both alike; ratios are taken per pair.
         ceiling: Dict[int, List[float]] = {1: [], 2: []}  # the analysis alone on in-memory arrays
         with multiprocessing.get_context("fork").Pool(1) as one, multiprocessing.get_context("fork").Pool(2) as two:
             for pool in (one, two):
@@ -125,19 +126,17 @@ def main() -> None:
                     pool.map(_msd_of, range(len(_IN_MEMORY)))
                     ceiling[workers].append(time.perf_counter() - started)
         times: Dict[int, List[float]] = {1: [], 2: []}
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as c1, \
-                LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c2, \
-                Client(c1) as client1, Client(c2) as client2:
-            for client in (client1, client2):
-                client.run(lambda: None)
-            for _ in range(args.repeats):
-                for workers, client in ((1, client1), (2, client2)):
+        for _ in range(args.repeats):
+            for workers in (1, 2):  # one cluster at a time: a second one idling beside it costs the first
+                with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, Client(cluster) as client:
+                    client.run(lambda: None)
                     lazy = [dask.delayed(msd_all_origins)(block_array(location)) for location in locations]
                     started = time.perf_counter()
                     results = client.gather(client.compute(lazy))
                     times[workers].append(time.perf_counter() - started)
-                    for got, expected in zip(results, serial):
-                        np.testing.assert_allclose(got, expected, rtol=1e-12)
+                for got, expected in zip(results, serial):
+                    np.testing.assert_allclose(got, expected, rtol=1e-12)
         speedup = statistics.median(a / b for a, b in zip(times[1], times[2]))
         limit = statistics.median(a / b for a, b in zip(ceiling[1], ceiling[2]))
         med = {k: statistics.median(v) for k, v in times.items()}
