@@ -98,7 +98,7 @@ def iterate(path: Path, n_atoms: int) -> float:
 
 def record_layer_only(path: Path) -> float:
     """Frames/s of the same batched reads without MDAnalysis: ``TrajectorySource.read`` over
-    every frame (``MrecReader.block_array``), to show which share of the MREC row is the record
+    every frame (``MrecReader.block_columns``), to show which share of the MREC row is the record
     layer's read path and which the integration's per-frame work."""
     started = time.perf_counter()
     source = TrajectorySource(path, MDANALYSIS_UNITS)
@@ -166,7 +166,7 @@ def main(argv: List[str]) -> int:
             h5 = f"{read[name] / read['H5MD']:.2f}x" if "H5MD" in read else "-"
             print(f"| {name} | {read[name]:.0f} | {read[name] / read['DCD']:.2f}x | {h5} | "
                   f"{sizes[name] / 1e6:.1f} | {sizes[name] / sizes['XTC']:.2f}x |")
-        print(f"\nMREC reads without MDAnalysis (block_array batches of the same size): "
+        print(f"\nMREC reads without MDAnalysis (block_columns batches of the same size): "
               f"{statistics.median(layer):.0f} frames/s")
         conversions = {"DCD -> MREC": (files["DCD"], work / "c1.mrec"),
                        "XTC -> MREC": (files["XTC"], work / "c2.mrec"),

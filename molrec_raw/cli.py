@@ -28,6 +28,7 @@ from molrec_raw.record.molrec import validate
 from molrec_raw.record.pack import pack_mrec_zip, unpack_mrec_zip
 from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.zarr import Array, Group
+from molrec_raw.zarr.remote import is_url
 
 __all__ = ["main"]
 
@@ -242,6 +243,8 @@ def _follow(wal: Path, interval: float, stop_after: Optional[float]) -> None:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
+    if args.follow and is_url(args.path):
+        raise MolrecError("--follow tails the WAL of a local record; a record named by URL is read once")
     print("\n".join(_metrics_table(args.path)), flush=True)
     if args.follow:
         try:
@@ -305,6 +308,9 @@ def cmd_cat(args: argparse.Namespace) -> int:
     return 0
 
 
+_WHERE = "a record: *.mrec, *.mrec.zip, or a URL (https://.../x.mrec.zip, s3://.../x.mrec with molrec-raw[remote])"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="molrec-raw", description="MolRec records on Zarr V3")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -313,11 +319,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, default=300, help="frames of the sample run (default 300)")
     p.set_defaults(run=cmd_demo)
     p = sub.add_parser("inspect", help="a readable tree of a record")
-    p.add_argument("path")
+    p.add_argument("path", help=_WHERE)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_inspect)
     p = sub.add_parser("validate", help="every violated rule (exit 0 clean, 1 violations, 2 unreadable)")
-    p.add_argument("path")
+    p.add_argument("path", help=_WHERE)
     p.set_defaults(run=cmd_validate)
     p = sub.add_parser("pack", help="<stem>.mrec -> <stem>.mrec.zip")
     p.add_argument("path")
@@ -337,7 +343,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default=None, help="input format when its extension does not say it (e.g. LAMMPSDUMP)")
     p.set_defaults(run=cmd_convert)
     p = sub.add_parser("metrics", help="latest value of every metric series; --follow tails the WAL")
-    p.add_argument("path", help="a record (*.mrec, *.mrec.zip) or a host WAL (*.mlp.jsonl)")
+    p.add_argument("path", help="a record (*.mrec, *.mrec.zip, or a URL of one) or a local host WAL (*.mlp.jsonl)")
     p.add_argument("--follow", action="store_true", help="then print events as they are appended")
     p.add_argument("--interval", type=float, default=0.5, help="seconds between polls when following")
     p.add_argument("--stop-after", type=float, default=None, help="stop following after this many seconds")
@@ -358,7 +364,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-after", type=float, default=None, help="stop following after this many seconds")
     p.set_defaults(run=cmd_plot)
     p = sub.add_parser("cat", help="print a frame's columns")
-    p.add_argument("path")
+    p.add_argument("path", help=_WHERE)
     p.add_argument("--frame", type=int, default=None, help="trajectory frame (default: the frame section)")
     p.add_argument("--block", default=None)
     p.add_argument("--rows", type=int, default=20)

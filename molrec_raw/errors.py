@@ -15,6 +15,7 @@ __all__ = [
     "InvalidKeyError",
     "NodeNotFoundError",
     "ReadOnlyError",
+    "RemoteError",
     "InvalidMetadataError",
     "UnsupportedFeatureError",
     "CorruptDataError",
@@ -83,6 +84,11 @@ class NodeNotFoundError(StoreError, KeyError):
 
 class ReadOnlyError(StoreError):
     """A write was attempted on a read-only store or node."""
+
+
+class RemoteError(StoreError):
+    """A remote store failed: the server refused, ignored or lied about a byte range, or did
+    not answer in time after the retries.  The message names the URL and the range."""
 
 
 class InvalidMetadataError(MolrecError):

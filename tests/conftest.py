@@ -1,8 +1,42 @@
+"""Fixtures shared by every test directory."""
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
 import pytest
 
+import molrec_raw as mr
+from molrec_raw import MrecWriter, SequenceSchema
 from molrec_raw.zarr import MemoryStore
 
 
 @pytest.fixture
 def memstore():
     return MemoryStore()
+
+
+def coordinates_schema(rows: int) -> SequenceSchema:
+    schema = SequenceSchema().declare_block("atoms", rows=rows)
+    for c in "xyz":
+        schema.declare_column("atoms", c, "f64")
+    return schema
+
+
+def coordinates(i: int, rows: int) -> mr.Frame:
+    rng = np.random.default_rng(i)
+    x, y, z = rng.normal(size=(3, rows)) + i
+    return mr.Frame({}, {"atoms": mr.Block({"x": x, "y": y, "z": z})}, mr.Box(np.eye(3) * 20.0))
+
+
+def _write_coordinates(path: Path, frames: int, rows: int, flush_every: Optional[int] = None) -> Path:
+    """A trajectory of ``frames`` frames of ``rows`` atoms (x, y, z), fixed cell."""
+    with MrecWriter(path, coordinates_schema(rows), flush_every=flush_every, durable=False) as w:
+        for i in range(frames):
+            w.append(coordinates(i, rows), step=10 * i, time=0.5 * i)
+    return path
+
+
+@pytest.fixture(scope="session")
+def write_coordinates():
+    """``write_coordinates(path, frames, rows, flush_every=None)``: a trajectory of x, y, z."""
+    return _write_coordinates

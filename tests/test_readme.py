@@ -1,9 +1,10 @@
 """Every ```python block of README.md runs, in README order, each in a fresh directory.
 
-Blocks are self-contained (each writes the records it reads).  A block that imports
-zarr-python is skipped unless zarr-python 3 is importable (it needs Python >= 3.11); one that
-imports an optional tool (MDAnalysis, mdtraj, OpenMM, ASE, or their integrations) is skipped,
-with the reason, when that tool is missing.
+Blocks are self-contained (each writes the records it reads; a remote read starts its own
+loopback server).  A block that imports zarr-python is skipped unless zarr-python 3 is
+importable (it needs Python >= 3.11); one that imports an optional tool (MDAnalysis, mdtraj,
+OpenMM, ASE, xarray, dask, distributed, fsspec, or their integrations) is skipped, with the
+reason, when that tool is missing.
 Tracebacks point at README.md line numbers.
 """
 from __future__ import annotations
@@ -19,7 +20,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 _USES_ZARR_PYTHON = re.compile(r"^\s*(import zarr\b|from zarr\b)", re.MULTILINE)
 # A block importing an optional tool (or its integration module) needs the tool installed; the
 # extra that installs it is named in the skip reason.
-_TOOL_EXTRAS = {"MDAnalysis": "mdanalysis", "mdtraj": "mdtraj", "openmm": "openmm", "ase": "ase"}
+_TOOL_EXTRAS = {"MDAnalysis": "mdanalysis", "mdtraj": "mdtraj", "openmm": "openmm", "ase": "ase",
+                "xarray": "xarray", "dask": "dask", "distributed": "dask", "fsspec": "remote"}
 _USES_TOOL = re.compile(r"^\s*(?:import|from)\s+(?:molrec_raw\.integrations\.)?(" + "|".join(_TOOL_EXTRAS) + r")\b",
                         re.MULTILINE | re.IGNORECASE)
 
@@ -83,7 +85,8 @@ BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
 def test_readme_has_python_examples():
     headings = {b.heading for b in BLOCKS}
     for expected in ("A streaming trajectory", "Metrics", "Packing", "Opening a record with zarr-python",
-                     "What is guaranteed on a crash"):
+                     "What is guaranteed on a crash", "Reading a record where it lies",
+                     "A block as an xarray dataset", "Analysis on a Dask cluster"):
         assert expected in headings, f"README.md has no python example under {expected!r}"
 
 

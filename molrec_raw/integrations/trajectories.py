@@ -4,7 +4,7 @@
 fixed atom count (a trajectory whose ``atoms`` block changes its row count is refused, since
 neither tool can represent it), positions/velocities/forces converted from the record's units
 to the tool's (conventions, frame-and-types §13.5), read many frames at a time
-(``MrecReader.block_array``: one range read per column instead of one per frame), the cell as
+(``MrecReader.block_columns``: one range read per column instead of one per frame), the cell as
 rows, steps, times and per-step meta.  A record without a trajectory section yields its
 ``frame`` section (or a ``system`` section with coordinates) as a single frame.
 
@@ -148,11 +148,11 @@ class TrajectorySource:
         if n == 0:
             return 0, self._system_atoms()
         try:
-            self._reader.block_array("atoms", [], None)  # one row count over every frame, or refused
+            self._reader.block_columns("atoms", [], None)  # one row count over every frame, or refused
         except InvalidValueError as exc:
             raise UnsupportedFeatureError(f"{self.path}: {exc.message}: MDAnalysis and mdtraj need one atom count "
                                           "for the whole trajectory", rule="trajectory#8.1") from None
-        return n, int(self._reader.block_array("atoms", ["x"], [0])["x"].shape[1])
+        return n, int(self._reader.block_columns("atoms", ["x"], [0])["x"].shape[1])
 
     def _system_atoms(self) -> int:
         atoms = None if self.system is None else self.system.blocks.get("atoms")
@@ -190,7 +190,7 @@ class TrajectorySource:
         index = np.asarray(frames, dtype=np.int64).reshape(-1)
         names = [n for g in (self.groups if groups is None else groups) for n in GROUPS[g][0]]
         if self._reader is not None:
-            columns = self._reader.block_array("atoms", names, index)
+            columns = self._reader.block_columns("atoms", names, index)
         else:
             assert self._single is not None
             if index.size and (index.min() < 0 or index.max() > 0):

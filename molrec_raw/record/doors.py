@@ -10,45 +10,92 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from urllib.parse import urlsplit
 
-from molrec_raw.errors import NodeNotFoundError, SpecViolationError, StoreError
+from molrec_raw.errors import NodeNotFoundError, ReadOnlyError, SpecViolationError, StoreError, UnsupportedFeatureError
 from molrec_raw.record import documents
 from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, write_frame_group
 from molrec_raw.record.model import Frame
 from molrec_raw.record.violations import refuse
-from molrec_raw.zarr import Group, open_group
-from molrec_raw.zarr.store import PathLike
+from molrec_raw.zarr import Group, Store, open_group
+from molrec_raw.zarr.httpstore import redact
+from molrec_raw.zarr.remote import is_url, url_name
+from molrec_raw.zarr.store import PathLike, StoreLike
+
+# What a reading door takes: a local path, a URL (read-only) or an open Store.
+RecordSource = Union[PathLike, Store]
 
 __all__ = [
     "write_mrec_frame", "write_mrec_system", "write_mrec_forcefield", "read_mrec_frame",
     "read_mrec_system", "read_mrec_forcefield", "read_mrec_meta", "section_names",
-    "check_record_path", "open_record",
+    "check_record_path", "open_record", "opened_record", "record_source", "RecordSource",
 ]
 
 _FRAME_SECTIONS = ("frame", "system")
 
 
-def check_record_path(path: PathLike) -> Path:
-    """A record path must not be named ``*.zarr`` / ``*.zarr.zip``: that names a generic Zarr
-    store, and tools discover records by the ``*.mrec`` suffix (root-layout invariant 1)."""
-    p = Path(path)
-    name = p.name.lower()
-    if name.endswith(".zarr") or name.endswith(".zarr.zip"):
+def _check_record_name(name: str) -> None:
+    lowered = name.lower()
+    if lowered.endswith(".zarr") or lowered.endswith(".zarr.zip"):
         raise SpecViolationError(
-            f"{p.name!r}: a MolRec record is a '*.mrec' directory (or '*.mrec.zip'); "
+            f"{name!r}: a MolRec record is a '*.mrec' directory (or '*.mrec.zip'); "
             "'.zarr' names a plain Zarr store, and tools find records by the .mrec suffix",
             rule="root-layout#1",
         )
+
+
+def check_record_path(path: PathLike) -> Path:
+    """The local path of a record to write (or read): not named ``*.zarr`` / ``*.zarr.zip``
+    — that names a generic Zarr store, and tools discover records by the ``*.mrec`` suffix
+    (root-layout invariant 1) — and not a URL: records named by URL are read-only."""
+    if is_url(path):
+        raise ReadOnlyError(f"{redact(str(path))}: a record named by URL is read-only; writers take a local path "
+                            "(write the record locally, pack it, then upload the *.mrec.zip)")
+    p = Path(path)
+    _check_record_name(p.name)
     return p
 
 
-def open_record(path: PathLike) -> Group:
-    """Open a record's root group read-only (directory or zip) and check its version."""
-    root = open_group(check_record_path(path), mode="r")
+def record_source(source: RecordSource) -> StoreLike:
+    """What a reading door opens: an open ``Store`` as given; a URL (``http(s)://``,
+    ``s3://``, ``gs://``, ... — see ``molrec_raw.zarr.remote``) with its name checked like a
+    path; else a local path (:func:`check_record_path`).  A directory record over plain HTTP
+    is refused: HTTP has no listing, and a record's sections are found by listing."""
+    if isinstance(source, Store):
+        return source
+    if is_url(source):
+        url = str(source)
+        name = url_name(url)
+        _check_record_name(name)
+        if urlsplit(url).scheme.lower() in ("http", "https") and not name.lower().endswith(".zip"):
+            raise UnsupportedFeatureError(
+                "a directory record cannot be read over plain HTTP, which has no listing: pack it "
+                "(molrec-raw pack) and serve the *.mrec.zip, or put it on an object store and open an "
+                "s3://, gs://, az://... URL (pip install 'molrec-raw[remote]')", store=redact(url))
+        return url
+    return check_record_path(source)
+
+
+def open_record(path: RecordSource) -> Group:
+    """Open a record's root group read-only (directory, zip, URL or store) and check its version."""
+    root = open_group(record_source(path), mode="r")
     refuse(documents.check_meta(_meta_attrs(root)))
     return root
+
+
+@contextmanager
+def opened_record(path: RecordSource) -> Iterator[Group]:
+    """:func:`open_record` for one read: the store is closed afterwards unless the caller
+    passed it in."""
+    root = open_record(path)
+    try:
+        yield root
+    finally:
+        if not isinstance(path, Store):
+            root.store.close()
 
 
 def _meta_attrs(root: Group) -> Dict[str, Any]:
@@ -69,37 +116,42 @@ def _rows_of(root: Group) -> RowsOf:
     return rows
 
 
-def section_names(path: PathLike) -> List[str]:
+def section_names(path: RecordSource) -> List[str]:
     """The record's root sections (every child group, known or not), sorted."""
-    return [name for name, node in open_record(path).members() if isinstance(node, Group)]
+    with opened_record(path) as root:
+        return [name for name, node in root.members() if isinstance(node, Group)]
 
 
-def read_mrec_meta(path: PathLike) -> Dict[str, Any]:
+def read_mrec_meta(path: RecordSource) -> Dict[str, Any]:
     """The ``meta`` document exactly as stored (not re-stamped; README decision 1)."""
-    return _meta_attrs(open_record(path))
+    with opened_record(path) as root:
+        return _meta_attrs(root)
 
 
-def _read_section(path: PathLike, name: str) -> Frame:
-    root = open_record(path)
-    group = root.get(name)
-    if not isinstance(group, Group):
-        raise NodeNotFoundError(f"record has no {name!r} section", store=str(path), node=name)
-    return read_frame_group(group, rows_of=_rows_of(root))
+def _read_section(path: RecordSource, name: str) -> Frame:
+    with opened_record(path) as root:
+        group = root.get(name)
+        if not isinstance(group, Group):
+            raise NodeNotFoundError(f"record has no {name!r} section", store=root.store.describe(), node=name)
+        return read_frame_group(group, rows_of=_rows_of(root))
 
 
-def read_mrec_forcefield(path: PathLike) -> Any:
+def read_mrec_forcefield(path: RecordSource) -> Any:
     """The record's force field (values as stored, decisions 11 and 15), or None."""
     from molrec_raw.record.forcefield import read_forcefield_group
 
-    group = open_record(path).get("forcefield")
-    return read_forcefield_group(group) if isinstance(group, Group) else None
+    with opened_record(path) as root:
+        group = root.get("forcefield")
+        return read_forcefield_group(group) if isinstance(group, Group) else None
 
 
-def read_mrec_frame(path: PathLike) -> Frame:
+def read_mrec_frame(path: RecordSource) -> Frame:
+    """The record's ``frame`` section; ``path`` is a local path, a URL or an open store."""
     return _read_section(path, "frame")
 
 
-def read_mrec_system(path: PathLike) -> Frame:
+def read_mrec_system(path: RecordSource) -> Frame:
+    """The record's ``system`` section; ``path`` is a local path, a URL or an open store."""
     return _read_section(path, "system")
 
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from molrec_raw.errors import MolrecError, SpecViolationError
 from molrec_raw.record import documents
-from molrec_raw.record.doors import _meta_attrs, _rows_of, check_record_path, replace_record, write_sections
+from molrec_raw.record.doors import RecordSource, _meta_attrs, _rows_of, record_source, replace_record, write_sections
 from molrec_raw.record.forcefield import ForceFieldSection, read_forcefield_group
 from molrec_raw.record.frame_io import read_frame_group
 from molrec_raw.record.metrics import Series, check_metrics_group, read_metrics_group
@@ -72,14 +72,15 @@ class MolRec:
         return sorted(present | set(self.raw_sections))
 
 
-def read_mrec(path: PathLike) -> MolRec:
+def read_mrec(path: RecordSource) -> MolRec:
     """Read every section; refuse on the first violated reader rule.  The trajectory is a
-    lazy reader handle; sections are carried for rewriting without being loaded."""
-    root = open_group(check_record_path(path), mode="r")
+    lazy reader handle; sections are carried for rewriting without being loaded.  ``path``
+    is a local path, a URL (``molrec_raw.zarr.remote``) or an open store."""
+    root = open_group(record_source(path), mode="r")
     return _read(path, root, None)
 
 
-def _read(path: PathLike, root: Group, out: Optional[List[Violation]],
+def _read(path: RecordSource, root: Group, out: Optional[List[Violation]],
           progress: Optional[Callable[[int, int], None]] = None) -> MolRec:
     collect: List[Violation] = [] if out is None else out
     meta = _meta_attrs(root)
@@ -161,16 +162,22 @@ def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True) -> None:
     replace_record(path, build, durable)
 
 
-def validate(path: PathLike, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
+def validate(path: RecordSource, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
     """Every violated reader rule of the record at ``path``, without stopping at the first;
     a trajectory is checked frame by frame (``progress(done, total)`` follows that walk).
 
     A store that cannot be opened at all (no root group, unreadable metadata) raises.
     """
-    root = open_group(check_record_path(path), mode="r")
+    root = open_group(record_source(path), mode="r")
     out: List[Violation] = []
     try:
-        _read(path, root, out, progress)
+        rec = _read(path, root, out, progress)
     except MolrecError as exc:  # corrupt bytes beneath a rule check: report, do not stop
         out.append(Violation(exc.rule or type(exc).__name__, exc.node or "/", exc.message))
+    else:
+        if rec.trajectory is not None:
+            rec.trajectory.close()
+    finally:
+        if not isinstance(path, Store):
+            root.store.close()
     return out

@@ -25,9 +25,34 @@ from molrec_raw.zarr.metadata import ArrayMetadata
 from molrec_raw.zarr.node import Node
 from molrec_raw.zarr.store import Store
 
-__all__ = ["Array"]
+__all__ = ["Array", "ValueReader"]
 
 _STRING_ITEM_BYTES = 16  # memory estimate per element of an object array of str
+_MAX_MEMOS = 4096  # values whose derived facts (shard indexes) an array remembers
+
+
+class ValueReader:
+    """One stored value as the codecs read it: ``reader(start, length)`` (``(0, None)`` is
+    the whole value), ``many(ranges)`` for several ranges in one store call (merged into one
+    request by remote stores), ``size()``, and ``memo`` — a dict that outlives the read when
+    the store is immutable (None otherwise), where the sharding codec keeps the shard's
+    checked index."""
+
+    __slots__ = ("store", "key", "memo")
+
+    def __init__(self, store: Store, key: str, memo: Optional[Dict[str, Any]]) -> None:
+        self.store, self.key, self.memo = store, key, memo
+
+    def __call__(self, start: int, length: Optional[int]) -> Optional[bytes]:
+        if start == 0 and length is None:
+            return self.store.get(self.key)
+        return self.store.get_range(self.key, start, length)
+
+    def many(self, ranges: List[Tuple[int, int]]) -> List[Optional[bytes]]:
+        return self.store.get_ranges(self.key, ranges)
+
+    def size(self) -> Optional[int]:
+        return self.store.size(self.key)
 
 
 def _batched(pool: ThreadPoolExecutor, threads: int) -> Callable[[Callable[[Any], Any], Iterable[Any]], Iterator[Any]]:
@@ -54,6 +79,7 @@ class Array(Node):
         self._prefix = f"{path}/" if path else ""
         self._pipeline = pipeline  # reused when the creator already built it
         self._metadata = metadata
+        self._memos: Dict[str, Dict[str, Any]] = {}  # per stored value, immutable stores only
         if pipeline is None:
             self.metadata = metadata
 
@@ -69,6 +95,7 @@ class Array(Node):
             spec = ChunkSpec(metadata.chunk_shape, metadata.dtype, metadata.fill_value, self.limits)
             self._pipeline = CodecPipeline(metadata.codecs, spec)
         self._metadata = metadata
+        self._memos.clear()
 
     @property
     def pipeline(self) -> CodecPipeline:
@@ -137,6 +164,19 @@ class Array(Node):
 
         return read
 
+    def _value_reader(self, key: str) -> "ValueReader":
+        """The reader a read hands the codecs for one stored value.  On an immutable store
+        (a zip, a remote record) it carries a memo kept for the array's lifetime, so a
+        shard's index is fetched and checked once, not on every read."""
+        memo = None
+        if self.store.immutable:
+            memo = self._memos.get(key)
+            if memo is None:
+                if len(self._memos) >= _MAX_MEMOS:
+                    self._memos.clear()
+                memo = self._memos[key] = {}
+        return ValueReader(self.store, key, memo)
+
     def _run(self, work: Callable[[Any, Any], None], tasks: List[Any]) -> None:
         """Run ``work(task, each)`` for every chunk: several chunks share the thread pool;
         a single sharded chunk hands the pool down to its inner chunks instead."""
@@ -170,7 +210,7 @@ class Array(Node):
             coords, local, out_sel = task
             key = self.chunk_key(coords)
             try:
-                pipeline.read_into(self._reader(key), local, out[out_sel + (Ellipsis,)], each)
+                pipeline.read_into(self._value_reader(key), local, out[out_sel + (Ellipsis,)], each)
             except MolrecError as exc:
                 raise self._context(exc, key) from None
             except (ValueError, TypeError, IndexError, OverflowError, struct.error) as exc:

@@ -20,6 +20,7 @@ from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline, Limits
 from molrec_raw.zarr.codecs.sharding import DEFAULT_INDEX_CODECS
 from molrec_raw.zarr.dtypes import data_type_for_numpy
 from molrec_raw.zarr.metadata import ArrayMetadata, ChunkKeyEncoding, GroupMetadata, parse_metadata
+from molrec_raw.zarr.remote import is_url, open_url
 from molrec_raw.zarr.store import DirectoryStore, Store, StoreLike
 from molrec_raw.zarr.zipstore import ZipStore
 
@@ -60,11 +61,14 @@ def _join(path: str, name: str) -> str:
 
 
 def as_store(store_or_path: StoreLike, mode: str = "r") -> Store:
-    """A Store for a path: ``*.zip`` files open as a read-only ZipStore, else a directory."""
+    """A Store for a path: ``*.zip`` files open as a read-only ZipStore, else a directory; a
+    URL opens read-only through :func:`molrec_raw.zarr.remote.open_url`."""
     if mode not in _MODES:
         raise InvalidValueError(f"mode must be one of {_MODES}, got {mode!r}")
     if isinstance(store_or_path, Store):
         return store_or_path
+    if is_url(store_or_path):
+        return open_url(str(store_or_path), mode)
     path = Path(store_or_path)
     if path.is_file() or (path.suffix == ".zip" and not path.is_dir()):
         if mode != "r":

@@ -15,11 +15,11 @@ import os
 import stat
 import threading
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple, TypeVar, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from molrec_raw.errors import InvalidKeyError, ReadOnlyError, StoreError
 
-__all__ = ["Store", "MemoryStore", "DirectoryStore", "validate_key", "PathLike", "StoreLike"]
+__all__ = ["Store", "ReadOnlyStore", "MemoryStore", "DirectoryStore", "validate_key", "PathLike", "StoreLike"]
 
 # Temporary files of atomic replaces carry this marker; listings never show them.
 TEMP_MARKER = ".molrec-tmp."
@@ -79,6 +79,12 @@ class Store:
     """The store interface.  ``get``/``get_range`` return None for a missing key."""
 
     read_only: bool = False
+    # True when no value changes while the store is open (a zip archive, a remote record):
+    # readers may then remember what they derived from a value, such as a shard's index.
+    immutable: bool = False
+    # How many reads are worth issuing at once: 1 for local storage, more for stores whose
+    # cost is the round trip (HTTP, object stores), where readers fetch columns concurrently.
+    concurrency: int = 1
 
     def describe(self) -> str:  # pragma: no cover - overridden
         return type(self).__name__
@@ -96,6 +102,12 @@ class Store:
         The result is shorter than ``length`` when the value is; callers check.
         """
         raise NotImplementedError
+
+    def get_ranges(self, key: str, ranges: Sequence[Tuple[int, int]]) -> List[Optional[bytes]]:
+        """Several ``(start, length)`` ranges of one value, in order (None: the key is
+        missing).  Latency-bound stores merge adjacent ranges into one request and issue the
+        rest concurrently; this default reads them one by one."""
+        return [self.get_range(key, start, length) for start, length in ranges]
 
     def size(self, key: str) -> Optional[int]:
         raise NotImplementedError
@@ -134,6 +146,24 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ReadOnlyStore(Store):
+    """A store that only reads (an archive, a remote record): every mutation is refused."""
+
+    read_only = True
+
+    def set(self, key: str, value: bytes) -> None:
+        self._check_writable(key)
+
+    def write_at(self, key: str, offset: int, value: bytes) -> None:
+        self._check_writable(key)
+
+    def replace_atomic(self, key: str, value: bytes) -> None:
+        self._check_writable(key)
+
+    def delete(self, key: str) -> None:
+        self._check_writable(key)
 
 
 class MemoryStore(Store):

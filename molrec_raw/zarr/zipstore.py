@@ -1,19 +1,24 @@
 """Read-only zip store (zarr-v3-subset#9.2).
 
 The zip container is parsed by hand with ``struct``: end-of-central-directory
-record (searched backwards from EOF), ZIP64 locator/record, central directory
+record (searched backwards from the end), ZIP64 locator/record, central directory
 (read in one go) and ZIP64 extra fields.  Entry name == store key; every name
 must be a safe store key or the archive is refused at open.  Only STORED
-(method 0) entries can be read; their bytes are served with ``os.pread`` from
-one file descriptor, so concurrent reads are safe.  Duplicate names resolve
-to the last central-directory record; directory entries are not keys.
+(method 0) entries can be read.  Duplicate names resolve to the last
+central-directory record; directory entries are not keys.
+
+The bytes come from a *range source* — a local file (``os.pread`` on one descriptor,
+so concurrent reads are safe) or a remote object (``HttpFile``, ``FsspecFile``) — so one
+parser serves every place an archive can lie.  Opening costs one read of the archive's
+last 64 KiB (a suffix range), which usually holds the central directory too; an entry's
+local header is read together with the first bytes asked of it.
 """
 from __future__ import annotations
 
 import os
 import struct
 import zlib
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Set, Tuple, Union
 
 from molrec_raw.errors import (
     ChecksumMismatchError,
@@ -23,9 +28,9 @@ from molrec_raw.errors import (
     StoreError,
     UnsupportedFeatureError,
 )
-from molrec_raw.zarr.store import Store, _slice_range, _validate_prefix, list_dir_of_keys, validate_key
+from molrec_raw.zarr.store import ReadOnlyStore, _slice_range, _validate_prefix, list_dir_of_keys, validate_key
 
-__all__ = ["ZipStore", "write_zip"]
+__all__ = ["ZipStore", "RangeSource", "FileSource", "write_zip"]
 
 _RULE = "zarr-v3-subset#9.2"
 _EOCD = struct.Struct("<IHHHHIIH")  # sig disk cd_disk n_disk n_total cd_size cd_offset comment_len
@@ -39,33 +44,110 @@ _SIG_CEN, _SIG_LOCAL = 0x02014B50, 0x04034B50
 _U16, _U32 = 0xFFFF, 0xFFFFFFFF
 _MAX_COMMENT = 0xFFFF
 _PREAD_CHUNK = 1 << 30
+# Bytes beyond the central record's name length read with a local header, so that a local
+# extra field (20 B for our ZIP64 entries, timestamps for other tools) comes in the same read.
+_LOCAL_SLACK = 64
+
+
+class RangeSource(Protocol):
+    """Where a zip archive's bytes come from: any object with these members.
+
+    ``tail(n)`` returns the archive's size and its last ``min(n, size)`` bytes (one suffix
+    range for a remote object); ``read(offset, length)`` the bytes there (shorter only at the
+    end of the object); ``read_many`` several ranges at once; errors are ``StoreError``s
+    naming the source."""
+
+    immutable: bool
+    concurrency: int
+
+    def describe(self) -> str: ...
+
+    def tail(self, length: int) -> Tuple[int, bytes]: ...
+
+    def read(self, offset: int, length: int) -> bytes: ...
+
+    def read_many(self, ranges: Sequence[Tuple[int, int]]) -> List[bytes]: ...
+
+    def close(self) -> None: ...
+
+
+class FileSource:
+    """A local file as a range source: one descriptor, ``os.pread`` (no seek, thread-safe)."""
+
+    immutable = True  # the descriptor keeps the opened file even if its name is replaced
+    concurrency = 1
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        self._path = str(os.fspath(path))
+        try:
+            self._fd: Optional[int] = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except OSError as exc:
+            raise StoreError(f"cannot open zip archive: {exc.strerror or exc}", store=self._path) from None
+
+    def describe(self) -> str:
+        return self._path
+
+    def _descriptor(self) -> int:
+        if self._fd is None:
+            raise StoreError("zip store is closed", store=self._path)
+        return self._fd
+
+    def tail(self, length: int) -> Tuple[int, bytes]:
+        size = os.fstat(self._descriptor()).st_size
+        take = min(size, length)
+        return size, self.read(size - take, take)
+
+    def read(self, offset: int, length: int) -> bytes:
+        fd = self._descriptor()
+        parts: List[bytes] = []
+        done = 0
+        try:
+            while done < length:
+                part = os.pread(fd, min(length - done, _PREAD_CHUNK), offset + done)
+                if not part:
+                    break
+                parts.append(part)
+                done += len(part)
+        except OSError as exc:
+            raise StoreError(f"cannot read zip archive: {exc.strerror or exc}", store=self._path) from None
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read_many(self, ranges: Sequence[Tuple[int, int]]) -> List[bytes]:
+        return [self.read(offset, length) for offset, length in ranges]
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class _Entry:
-    __slots__ = ("flags", "method", "crc", "csize", "usize", "offset", "data_start")
+    __slots__ = ("flags", "method", "crc", "csize", "usize", "offset", "name_len", "data_start")
 
-    def __init__(self, flags: int, method: int, crc: int, csize: int, usize: int, offset: int) -> None:
+    def __init__(self, flags: int, method: int, crc: int, csize: int, usize: int, offset: int,
+                 name_len: int) -> None:
         self.flags, self.method, self.crc = flags, method, crc
-        self.csize, self.usize, self.offset = csize, usize, offset
+        self.csize, self.usize, self.offset, self.name_len = csize, usize, offset, name_len
         self.data_start: Optional[int] = None  # filled lazily from the local header
 
 
-class ZipStore(Store):
-    """A read-only store over a zip archive with STORED entries (zarr-v3-subset#9.2)."""
+class ZipStore(ReadOnlyStore):
+    """A read-only store over a zip archive with STORED entries (zarr-v3-subset#9.2): a
+    local path, or any :class:`RangeSource` (``ZipStore(HttpFile(url))`` reads a remote
+    archive by ranges; the source is closed with the store)."""
 
-    read_only = True
+    immutable = True
 
-    def __init__(self, path: Union[str, os.PathLike[str]]) -> None:
-        self._path = str(os.fspath(path))
-        self._fd: Optional[int] = None
+    def __init__(self, source: Union[str, "os.PathLike[str]", RangeSource]) -> None:
         self.duplicate_names: Set[str] = set()  # names with more than one central record
+        self._source: Optional[RangeSource] = None
+        self._path = str(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else source.describe()
+        opened = FileSource(source) if isinstance(source, (str, os.PathLike)) else source
+        self._source = opened
+        self.concurrency = opened.concurrency
         try:
-            self._fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-            self._size = os.fstat(self._fd).st_size
-        except OSError as exc:
-            self.close()
-            raise StoreError(f"cannot open zip archive: {exc.strerror or exc}", store=self._path) from None
-        try:
+            self._size, tail = opened.tail(_EOCD.size + _MAX_COMMENT)
+            self._tail_at, self._tail = self._size - len(tail), tail
             self._entries = self._load()
         except MolrecError:
             self.close()
@@ -85,35 +167,37 @@ class ZipStore(Store):
     def _unsupported(self, message: str, key: Optional[str] = None) -> UnsupportedFeatureError:
         return UnsupportedFeatureError(message, store=self._path, key=key, rule=_RULE)
 
-    def _read(self, offset: int, length: int, key: Optional[str] = None) -> bytes:
-        """Exactly ``length`` bytes at ``offset`` (pread, no seek)."""
-        fd = self._fd
-        if fd is None:
+    def _opened(self, key: Optional[str]) -> RangeSource:
+        if self._source is None:
             raise StoreError("zip store is closed", store=self._path, key=key)
-        parts: List[bytes] = []
-        done = 0
-        try:
-            while done < length:
-                part = os.pread(fd, min(length - done, _PREAD_CHUNK), offset + done)
-                if not part:
-                    raise self._corrupt("unexpected end of archive (truncated?)", key)
-                parts.append(part)
-                done += len(part)
-        except OSError as exc:
-            raise StoreError(f"cannot read zip archive: {exc.strerror or exc}", store=self._path, key=key) from None
-        return b"".join(parts)
+        return self._source
+
+    def _read(self, offset: int, length: int, key: Optional[str] = None, *, exact: bool = True) -> bytes:
+        """``length`` bytes at ``offset`` (fewer only when not ``exact`` and the archive ends),
+        from the tail read at open when it holds them."""
+        source = self._opened(key)
+        if offset >= self._tail_at:
+            at = offset - self._tail_at
+            data = self._tail[at:at + length]
+        else:
+            try:
+                data = source.read(offset, length)
+            except MolrecError as exc:
+                raise exc.add_context(key=key) from None
+        if exact and len(data) != length:
+            raise self._corrupt("unexpected end of archive (truncated?)", key)
+        return data
 
     # -- parsing -----------------------------------------------------------
     def _find_eocd(self) -> Tuple[int, Tuple[int, ...]]:
-        """Position and fields of the EOCD whose comment ends exactly at EOF."""
-        tail_len = min(self._size, _EOCD.size + _MAX_COMMENT)
-        tail = self._read(self._size - tail_len, tail_len)
+        """Position and fields of the EOCD whose comment ends exactly at the end."""
+        tail = self._tail
         pos = tail.rfind(_SIG_EOCD)
         while pos >= 0:
             if pos + _EOCD.size <= len(tail):
                 fields = _EOCD.unpack_from(tail, pos)
                 if pos + _EOCD.size + fields[7] == len(tail):
-                    return self._size - tail_len + pos, fields
+                    return self._tail_at + pos, fields
             pos = tail.rfind(_SIG_EOCD, 0, pos)
         raise self._corrupt("not a zip archive (no end-of-central-directory record)")
 
@@ -171,7 +255,7 @@ class ZipStore(Store):
             if not is_dir:
                 if name in entries:
                     self.duplicate_names.add(name)
-                entries[name] = _Entry(flags, method, crc, csize, usize, offset)  # last record wins
+                entries[name] = _Entry(flags, method, crc, csize, usize, offset, n)  # last record wins
         if count != n_total:
             raise self._corrupt(f"central directory holds {count} records, end record says {n_total}")
         return entries
@@ -202,7 +286,7 @@ class ZipStore(Store):
         return usize, csize, offset, disk
 
     def _entry(self, key: str) -> Optional[_Entry]:
-        """The readable entry for ``key`` (data offset validated and cached), or None."""
+        """The entry for ``key`` (None when absent), refused when it cannot be read by range."""
         entry = self._entries.get(validate_key(key))
         if entry is None:
             return None
@@ -210,27 +294,47 @@ class ZipStore(Store):
             raise self._unsupported("encrypted zip entries are not supported", key)
         if entry.method != 0:
             raise self._unsupported("compressed zip entries are not supported; pack with STORED entries", key)
-        if entry.data_start is None:
-            if entry.offset + _LOCAL.size > self._size:
-                raise self._corrupt("local header lies past end of archive", key)
-            local = _LOCAL.unpack(self._read(entry.offset, _LOCAL.size, key))
-            if local[0] != _SIG_LOCAL:
-                raise self._corrupt("bad local header signature", key)
-            start = entry.offset + _LOCAL.size + local[9] + local[10]
-            if start + entry.usize > self._size:
-                raise self._corrupt("entry extends past end of archive", key)
-            if entry.csize != entry.usize:
-                raise self._corrupt("STORED entry with different compressed and uncompressed sizes", key)
-            entry.data_start = start
         return entry
+
+    def _locate(self, entry: _Entry, key: str, lo: int, hi: int) -> Optional[bytes]:
+        """Read the local header of ``entry`` the first time it is used (its data offset is
+        then validated and remembered) together with the entry's bytes ``[lo, hi)``; return
+        those when they came in the same read (else None)."""
+        if entry.data_start is not None:
+            return None
+        if entry.offset + _LOCAL.size > self._size:
+            raise self._corrupt("local header lies past end of archive", key)
+        if entry.offset + _LOCAL.size + entry.usize > self._size:  # refused before any read
+            raise self._corrupt("entry extends past end of archive", key)
+        guess_end = min(self._size, entry.offset + _LOCAL.size + entry.name_len + _LOCAL_SLACK + hi)
+        head = self._read(entry.offset, guess_end - entry.offset, key, exact=False)
+        if len(head) < _LOCAL.size:
+            raise self._corrupt("unexpected end of archive (truncated?)", key)
+        local = _LOCAL.unpack_from(head, 0)
+        if local[0] != _SIG_LOCAL:
+            raise self._corrupt("bad local header signature", key)
+        start = entry.offset + _LOCAL.size + local[9] + local[10]
+        if start + entry.usize > self._size:
+            raise self._corrupt("entry extends past end of archive", key)
+        if entry.csize != entry.usize:
+            raise self._corrupt("STORED entry with different compressed and uncompressed sizes", key)
+        entry.data_start = start
+        at = start - entry.offset
+        return head[at + lo:at + hi] if at + hi <= len(head) else None
+
+    def _entry_bytes(self, entry: _Entry, key: str, lo: int, hi: int) -> bytes:
+        data = self._locate(entry, key, lo, hi)
+        if data is None:
+            assert entry.data_start is not None  # set by _locate
+            data = self._read(entry.data_start + lo, hi - lo, key)
+        return data
 
     # -- Store interface ---------------------------------------------------
     def get(self, key: str) -> Optional[bytes]:
         entry = self._entry(key)
         if entry is None:
             return None
-        assert entry.data_start is not None
-        data = self._read(entry.data_start, entry.usize, key)
+        data = self._entry_bytes(entry, key, 0, entry.usize)
         if zlib.crc32(data) != entry.crc:
             raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE)
         return data
@@ -239,25 +343,39 @@ class ZipStore(Store):
         entry = self._entry(key)
         if entry is None:
             return None
-        assert entry.data_start is not None
         lo, hi = _slice_range(entry.usize, start, length)
-        return self._read(entry.data_start + lo, hi - lo, key)
+        return self._entry_bytes(entry, key, lo, hi)
+
+    def get_ranges(self, key: str, ranges: Sequence[Tuple[int, int]]) -> List[Optional[bytes]]:
+        """Several ranges of one entry with one call to the range source (a remote source
+        merges neighbours into one request and fetches the rest concurrently)."""
+        entry = self._entry(key)
+        if entry is None:
+            return [None] * len(ranges)
+        bounds = [_slice_range(entry.usize, start, length) for start, length in ranges]
+        out: List[Optional[bytes]] = [None] * len(bounds)
+        if bounds and entry.data_start is None:
+            out[0] = self._entry_bytes(entry, key, *bounds[0])
+        base = entry.data_start or 0
+        remote = [i for i, value in enumerate(out) if value is None and base + bounds[i][0] < self._tail_at]
+        for i, value in enumerate(out):
+            if value is None and base + bounds[i][0] >= self._tail_at:
+                out[i] = self._read(base + bounds[i][0], bounds[i][1] - bounds[i][0], key)
+        if remote:
+            try:
+                fetched = self._opened(key).read_many(
+                    [(base + bounds[i][0], bounds[i][1] - bounds[i][0]) for i in remote])
+            except MolrecError as exc:
+                raise exc.add_context(key=key) from None
+            for i, data in zip(remote, fetched):
+                if len(data) != bounds[i][1] - bounds[i][0]:
+                    raise self._corrupt("unexpected end of archive (truncated?)", key)
+                out[i] = data
+        return out
 
     def size(self, key: str) -> Optional[int]:
         entry = self._entries.get(validate_key(key))
         return None if entry is None else entry.usize
-
-    def set(self, key: str, value: bytes) -> None:
-        self._check_writable(key)
-
-    def write_at(self, key: str, offset: int, value: bytes) -> None:
-        self._check_writable(key)
-
-    def replace_atomic(self, key: str, value: bytes) -> None:
-        self._check_writable(key)
-
-    def delete(self, key: str) -> None:
-        self._check_writable(key)
 
     def list(self, prefix: str = "") -> Iterator[str]:
         _validate_prefix(prefix)
@@ -267,9 +385,9 @@ class ZipStore(Store):
         return list_dir_of_keys(self._keys, prefix)
 
     def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        source, self._source = self._source, None
+        if source is not None:
+            source.close()
 
 
 # -- writing ------------------------------------------------------------------------------

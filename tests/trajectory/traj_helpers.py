@@ -6,7 +6,29 @@ import numpy as np
 from molrec_raw.record.model import Block, Box, Frame
 from molrec_raw.record.trajectory import MrecWriter
 from molrec_raw.record.trajectory.schema import SequenceSchema
-from molrec_raw.zarr import open_group
+from molrec_raw.zarr import DirectoryStore, open_group
+
+
+class CountingStore(DirectoryStore):
+    """A read-only directory store that records every read as (key, range or None); a
+    ``get_ranges`` batch counts as one read."""
+
+    def __init__(self, root):
+        super().__init__(root, read_only=True)
+        self.reads = []
+
+    def get(self, key):
+        self.reads.append((key, None))
+        return super().get(key)
+
+    def get_range(self, key, start, length=None):
+        self.reads.append((key, (start, length)))
+        return super().get_range(key, start, length)
+
+    def get_ranges(self, key, ranges):
+        """One recorded read for the whole batch: (key, (first start, total length))."""
+        self.reads.append((key, (ranges[0][0], sum(n for _, n in ranges))))
+        return [DirectoryStore.get_range(self, key, start, length) for start, length in ranges]
 
 
 def atoms(x, **extra):

@@ -20,13 +20,14 @@ import warnings
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from molrec_raw.errors import CorruptDataError, InvalidValueError, MolrecError, StoreError
-from molrec_raw.record.doors import open_record
+from molrec_raw.errors import CorruptDataError, InvalidValueError, MolrecError, StoreError, UnsupportedFeatureError
+from molrec_raw.record.doors import RecordSource, open_record
 from molrec_raw.record.metrics import dense
 from molrec_raw.record.metrics.series import Series, fold, merge
 from molrec_raw.record.metrics.wal import complete_part, parse_wal
 from molrec_raw.record.violations import Violation
-from molrec_raw.zarr import Group
+from molrec_raw.zarr import Group, Store
+from molrec_raw.zarr.remote import is_url, url_name
 from molrec_raw.zarr.store import PathLike
 
 __all__ = ["read_metrics", "read_metrics_group", "read_wal_file", "check_metrics_group"]
@@ -34,17 +35,21 @@ __all__ = ["read_metrics", "read_metrics_group", "read_wal_file", "check_metrics
 _WATERMARK_RULE = "README#decision-16"
 
 
-def read_metrics(path: PathLike, *, lenient: bool = False) -> Dict[str, Series]:
-    """Series key → ``Series`` for a record (``*.mrec`` directory or ``*.mrec.zip``) or a host
-    WAL file (``*.mlp.jsonl``, any other ``*.jsonl`` too).  ``lenient`` (host WAL files only)
-    skips complete lines that are not well-formed events, with a warning, instead of refusing."""
-    p = Path(path)
-    if p.is_file() and not p.name.lower().endswith(".zip"):
-        return read_wal_file(p, lenient=lenient)
+def read_metrics(path: RecordSource, *, lenient: bool = False) -> Dict[str, Series]:
+    """Series key → ``Series`` for a record (``*.mrec`` directory or ``*.mrec.zip``, a URL of
+    one, or an open store) or a local host WAL file (``*.mlp.jsonl``, any other ``*.jsonl``
+    too).  ``lenient`` (host WAL files only) skips complete lines that are not well-formed
+    events, with a warning, instead of refusing."""
+    if is_url(path) and url_name(str(path)).lower().endswith(".jsonl"):
+        raise UnsupportedFeatureError("a host metrics WAL is read from a local path; a URL must name a record")
+    if not isinstance(path, Store) and not is_url(path):
+        p = Path(path)
+        if p.is_file() and not p.name.lower().endswith(".zip"):
+            return read_wal_file(p, lenient=lenient)
     if lenient:
         raise InvalidValueError("lenient reading is for host WAL files only; a record's WAL is never "
                                 "read past a bad line (README decision 9)")
-    root = open_record(p)
+    root = open_record(path)  # kept open: wall times are read lazily
     group = root.get("metrics")
     if not isinstance(group, Group):
         return {}

@@ -1,20 +1,26 @@
 """Random access over a committed trajectory (trajectory §9): ``MrecReader`` reads logical
 lengths only (``nstep``; longer arrays are an uncommitted tail, ``trajectory#N1``) and
-``read_mrec_trajectory`` loads a whole one.
+``read_mrec_trajectory`` loads a whole one.  A reader opens a local path, a URL or a store;
+on a latency-bound store it fetches the columns of a frame concurrently, and its chunk cache
+reads ahead when frames are visited in order.  ``block_array`` reads a block with a fixed
+row count over many frames as one array, each needed inner chunk decoded once.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from molrec_raw.errors import InvalidValueError, MolrecError
+from molrec_raw.record.doors import RecordSource
 from molrec_raw.record import typed_json
 from molrec_raw.record.columns import ZARR_TO_COLUMN
 from molrec_raw.record.model import Block, Frame
 from molrec_raw.record.trajectory.blocks import BlockReader, block_layout, check_column_array
 from molrec_raw.record.trajectory.cell import BoxReader
+from molrec_raw.record.trajectory.chunk_cache import DEFAULT_CACHE_BYTES, ChunkCache
 from molrec_raw.record.trajectory.common import TRAJ, is_int, numpy_dtype, spec_error
 from molrec_raw.record.trajectory.meta import META_STORAGE, meta_value, open_meta_array
 from molrec_raw.record.trajectory.progressions import check_progression, expand_progression
@@ -23,11 +29,42 @@ from molrec_raw.record.trajectory.references import (SystemCounterparts, check_r
 from molrec_raw.record.trajectory.schema import RESERVED_BLOCK_NAMES, SequenceSchema
 from molrec_raw.record.trajectory.storage import open_root, read_nstep
 from molrec_raw.record.violations import Violation
-from molrec_raw.zarr import Array, Group, PathLike
+from molrec_raw.zarr import Array, Group, Store
 
-__all__ = ["MrecReader", "Trajectory", "read_mrec_trajectory"]
+__all__ = ["MrecReader", "Trajectory", "read_mrec_trajectory", "BlockInfo", "ColumnInfo"]
 
-_CACHED_CHUNKS = 2
+FrameSelection = Union[None, slice, Sequence[int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """A declared column as stored: dtype tag (and the numpy dtype it reads as), trailing
+    shape, pinned precision and target, nullability and whether a mask array is stored, and
+    the rows per stored inner chunk (the unit of reading)."""
+
+    dtype: str
+    numpy_dtype: np.dtype
+    trailing: Tuple[int, ...]
+    precision: Optional[float]
+    target: Optional[str]
+    nullable: bool
+    has_mask: bool
+    chunk_rows: Optional[int]  # None when the column has no array yet
+
+
+@dataclass(frozen=True)
+class BlockInfo:
+    """A block's committed layout: ``kind`` (none/regular/indexed), ``ordinals`` (frames of
+    its updates) and ``offsets`` (row range of update j: ``offsets[j]:offsets[j+1]``),
+    ``fixed_rows`` (the row count shared by every update, None when ragged or without an
+    update), and its columns in pin order."""
+
+    name: str
+    kind: str
+    ordinals: np.ndarray
+    offsets: np.ndarray
+    fixed_rows: Optional[int]
+    columns: Dict[str, ColumnInfo]
 
 
 class Trajectory:
@@ -44,10 +81,18 @@ class Trajectory:
 
 
 class MrecReader:
-    """Random access over a committed trajectory (§9): ``len``, ``[i]``, iteration."""
+    """Random access over a committed trajectory (§9): ``len``, ``[i]``, iteration.
 
-    def __init__(self, path: PathLike) -> None:
+    ``path`` is a local path (``*.mrec`` or ``*.mrec.zip``), a URL (``https://…/x.mrec.zip``,
+    ``s3://…``) or an open store (left open by :meth:`close`).  ``cache_bytes`` bounds the
+    cache of decoded inner chunks."""
+
+    def __init__(self, path: RecordSource, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self._owns_store = not isinstance(path, Store)
         self._root = open_root(path, "r")  # R1 version check
+        self._pool: Optional[ThreadPoolExecutor] = None  # made at the first read on a latency-bound store
+        self._workers = max(1, int(self._root.store.concurrency))
+        self._chunks = ChunkCache(cache_bytes)
         tgroup = self._root.get(TRAJ)
         self._blocks: Dict[str, BlockReader] = {}
         self._schema = SequenceSchema()
@@ -58,7 +103,6 @@ class MrecReader:
         self._box.ordinals, self._box.cells = np.zeros(0, np.int64), []
         self._meta: Dict[str, Tuple[str, Optional[Array]]] = {}
         self._needs_check = False
-        self._cache: Dict[str, "OrderedDict[int, np.ndarray]"] = {}
         if not isinstance(tgroup, Group):
             return
         if tgroup.get("frames") is not None:
@@ -202,71 +246,9 @@ class MrecReader:
             wanted.setdefault(block, []).append(column)
         return self._frame(self._index(i), wanted)
 
-    def block_array(self, block: str, columns: Optional[Iterable[str]] = None,
-                    frames: Any = None) -> Dict[str, np.ndarray]:
-        """Columns of ``block`` over many frames at once: ``{column: (n_frames, rows,
-        *trailing)}`` for ``frames`` (None = all; a slice, a range or a sequence of indices,
-        negative ones counted from the end), resolved as §9 resolves each frame, with one
-        range read per column for every run of consecutive updates.  The block must have
-        the same row count at every one of these frames (and exist there); nullable and
-        row-reference columns are refused — read those per frame with ``read_columns``,
-        which applies masks and checks references (trajectory#R14, #R16)."""
-        if not self._schema.has_block(block):
-            raise InvalidValueError(f"block {block!r} is not declared")
-        spec = self._schema.block_spec(block)
-        names = list(spec.columns) if columns is None else list(columns)
-        for column in names:
-            cspec = spec.columns.get(column)
-            if cspec is None:
-                raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
-            if cspec.nullable or column in spec.targets:
-                raise InvalidValueError(f"({block!r}, {column!r}) is {'nullable' if cspec.nullable else 'a row reference'}: "
-                                        "read it per frame with read_columns")
-        if frames is None:
-            index = np.arange(self._nstep, dtype=np.int64)
-        elif isinstance(frames, slice):
-            index = np.arange(self._nstep, dtype=np.int64)[frames]
-        else:
-            index = np.asarray(list(frames) if not isinstance(frames, np.ndarray) else frames)
-            if index.size and (index.dtype.kind not in "iu" or index.ndim != 1):
-                raise TypeError("frames must be a slice, a range or a sequence of integer indices")
-            index = index.astype(np.int64).reshape(-1)
-            index = np.where(index < 0, index + self._nstep, index)
-            if index.size and (index.min() < 0 or index.max() >= self._nstep):
-                raise IndexError(f"a frame index lies outside the {self._nstep} frames")
-        b = self._blocks.get(block)
-        ordinals = b.ordinals if b is not None else np.zeros(0, np.int64)
-        updates = np.searchsorted(ordinals, index, side="right") - 1
-        if updates.size and updates.min() < 0:
-            first = int(index[int(np.argmin(updates))])
-            raise InvalidValueError(f"block {block!r} is absent at frame {first} (its first update comes later)")
-        assert b is not None or not updates.size, "no update without a block group"
-        offsets = b.offsets if b is not None else np.zeros(1, np.int64)
-        counts = offsets[updates + 1] - offsets[updates]
-        if counts.size and counts.min() != counts.max():
-            at = int(index[int(np.argmax(counts != counts[0]))])
-            raise InvalidValueError(f"block {block!r} changes its row count (frame {at} has {int(counts[counts != counts[0]][0])} "
-                                    f"rows, frame {int(index[0])} has {int(counts[0])}); read it per frame")
-        rows = int(counts[0]) if counts.size else 0
-        distinct, inverse = np.unique(updates, return_inverse=True)
-        runs = np.split(distinct, np.flatnonzero(np.diff(distinct) != 1) + 1) if distinct.size else []
-        result: Dict[str, np.ndarray] = {}
-        for column in names:
-            trailing = tuple(spec.columns[column].trailing)
-            if not distinct.size or rows == 0:
-                tag = spec.columns[column].dtype
-                result[column] = np.zeros((index.size, rows) + trailing, object if tag == "string" else numpy_dtype(tag))
-                continue
-            assert b is not None, "updates were found"
-            arr = b.columns[column]
-            parts = [np.asarray(arr[int(offsets[run[0]]):int(offsets[run[-1] + 1])]).reshape((run.size, rows) + trailing)
-                     for run in runs]
-            stacked = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            same = distinct.size == index.size and bool(np.all(inverse == np.arange(index.size)))
-            result[column] = stacked if same else stacked[inverse.reshape(-1)]
-        return result
-
     def _frame(self, i: int, wanted: Optional[Dict[str, List[str]]]) -> Frame:
+        if self._threads() is not None:
+            self._prefetch(i, wanted)
         blocks: Dict[str, Block] = {}
         for name, b in self._blocks.items():
             if wanted is not None and name not in wanted:
@@ -275,12 +257,13 @@ class MrecReader:
             if j is None:
                 continue
             lo, hi = b.rows(j)
+            limit = int(b.offsets[-1])
             names = list(b.spec.columns) if wanted is None else [c for c in b.spec.columns if c in wanted[name]]
-            columns = {c: self._rows(b.columns[c], lo, hi) for c in names}
+            columns = {c: self._chunks.rows(b.columns[c], lo, hi, limit) for c in names}
             masks = {}
             for c in names:
                 if c in b.masks:
-                    m = self._rows(b.masks[c], lo, hi)
+                    m = self._chunks.rows(b.masks[c], lo, hi, limit)
                     if not m.all():
                         masks[c] = m
             precision = {c: p for c in names if (p := b.spec.columns[c].precision) is not None}
@@ -299,36 +282,262 @@ class MrecReader:
         meta: Dict[str, Any] = {}
         for key, (tag, arr) in self._meta.items():
             if arr is not None:
-                meta[key] = meta_value(tag, self._rows(arr, i, i + 1)[0], f"/trajectory/meta/{key}")
+                meta[key] = meta_value(tag, self._chunks.rows(arr, i, i + 1, self._nstep)[0], f"/trajectory/meta/{key}")
         return Frame(meta, blocks, self._box.at(i))
 
-    def _rows(self, arr: Array, lo: int, hi: int) -> np.ndarray:
-        """Rows ``lo:hi`` through a small cache of decoded inner chunks (2 per array, as the
-        reference): consecutive frames usually share a chunk."""
-        size = arr.chunks[0]
-        first, last = lo // size, (hi - 1) // size
-        if hi <= lo or last - first >= _CACHED_CHUNKS:
-            return np.asarray(arr[lo:hi])
-        cache = self._cache.setdefault(arr.path, OrderedDict())
-        parts = []
-        for c in range(first, last + 1):
-            chunk = cache.get(c)
-            if chunk is None:
-                chunk = arr[c * size:min((c + 1) * size, arr.shape[0])]
-                cache[c] = chunk
-                if len(cache) > _CACHED_CHUNKS:
-                    cache.popitem(last=False)
-            else:
-                cache.move_to_end(c)
-            parts.append(chunk[max(lo - c * size, 0):min(hi, (c + 1) * size) - c * size])
-        return (parts[0] if len(parts) == 1 else np.concatenate(parts)).copy()
+    def _prefetch(self, i: int, wanted: Optional[Dict[str, List[str]]]) -> None:
+        """Fetch the chunks frame ``i`` misses, several arrays at once (a latency-bound store)."""
+        needs: List[Tuple[Array, int, int, int]] = []
+        for name, b in self._blocks.items():
+            j = b.update_at(i) if wanted is None or name in wanted else None
+            if j is None:
+                continue
+            lo, hi = b.rows(j)
+            limit = int(b.offsets[-1])
+            for c in b.spec.columns:
+                if wanted is None or c in wanted[name]:
+                    needs.extend((arr, lo, hi, limit) for arr in (b.columns.get(c), b.masks.get(c)) if arr is not None)
+        needs.extend((arr, i, i + 1, self._nstep) for _, arr in self._meta.values() if arr is not None)
+        plans = [(arr, run, limit) for arr, lo, hi, limit in needs
+                 if (run := self._chunks.plan(arr, lo, hi, limit)) is not None]
+        if len(plans) < 2:
+            return
+        for (arr, _, limit), (run, data) in zip(plans, self._map(lambda p: self._chunks.load(*p), plans)):
+            self._chunks.keep(arr, run, data, limit)
+
+    def _threads(self) -> Optional[ThreadPoolExecutor]:
+        """The reader's pool on a latency-bound store (columns in parallel, read-ahead in the
+        background), made when first needed; None on a local store."""
+        if self._pool is None and self._workers > 1:
+            self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="molrec-reader")
+            self._chunks.executor = self._pool
+        return self._pool
+
+    def _map(self, fn: Callable[[Any], Any], items: List[Any]) -> Iterator[Any]:
+        """``fn`` over ``items`` on the reader's pool (threads only for latency-bound stores)."""
+        pool = self._threads()
+        if pool is None or len(items) < 2:
+            return map(fn, items)
+        return pool.map(fn, items)
 
     def __getitem__(self, i: int) -> Frame:
         return self.read_frame(i)
 
     def __iter__(self) -> Iterator[Frame]:
+        self._expect_sequential()
         for i in range(self._nstep):
             yield self._frame(i, None)
+
+    def _expect_sequential(self) -> None:
+        """Every frame in order follows: let the chunk cache read ahead at full length."""
+        arrays = [arr for b in self._blocks.values() for arr in (*b.columns.values(), *b.masks.values())]
+        self._chunks.expect_sequential(arrays + [arr for _, arr in self._meta.values() if arr is not None])
+
+    # ------------------------------------------------------------ whole blocks
+    def block_info(self, name: str) -> BlockInfo:
+        """The committed layout of block ``name`` and its columns (for tools that read whole
+        blocks: the xarray backend, the Dask arrays)."""
+        if not self._schema.has_block(name):
+            raise InvalidValueError(f"block {name!r} is not declared (declared: {self._schema.block_names()})")
+        spec = self._schema.block_spec(name)
+        b = self._blocks.get(name)
+        ordinals = np.zeros(0, np.int64) if b is None else b.ordinals.copy()
+        offsets = np.zeros(1, np.int64) if b is None else b.offsets.copy()
+        counts = np.diff(offsets)
+        fixed = int(counts[0]) if counts.size and np.all(counts == counts[0]) else None
+        columns = {}
+        for column, cspec in spec.columns.items():
+            arr = None if b is None else b.columns.get(column)
+            columns[column] = ColumnInfo(cspec.dtype, np.dtype(numpy_dtype(cspec.dtype)), tuple(cspec.trailing),
+                                         cspec.precision, spec.targets.get(column), bool(cspec.nullable),
+                                         b is not None and column in b.masks,
+                                         None if arr is None else int(arr.chunks[0]))
+        return BlockInfo(name, "none" if b is None else b.kind, ordinals, offsets, fixed, columns)
+
+    def _frame_indices(self, frames: FrameSelection) -> np.ndarray:
+        n = self._nstep
+        if frames is None:
+            return np.arange(n, dtype=np.int64)
+        if isinstance(frames, slice):
+            return np.arange(n, dtype=np.int64)[frames]
+        idx = np.asarray(frames)
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+            raise InvalidValueError(f"frames must be a slice or a 1-D array of frame indices, got {idx.dtype}{list(idx.shape)}")
+        idx = idx.astype(np.int64)
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"frame index out of range for {n} frames")
+        return np.where(idx < 0, idx + n, idx)
+
+    def _fixed_block(self, name: str, frames: FrameSelection,
+                     whole_run: bool = True) -> Tuple[BlockReader, int, np.ndarray]:
+        """(block, its row count, first row of each selected frame).  The row count must be
+        the same for every committed update (``whole_run``) or at the selected frames."""
+        info = self.block_info(name)
+        b = self._blocks.get(name)
+        idx = self._frame_indices(frames)
+        if b is None or not info.ordinals.size:
+            if whole_run or idx.size:
+                raise InvalidValueError(f"block {name!r} has no committed update")
+            return BlockReader(name, self._schema.block_spec(name)), 0, np.zeros(0, np.int64)
+        if whole_run and info.fixed_rows is None:
+            counts = np.diff(info.offsets)
+            raise InvalidValueError(
+                f"block {name!r} is ragged (its updates have {int(counts.min())} to {int(counts.max())} rows): "
+                "a frames x rows array needs a fixed row count; read its frames with read_frame/read_columns")
+        j = np.searchsorted(b.ordinals, idx, side="right") - 1
+        if idx.size and j.min() < 0:
+            first = int(idx[int(np.argmin(j))])
+            raise InvalidValueError(f"block {name!r} is absent at frame {first} (its first update is at frame "
+                                    f"{int(b.ordinals[0])})")
+        counts = b.offsets[j + 1] - b.offsets[j]
+        if counts.size and counts.min() != counts.max():
+            at = int(idx[int(np.argmax(counts != counts[0]))])
+            raise InvalidValueError(f"block {name!r} changes its row count at the selected frames (frame {at} has "
+                                    f"{int(counts[counts != counts[0]][0])} rows, frame {int(idx[0])} "
+                                    f"{int(counts[0])}); read it per frame")
+        rows = info.fixed_rows if info.fixed_rows is not None else (int(counts[0]) if counts.size else 0)
+        return b, rows, b.offsets[j]
+
+    def _gather(self, arr: Array, starts: np.ndarray, rows: int, limit: int) -> np.ndarray:
+        """Rows ``start:start+rows`` of ``arr`` for every start, as (starts, rows, trailing...):
+        each inner chunk any of them touches is read and decoded once, runs of neighbouring
+        chunks in one array read (one request per run on a remote store)."""
+        shape = (len(starts), rows) + tuple(arr.shape[1:])
+        if not len(starts) or not rows:
+            return np.empty(shape, arr.dtype)
+        size = int(arr.chunks[0])
+        first = np.unique(starts) // size
+        last = (np.unique(starts) + rows - 1) // size
+        n_chunks = -(-limit // size)
+        edges = np.zeros(n_chunks + 1, np.int64)
+        np.add.at(edges, first, 1)
+        np.add.at(edges, last + 1, -1)
+        ids = np.flatnonzero(np.cumsum(edges[:-1]) > 0)
+        runs = np.split(ids, np.flatnonzero(np.diff(ids) != 1) + 1)
+        pieces = [np.asarray(arr[int(r[0]) * size:min((int(r[-1]) + 1) * size, limit)]) for r in runs]
+        buffer = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        position = np.zeros(n_chunks, np.int64)
+        position[ids] = np.arange(ids.size, dtype=np.int64) * size
+        at = position[starts // size] + starts % size  # each frame's first row in the buffer
+        if len(at) == 1 or bool(np.all(np.diff(at) == rows)):
+            return buffer[int(at[0]):int(at[0]) + len(at) * rows].reshape(shape)
+        gathered: np.ndarray = buffer[at[:, None] + np.arange(rows, dtype=np.int64)]
+        return gathered
+
+    def _block_values(self, b: BlockReader, column: str, starts: np.ndarray, rows: int) -> np.ndarray:
+        """A column's rows for the given starts, refused when a mask marks any of them invalid."""
+        arr = b.columns.get(column)
+        limit = int(b.offsets[-1])
+        if arr is None:
+            raise InvalidValueError(f"column {column!r} of block {b.name!r} has no stored array")
+        mask = b.masks.get(column)
+        if mask is not None and not self._gather(mask, starts, rows, limit).all():
+            raise InvalidValueError(
+                f"column {column!r} of block {b.name!r} has invalid (masked) rows in the selected frames; "
+                "whole-block arrays carry plain values: read masked rows with read_frame/read_columns")
+        return self._gather(arr, starts, rows, limit)
+
+    def block_array(self, block: str, columns: Optional[Sequence[str]] = None,
+                    frames: FrameSelection = None) -> np.ndarray:
+        """``columns`` (default: every column, in pin order) of a block with a fixed row count
+        over ``frames`` (default all; a slice or an array of frame indices, negatives from the
+        end, any order) as one array of shape ``(frames, rows, len(columns))``.  A frame after
+        the block's last update carries that update (§9).  Each inner chunk the frames need
+        is read and decoded once.  Refused: a ragged block, a frame before its first update,
+        columns with trailing axes or differing dtypes, masked rows (use ``read_frame``)."""
+        b, rows, starts = self._fixed_block(block, frames)
+        names = list(b.spec.columns) if columns is None else [str(c) for c in columns]
+        if isinstance(columns, str):
+            raise InvalidValueError("columns must be a sequence of column names, not one string")
+        for column in names:
+            cspec = b.spec.columns.get(column)
+            if cspec is None:
+                raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
+            if cspec.trailing:
+                raise InvalidValueError(f"column {column!r} of block {block!r} has trailing axes {list(cspec.trailing)}: "
+                                        "block_array stacks one value per row; use column_array for it")
+        dtypes = {b.spec.columns[c].dtype for c in names}
+        if len(dtypes) > 1:
+            raise InvalidValueError(f"columns {names} of block {block!r} have different dtypes {sorted(dtypes)}: "
+                                    "read them with separate block_array calls")
+        if not names:
+            return np.empty((len(starts), rows, 0), np.float64)
+        values = list(self._map(lambda c: self._block_values(b, c, starts, rows), names))
+        out = np.empty((len(starts), rows, len(names)), values[0].dtype)
+        for k, v in enumerate(values):
+            out[:, :, k] = v
+        return out
+
+    def block_columns(self, block: str, columns: Optional[Iterable[str]] = None,
+                      frames: FrameSelection = None) -> Dict[str, np.ndarray]:
+        """``{column: (frames, rows, *trailing)}`` — the per-column form of :meth:`block_array`
+        (trailing axes and different dtypes allowed), for tools that read coordinates in
+        batches.  The row count must be the same at the selected frames only (a block whose
+        atom count changes elsewhere still reads where it does not).  Nullable and
+        row-reference columns are refused: read them per frame with ``read_columns``, which
+        applies masks and checks references (trajectory#R14, #R16)."""
+        if not self._schema.has_block(block):
+            raise InvalidValueError(f"block {block!r} is not declared (declared: {self._schema.block_names()})")
+        spec = self._schema.block_spec(block)
+        names = list(spec.columns) if columns is None else [str(c) for c in columns]
+        for column in names:
+            cspec = spec.columns.get(column)
+            if cspec is None:
+                raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
+            if cspec.nullable or column in spec.targets:
+                raise InvalidValueError(f"({block!r}, {column!r}) is {'nullable' if cspec.nullable else 'a row reference'}: "
+                                        "read it per frame with read_columns")
+        b, rows, starts = self._fixed_block(block, frames, whole_run=False)
+        out: Dict[str, np.ndarray] = {}
+        for column in names:
+            arr = b.columns.get(column)
+            if arr is None or not rows or not len(starts):
+                cspec = b.spec.columns[column]
+                empty = object if cspec.dtype == "string" else numpy_dtype(cspec.dtype)
+                out[column] = np.zeros((len(starts), rows) + tuple(cspec.trailing), empty)
+            else:
+                out[column] = self._gather(arr, starts, rows, int(b.offsets[-1]))
+        return out
+
+    def column_array(self, block: str, column: str, frames: FrameSelection = None) -> np.ndarray:
+        """One column of a block with a fixed row count over ``frames`` as an array of shape
+        ``(frames, rows, *trailing)`` (see :meth:`block_array` for the rules)."""
+        b, rows, starts = self._fixed_block(block, frames)
+        if column not in b.spec.columns:
+            raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
+        return self._block_values(b, column, starts, rows)
+
+    def mask_array(self, block: str, column: str, frames: FrameSelection = None) -> np.ndarray:
+        """The validity flags of a column of a block with a fixed row count over ``frames``,
+        shape ``(frames, rows)`` (all true when the column has no mask, trajectory §8.4)."""
+        b, rows, starts = self._fixed_block(block, frames)
+        if column not in b.spec.columns:
+            raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
+        mask = b.masks.get(column)
+        if mask is None:
+            return np.ones((len(starts), rows), dtype=bool)
+        return self._gather(mask, starts, rows, int(b.offsets[-1]))
+
+    def column_rows(self, block: str, column: str, start: int, stop: int) -> np.ndarray:
+        """Committed rows ``start:stop`` of a column as stored (all updates concatenated, the
+        CSR values of a ragged block; :meth:`block_info` gives the offsets)."""
+        b = self._blocks.get(block)
+        if b is None or column not in b.spec.columns or column not in b.columns:
+            raise InvalidValueError(f"({block!r}, {column!r}) is not a stored column")
+        total = int(b.offsets[-1])
+        if not 0 <= start <= stop <= total:
+            raise IndexError(f"rows {start}:{stop} outside the {total} committed rows of block {block!r}")
+        return np.asarray(b.columns[column][start:stop])
+
+    def column_mask_rows(self, block: str, column: str, start: int, stop: int) -> Optional[np.ndarray]:
+        """Validity flags of committed rows ``start:stop`` (None: the column has no mask)."""
+        b = self._blocks.get(block)
+        if b is None or column not in b.masks:
+            return None
+        total = int(b.offsets[-1])
+        if not 0 <= start <= stop <= total:
+            raise IndexError(f"rows {start}:{stop} outside the {total} committed rows of block {block!r}")
+        return np.asarray(b.masks[column][start:stop])
 
     def describe(self) -> Dict[str, Any]:
         """A summary for people and tools (``molrec-raw inspect``): frames, step and time
@@ -380,10 +589,12 @@ class MrecReader:
             for j, ordinal in enumerate(b.ordinals.tolist()):
                 lo, hi = b.rows(j)
                 try:
-                    ids = self._rows(b.columns["id"], lo, hi) if "id" in b.columns and hi > lo else None
+                    ids = (self._chunks.rows(b.columns["id"], lo, hi, int(b.offsets[-1]))
+                           if "id" in b.columns and hi > lo else None)
                     system.check(name, hi - lo, ids, f"trajectory frame {ordinal}")
                 except MolrecError as exc:
                     note(exc)
+        self._expect_sequential()
         for i in range(self._nstep):
             try:
                 self._frame(i, None)
@@ -395,7 +606,12 @@ class MrecReader:
                 for (rule, node), (message, count) in found.items()]
 
     def close(self) -> None:
-        self._root.store.close()
+        """Release the reader's threads, and its store unless the caller passed it in."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if self._owns_store:
+            self._root.store.close()
 
     def __enter__(self) -> "MrecReader":
         return self
@@ -438,7 +654,7 @@ def derive_schema(tgroup: Group) -> SequenceSchema:
     return schema
 
 
-def read_mrec_trajectory(path: PathLike) -> Trajectory:
+def read_mrec_trajectory(path: RecordSource) -> Trajectory:
     """The whole trajectory (0 frames when the record has no trajectory section)."""
     with MrecReader(path) as reader:
         frames = list(reader)

@@ -166,9 +166,29 @@ class ShardingCodec(ArrayBytesCodec):
         return out
 
     # -- partial reads and writes --------------------------------------------
+    def _read_index(self, reader: Reader) -> Optional[np.ndarray]:
+        """The shard's decoded index (None: no shard).  A reader with a ``memo`` (an
+        immutable store) keeps it, checked once against the shard's size, so later reads
+        of the same shard fetch only inner chunks."""
+        memo = getattr(reader, "memo", None)
+        if memo is not None and "index" in memo:
+            cached: Optional[np.ndarray] = memo["index"]
+            return cached
+        start, length = self._index_range()
+        raw = reader(start, length)
+        index = None
+        if raw is not None:
+            size = reader.size() if memo is not None else None  # type: ignore[attr-defined]
+            index = self._decode_index(raw, size)
+        if memo is not None:
+            memo["index"] = index
+        return index
+
     def read_into(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray, each: Any = map) -> None:
         """Decode the selected inner chunks into ``out``; ``each`` maps over them (a thread
-        pool's ``map`` when the caller has one to spare)."""
+        pool's ``map`` when the caller has one to spare).  A reader that reads several
+        ranges at once (``many``) gets every needed inner chunk in one call — one request
+        for chunks that lie side by side in a remote shard."""
         touched = list(project(_local_dims(local), self.chunk_shape))
         if len(touched) == self.n_chunks:  # everything is needed: one read of the whole shard
             whole = reader(0, None)
@@ -180,13 +200,19 @@ class ShardingCodec(ArrayBytesCodec):
             index = self._decode_index(_slice(whole, start, length), shard_size)
             fetch: Reader = lambda s, n: _slice(whole, s, n)  # noqa: E731
         else:
-            start, length = self._index_range()
-            raw = reader(start, length)
-            if raw is None:
+            found = self._read_index(reader)
+            if found is None:
                 out[...] = self.spec.fill_value
                 return
-            index = self._decode_index(raw, None)
+            index = found
             fetch = reader
+            many = getattr(reader, "many", None)
+            if many is not None and len(touched) > 1:
+                wanted = sorted({(int(o), int(n)) for o, n in (index[self._flat(c)] for c, _, _ in touched)
+                                 if o != EMPTY})
+                got = dict(zip(wanted, many(wanted)))
+                fetch = lambda s, n: got[(s, n or 0)]  # noqa: E731
+
         def one(item: Tuple[Tuple[int, ...], Tuple[Local, ...], Tuple[slice, ...]]) -> None:
             coords, inner_local, out_sel = item
             offset, nbytes = (int(v) for v in index[self._flat(coords)])

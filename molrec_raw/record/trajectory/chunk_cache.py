@@ -1,0 +1,141 @@
+"""The reader's cache of decoded inner chunks (trajectory §9, "chunk cache").
+
+Rows are read through whole inner chunks along the first axis, kept least-recently-used
+first out within a byte budget shared by the reader's arrays.  Sequential use of an array
+reads ahead: each miss that continues where the last read of that array ended doubles the
+run of chunks fetched (up to a share of the budget), so iterating over a trajectory costs
+one read per run instead of one per frame — on a remote store, one request per run.  A
+random access fetches just the chunks it needs.  A read never goes past ``limit`` (the
+committed rows): rows of an uncommitted tail are never decoded.
+
+``plan`` (which chunks a read needs), ``load`` (read them; safe to run in threads for
+several arrays at once) and ``keep`` (insert, advance the read-ahead state) are separate so
+the reader can fetch the columns of a frame concurrently.  Given an executor (a reader on a
+latency-bound store), a sequential run also starts fetching the next run in the background,
+so iteration over a remote trajectory waits for the network only at its start.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from concurrent.futures import Executor, Future
+from math import prod
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from molrec_raw.zarr import Array
+
+__all__ = ["ChunkCache", "DEFAULT_CACHE_BYTES"]
+
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+_STRING_ITEM_BYTES = 16
+# Background read-ahead starts once runs have doubled to this many chunks (three reads in a
+# row, each where the last ended): two random frames that happen to be neighbours do not.
+_BACKGROUND_AFTER = 4
+Run = Tuple[int, int]  # chunks [first, stop) along the first axis
+
+
+def _chunk_bytes(arr: Array) -> int:
+    item = arr.metadata.dtype.itemsize or _STRING_ITEM_BYTES
+    return max(1, prod(arr.chunks) * item)
+
+
+class ChunkCache:
+    """Decoded inner chunks of a reader's arrays within ``budget`` bytes (see the module)."""
+
+    def __init__(self, budget: int = DEFAULT_CACHE_BYTES, executor: Optional[Executor] = None) -> None:
+        self.budget = max(0, int(budget))
+        self._chunks: "OrderedDict[Tuple[str, int], np.ndarray]" = OrderedDict()
+        self._bytes = 0
+        self._ahead: Dict[str, Tuple[int, int]] = {}  # array -> (chunk after its last run, run length)
+        self.executor = executor  # set by a reader on a latency-bound store
+        self._pending: Dict[str, Tuple[Run, "Future[np.ndarray]"]] = {}  # background read-ahead per array
+
+    def _longest(self, arr: Array) -> int:
+        """The most chunks one read-ahead run of ``arr`` may hold (its share of the budget)."""
+        share = self.budget // (4 * max(1, len(self._ahead)))
+        return max(1, share // _chunk_bytes(arr))
+
+    def expect_sequential(self, arrays: List[Array]) -> None:
+        """The caller will read ``arrays`` from their first row on, in order (an iteration
+        over every frame): their first runs are read ahead at full length at once."""
+        for arr in arrays:
+            self._ahead.setdefault(arr.path, (0, 0))
+        for arr in arrays:
+            if self._ahead[arr.path] == (0, 0):
+                self._ahead[arr.path] = (0, max(1, self._longest(arr) // 2))
+
+    def plan(self, arr: Array, lo: int, hi: int, limit: int) -> Optional[Run]:
+        """The run of chunks to fetch for rows ``lo:hi`` (None: all cached, or too large to
+        cache — :meth:`rows` then reads directly)."""
+        size = arr.chunks[0] if arr.ndim else 1
+        if hi <= lo or not arr.ndim:
+            return None
+        first, last = lo // size, (hi - 1) // size
+        chunk_bytes = _chunk_bytes(arr)
+        if (last - first + 1) * chunk_bytes > self.budget // 4:
+            return None
+        missing = [c for c in range(first, last + 1) if (arr.path, c) not in self._chunks]
+        if not missing:
+            return None
+        start, stop = missing[0], missing[-1] + 1
+        follows, length = self._ahead.get(arr.path, (-1, 0))
+        if start == follows:  # sequential: read ahead, twice as far as last time
+            stop = max(stop, start + min(2 * max(1, length), self._longest(arr)))
+        end = -(-min(limit, arr.shape[0]) // size)
+        return start, max(min(stop, end), missing[-1] + 1)
+
+    def load(self, arr: Array, run: Run, limit: int) -> Tuple[Run, np.ndarray]:
+        """The run to keep and its rows: the background read-ahead of ``arr`` when it starts
+        where ``run`` does and covers it, else ``run`` read now."""
+        pending = self._pending.get(arr.path)
+        if pending is not None and pending[0][0] == run[0] and pending[0][1] >= run[1]:
+            return pending[0], pending[1].result()
+        return run, self.fetch(arr, run, limit)
+
+    @staticmethod
+    def fetch(arr: Array, run: Run, limit: int) -> np.ndarray:
+        """The decoded rows of ``run`` (cut at ``limit`` and at the array's end)."""
+        size = arr.chunks[0]
+        return np.asarray(arr[run[0] * size:min(run[1] * size, limit, arr.shape[0])])
+
+    def keep(self, arr: Array, run: Run, data: np.ndarray, limit: int) -> None:
+        """Insert the chunks of a fetched run; evict the least recently used beyond the budget;
+        after a sequential run, start reading the next one in the background."""
+        sequential = self._ahead.get(arr.path, (-1, 0))[0] == run[0]
+        pending = self._pending.pop(arr.path, None)
+        if pending is not None and pending[0] != run:
+            pending[1].cancel()  # a read-ahead nobody asked for (a jump): dropped
+        size = arr.chunks[0]
+        for c in range(run[0], run[1]):
+            piece = data[(c - run[0]) * size:(c - run[0] + 1) * size]
+            old = self._chunks.pop((arr.path, c), None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._chunks[(arr.path, c)] = piece
+            self._bytes += piece.nbytes
+        self._ahead[arr.path] = (run[1], run[1] - run[0])
+        while self._bytes > self.budget and len(self._chunks) > run[1] - run[0]:
+            _, evicted = self._chunks.popitem(last=False)
+            self._bytes -= evicted.nbytes
+        end = -(-min(limit, arr.shape[0]) // size)
+        if self.executor is not None and sequential and run[1] - run[0] >= _BACKGROUND_AFTER and run[1] < end:
+            following = (run[1], min(end, run[1] + min(2 * (run[1] - run[0]), self._longest(arr))))
+            self._pending[arr.path] = (following, self.executor.submit(self.fetch, arr, following, limit))
+
+    def rows(self, arr: Array, lo: int, hi: int, limit: int) -> np.ndarray:
+        """A copy of rows ``lo:hi`` (``hi <= limit``)."""
+        run = self.plan(arr, lo, hi, limit)
+        if run is not None:
+            self.keep(arr, *self.load(arr, run, limit), limit)
+        if hi <= lo or not arr.ndim:
+            return np.asarray(arr[lo:hi] if arr.ndim else arr[...])
+        size = arr.chunks[0]
+        parts: List[np.ndarray] = []
+        for c in range(lo // size, (hi - 1) // size + 1):
+            chunk = self._chunks.get((arr.path, c))
+            if chunk is None:  # too large to cache: read directly
+                return np.asarray(arr[lo:hi])
+            self._chunks.move_to_end((arr.path, c))
+            parts.append(chunk[max(lo - c * size, 0):min(hi, (c + 1) * size) - c * size])
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)).copy()

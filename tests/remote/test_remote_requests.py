@@ -1,0 +1,83 @@
+"""What a trajectory read over HTTP costs, counted on the server (trajectory §9 over a
+packed record, trajectory#15): each shard index is read once per reader, a random frame
+after warm-up costs at most one request per column it touches, the columns of a frame are
+fetched concurrently, and sequential iteration reads ahead instead of once per frame."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import molrec_raw as mr
+from molrec_raw import MrecReader
+from remote_helpers import faulty_server
+
+FRAMES, ROWS = 300, 2048  # 2048 f64 rows = one 16 KiB inner chunk per column and frame; 2 shards
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, write_coordinates):
+    root = tmp_path_factory.mktemp("served")
+    mr.pack_mrec_zip(write_coordinates(root / "c.mrec", FRAMES, ROWS))
+    with faulty_server(root) as server:
+        yield server, root
+
+
+def cost(server, read):
+    before = server.requests
+    read()
+    return server.requests - before
+
+
+def test_trajectory_9_random_frames_cost_one_request_per_column_after_warm_up(served):
+    server, root = served
+    xyz = [("atoms", c) for c in "xyz"]
+    with MrecReader(server.url_of("c.mrec.zip")) as reader, MrecReader(root / "c.mrec") as local:
+        for warm in (0, FRAMES - 1):  # one frame in each shard: shard indexes and local headers
+            reader[warm]
+        rng = np.random.default_rng(15)
+        picked = rng.choice(np.arange(2, FRAMES - 2), size=29, replace=False).tolist()
+        costs = [cost(server, lambda: reader.read_columns(i, xyz)) for i in picked[:25]]
+        assert max(costs) <= 3 and sum(costs) >= 3 * 25 - 6  # a few bytes lie in the tail read at open
+        for i in picked[25:]:  # a whole frame touches the same three columns
+            frame = []
+            assert 1 <= cost(server, lambda: frame.append(reader[i])) <= 3
+            for c in "xyz":
+                np.testing.assert_array_equal(frame[0].blocks["atoms"].columns[c], local[i].blocks["atoms"].columns[c])
+        assert cost(server, lambda: reader.read_columns(picked[0], [("atoms", "x")])) == 0  # cached
+
+
+def test_trajectory_9_each_shard_index_is_read_once_per_reader(served):
+    server, _ = served
+    x = [("atoms", "x")]
+    with MrecReader(server.url_of("c.mrec.zip")) as reader:
+        assert cost(server, lambda: reader.read_columns(5, x)) == 2  # local header + index, then the chunk
+        for i in (50, 100, 200, 254):
+            assert cost(server, lambda: reader.read_columns(i, x)) == 1
+        assert cost(server, lambda: reader.read_columns(280, x)) == 2  # the second shard
+        assert cost(server, lambda: reader.read_columns(260, x)) == 1
+    with MrecReader(server.url_of("c.mrec.zip")) as fresh:  # a new reader reads them again
+        assert cost(server, lambda: fresh.read_columns(50, x)) == 2
+
+
+def test_trajectory_9_the_columns_of_a_frame_are_fetched_concurrently(served):
+    server, _ = served
+    with MrecReader(server.url_of("c.mrec.zip")) as reader:
+        reader[0]
+        reader[FRAMES - 1]
+        server.latency, server.state.max_in_flight = 0.05, 0
+        try:
+            reader[150]
+        finally:
+            server.latency = 0.0
+        assert server.state.max_in_flight >= 2
+
+
+def test_trajectory_9_sequential_iteration_reads_ahead(served):
+    server, root = served
+    with MrecReader(server.url_of("c.mrec.zip")) as reader, MrecReader(root / "c.mrec") as local:
+        before = server.requests
+        for remote_frame, local_frame in zip(reader, local):
+            np.testing.assert_array_equal(remote_frame.blocks["atoms"].columns["z"],
+                                          local_frame.blocks["atoms"].columns["z"])
+        spent = server.requests - before
+    assert spent <= 3 * 14  # per column: doubling runs over 2 shards + 2 indexes, not 300 reads

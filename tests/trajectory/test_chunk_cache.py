@@ -1,0 +1,69 @@
+"""The reader's cache of decoded inner chunks (trajectory §9): bounded in bytes, reads
+ahead only when frames are visited in order, never decodes rows past the committed ones."""
+from __future__ import annotations
+
+import numpy as np
+
+import molrec_raw as mr
+from molrec_raw import MrecReader, MrecWriter, SequenceSchema
+from traj_helpers import CountingStore
+
+ROWS = 2048  # one 16 KiB inner chunk per frame and column
+
+
+def _write(path, frames):
+    schema = SequenceSchema().declare_block("atoms", rows=ROWS).declare_column("atoms", "x", "f64")
+    with MrecWriter(path, schema, durable=False) as w:
+        for i in range(frames):
+            w.append(mr.Frame({}, {"atoms": mr.Block({"x": np.full(ROWS, float(i) + 1.0)})}))
+
+
+def _chunk_reads(store):
+    return [r for r in store.reads if r[0].startswith("trajectory/atoms/x/c/") and r[1] and r[1][0] > 0]
+
+
+def test_trajectory_9_sequential_reads_ahead_in_doubling_runs(tmp_path):
+    _write(tmp_path / "t.mrec", 100)
+    store = CountingStore(tmp_path / "t.mrec")
+    with MrecReader(store) as reader:
+        store.reads.clear()
+        for i in range(100):  # frames in order, one by one: the reader sees it and reads ahead
+            assert reader[i].blocks["atoms"].columns["x"][0] == i + 1
+        reads = _chunk_reads(store)
+    # runs of 1, 2, 4, ... inner chunks (one store read each, every chunk once): 7 reads for 100 frames
+    assert len(reads) == 7
+
+
+def test_trajectory_9_iteration_reads_ahead_at_full_length_from_the_start(tmp_path):
+    _write(tmp_path / "t.mrec", 100)
+    store = CountingStore(tmp_path / "t.mrec")
+    with MrecReader(store, cache_bytes=32 * 16384) as reader:  # runs of 8 chunks: a quarter of the budget
+        store.reads.clear()
+        assert [f.blocks["atoms"].columns["x"][0] for f in reader] == list(range(1, 101))
+        reads = _chunk_reads(store)
+    assert len(reads) == 13  # ceil(100 / 8), the first run already full length
+
+
+def test_trajectory_9_random_access_reads_only_what_it_needs(tmp_path):
+    _write(tmp_path / "t.mrec", 100)
+    store = CountingStore(tmp_path / "t.mrec")
+    with MrecReader(store) as reader:
+        store.reads.clear()
+        for i in (50, 10, 90, 30, 70):
+            assert reader[i].blocks["atoms"].columns["x"][0] == i + 1
+        reads = _chunk_reads(store)
+    assert len(reads) == 5 and all(length <= 16384 + 64 for _, (_, length) in reads)
+
+
+def test_trajectory_9_cache_stays_within_its_budget(tmp_path):
+    _write(tmp_path / "t.mrec", 60)
+    budget = 8 * ROWS * 8  # eight inner chunks
+    with MrecReader(tmp_path / "t.mrec", cache_bytes=budget) as reader:
+        for i, frame in enumerate(reader):
+            assert frame.blocks["atoms"].columns["x"][0] == i + 1
+            assert reader._chunks._bytes <= budget
+        for i in (59, 3, 40, 3):
+            assert reader[i].blocks["atoms"].columns["x"][0] == i + 1
+            assert reader._chunks._bytes <= budget
+    with MrecReader(tmp_path / "t.mrec", cache_bytes=0) as reader:  # no cache: direct reads
+        assert [f.blocks["atoms"].columns["x"][0] for f in reader] == list(range(1, 61))
