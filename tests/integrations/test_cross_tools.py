@@ -76,3 +76,13 @@ def test_ase_record_opens_in_mdanalysis_and_mdtraj(tmp_path):
     traj = load_mrec(str(path))
     assert np.allclose(traj.xyz[1], images[1].positions / 10.0, atol=1e-6)              # Å -> nm
     assert np.allclose(traj.unitcell_vectors[0], atoms.cell.array / 10.0, atol=1e-6)
+
+
+def test_openmm_record_opens_in_xarray(openmm_run):
+    xr = pytest.importorskip("xarray", reason="needs xarray (pip install 'molrec-raw[xarray]')")
+    path, topology, states = openmm_run
+    ds = xr.open_dataset(str(path), engine="mrec", group="trajectory/atoms")
+    assert ds.x.dims == ("frame", "atoms") and ds.sizes["frame"] == len(states)
+    nm = np.stack([s.getPositions(asNumpy=True).value_in_unit(u.nanometer) for s in states])
+    assert np.allclose(np.stack([ds.x.values, ds.y.values, ds.z.values], axis=-1), nm, atol=1e-6)
+    assert list(ds.step.values) == [5, 10, 15]
