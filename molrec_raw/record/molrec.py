@@ -20,6 +20,7 @@ from molrec_raw.record.observables import Observable, read_observables_group, wr
 from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.record.violations import Violation, refuse
 from molrec_raw.zarr import Group, PathLike, Store, open_group
+from molrec_raw.zarr.fileops import FileOps
 
 __all__ = ["MolRec", "RawSection", "read_mrec", "write_mrec", "validate"]
 
@@ -129,7 +130,7 @@ def _read(path: PathLike, root: Group, out: Optional[List[Violation]],
     return rec
 
 
-def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True) -> None:
+def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True, fileops: Optional[FileOps] = None) -> None:
     """Write ``rec`` as a record at ``path`` (replacing a record there, safely)."""
     if not isinstance(rec, MolRec):
         raise TypeError(f"write_mrec needs a MolRec, got {type(rec).__name__}")
@@ -158,7 +159,7 @@ def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True) -> None:
                     raise SpecViolationError(f"raw section {name!r} holds a key outside it: {key!r}")
                 root.store.set(key, value)
 
-    replace_record(path, build, durable)
+    replace_record(path, build, durable, fileops)
 
 
 def validate(path: PathLike, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:

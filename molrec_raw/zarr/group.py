@@ -83,10 +83,13 @@ class Group(Node):
     def __repr__(self) -> str:
         return f"<Group {self.name} in {self.store.describe()}>"
 
-    def _save_attributes(self, attributes: Dict[str, Any]) -> None:
+    def _save_attributes(self, attributes: Dict[str, Any], durable: bool = False) -> None:
         self._check_writable()
         metadata = GroupMetadata(attributes, self.metadata.extra)
-        self.store.replace_atomic(self._metadata_key, metadata.to_json())
+        if durable:
+            self.store.replace_durable(self._metadata_key, metadata.to_json())
+        else:
+            self.store.replace_atomic(self._metadata_key, metadata.to_json())
         self.metadata = metadata
 
     # -- children -----------------------------------------------------------

@@ -125,10 +125,12 @@ class DenseArrays:
         return [a for a in (self.series, self.steps, self.wall_time) if a is not None]
 
 
-def find_arrays(group: Group) -> Dict[str, DenseArrays]:
+def find_arrays(group: Group, catalog: Optional[Catalog] = None) -> Dict[str, DenseArrays]:
     """Every dense series under ``series/`` with its ``steps/`` and ``wall_time/`` companions,
     checked (documents#9.10, #9.11): names decode, series float64, steps int64,
-    wall_time string, all one-dimensional, no companion without its series."""
+    wall_time string, all one-dimensional, no companion without its series — except, under
+    a ``catalog`` with a watermark, companions of a key the catalog does not name: those
+    are left-overs of an interrupted densify (not part of the record) and are skipped."""
     found: Dict[str, Dict[str, Array]] = {}
     for sub in ARRAY_DIRS:
         node = group.get(sub)
@@ -155,6 +157,8 @@ def find_arrays(group: Group) -> Dict[str, DenseArrays]:
     out: Dict[str, DenseArrays] = {}
     for key, arrays in found.items():
         if "series" not in arrays:
+            if catalog is not None and catalog.wal is not None and key not in catalog.entries:
+                continue  # an interrupted densify's left-over; the next writer replaces it
             sub = next(iter(arrays))
             raise SpecViolationError(f"metrics/{sub}/{encode_safe_name(key)} has no series array beside it",
                                      node=group.name, rule=ARRAY_RULE)
@@ -192,7 +196,7 @@ def committed(catalog: Catalog, arrays: Dict[str, DenseArrays], node: str) -> Di
 
 def read_dense(group: Group, catalog: Catalog) -> Dict[str, Series]:
     """The dense series, each cut to its committed count."""
-    arrays = find_arrays(group)
+    arrays = find_arrays(group, catalog)
     out: Dict[str, Series] = {}
     for key, (count, found) in committed(catalog, arrays, group.name).items():
         kind = catalog.entries.get(key, {}).get("type", "scalar")

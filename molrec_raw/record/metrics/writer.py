@@ -43,7 +43,8 @@ from molrec_raw.record.metrics.series import Series, check_compatible, fold, mat
 from molrec_raw.record.metrics.wal import (ParsedWal, WalFile, group_events, parse_wal, steps_column, value_text,
                                            wall_time_text)
 from molrec_raw.record.violations import refuse
-from molrec_raw.zarr import Group, open_group
+from molrec_raw.zarr import DirectoryStore, Group, open_group
+from molrec_raw.zarr.fileops import FileOps
 from molrec_raw.zarr.store import PathLike
 
 __all__ = ["MetricsWriter", "host_wal_path", "HOST_SUFFIX"]
@@ -88,23 +89,20 @@ class MetricsWriter:
     densifies.  ``close()``: flush and release the WAL lock.  Also a context manager.
     """
 
-    def __init__(self, record: PathLike) -> None:
+    def __init__(self, record: PathLike, *, fileops: Optional[FileOps] = None) -> None:
         self._setup()
-        self._open_record(record)
+        self._open_record(record, fileops)
 
     @classmethod
-    def for_host(cls, run_dir: PathLike, stem: str = "metrics") -> "MetricsWriter":
+    def for_host(cls, run_dir: PathLike, stem: str = "metrics", *,
+                 fileops: Optional[FileOps] = None) -> "MetricsWriter":
         """A writer of a host run directory's ``artifacts/<stem>.mlp.jsonl`` (WAL only)."""
         self = cls.__new__(cls)
         self._setup()
         path = host_wal_path(run_dir, stem)
         if not Path(run_dir).is_dir():
             raise StoreError(f"host run directory {run_dir} does not exist")
-        try:
-            path.parent.mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
-        self._wal = WalFile(str(path))
+        self._wal = WalFile(DirectoryStore(path.parent, fileops=fileops), path.name)
         try:
             self.wal_path = path
             self._source = str(path)
@@ -137,7 +135,7 @@ class MetricsWriter:
         self._broken: Optional[str] = None
         self.closed = False
 
-    def _open_record(self, record: PathLike) -> None:
+    def _open_record(self, record: PathLike, fileops: Optional[FileOps]) -> None:
         path = check_record_path(record)
         if path.is_file():
             raise ReadOnlyError(f"{path}: a packed record is read-only; metrics are written to a *.mrec "
@@ -146,14 +144,12 @@ class MetricsWriter:
             raise StoreError(f"{path}: no record here (no root zarr.json); create the record first "
                              "(e.g. with write_mrec_frame)", store=str(path))
         open_record(path)  # the version check of a read (root-layout invariant 6)
-        root = open_group(path, mode="r+", threads=1)  # small chunks: a thread pool per array costs more
+        # small chunks: a thread pool per array costs more than it saves
+        root = open_group(DirectoryStore(path, fileops=fileops), mode="r+", threads=1)
         self.wal_path = path / "metrics" / dense.WAL_NAME
         self._source = str(self.wal_path)
-        try:  # the directory only (not yet a node), so that the lock can be taken first
-            self.wal_path.parent.mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create {self.wal_path.parent}: {exc.strerror or exc}") from None
-        self._wal = WalFile(str(self.wal_path))
+        # the WAL (and its directory, not yet a node) first, so that the lock is taken first
+        self._wal = WalFile(root.store, f"metrics/{dense.WAL_NAME}")
         try:
             self._load_record(_require_group(root, "metrics"))  # read (or made) under the lock
         except BaseException:
@@ -163,7 +159,7 @@ class MetricsWriter:
     def _load_record(self, group: Group) -> None:
         self._group = group
         catalog = dense.read_catalog(group.attrs.asdict(), node=group.name)
-        arrays = dense.find_arrays(group)
+        arrays = dense.find_arrays(group, catalog)
         size = self._wal.size()
         if catalog.wal is not None:
             lines, nbytes = catalog.wal

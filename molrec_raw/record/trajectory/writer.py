@@ -41,6 +41,7 @@ from molrec_raw.record.trajectory.references import (SystemCounterparts, check_r
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.record.trajectory.storage import born, delete_node, grow, read_nstep
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
+from molrec_raw.zarr.fileops import FileOps
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
@@ -59,7 +60,7 @@ class MrecWriter:
 
     def __init__(self, path: PathLike, schema: SequenceSchema, *, flush_every: Optional[int] = None,
                  compression: Optional[str] = None, durable: bool = True,
-                 meta: Optional[Dict[str, Any]] = None) -> None:
+                 meta: Optional[Dict[str, Any]] = None, fileops: Optional[FileOps] = None) -> None:
         if not isinstance(schema, SequenceSchema):
             raise InvalidValueError(f"schema must be a SequenceSchema, got {type(schema).__name__}")
         self._init_common(flush_every, durable)
@@ -87,7 +88,8 @@ class MrecWriter:
         from molrec_raw.record.violations import refuse
         refuse(documents.check_finite_json(stamped, "/meta", "frame-and-types#14.41"))
         refuse(documents.check_meta(stamped, writing=True))
-        self._root = open_group(target, mode="a", threads=WRITE_THREADS)  # root zarr.json first
+        # root zarr.json first; every file mutation through ``fileops`` (default: the system's)
+        self._root = open_group(DirectoryStore(target, fileops=fileops), mode="a", threads=WRITE_THREADS)
         self._root.create_group("meta", attributes=stamped, overwrite=True)
         self._tgroup = self._root.create_group(TRAJ, attributes={"sequence_schema": self._schema.to_json()},
                                                overwrite=True)
@@ -123,7 +125,8 @@ class MrecWriter:
             self._schema.targets(b) or self._schema.aligned_with(b) for b in self._schema.block_names())
 
     @classmethod
-    def open(cls, path: PathLike, *, flush_every: Optional[int] = None, durable: bool = True) -> "MrecWriter":
+    def open(cls, path: PathLike, *, flush_every: Optional[int] = None, durable: bool = True,
+             fileops: Optional[FileOps] = None) -> "MrecWriter":
         """Reopen a trajectory for append (§11): shrink every array back to its logical
         length, rebuild the change-detection state, continue numbering."""
         self = cls.__new__(cls)
@@ -132,7 +135,7 @@ class MrecWriter:
         target = check_record_path(path)
         if target.suffix == ".zip" or not target.is_dir():
             raise StoreError("only a directory record can be reopened for append", store=str(target))
-        root = open_group(target, mode="r+", threads=WRITE_THREADS)
+        root = open_group(DirectoryStore(target, fileops=fileops), mode="r+", threads=WRITE_THREADS)
         meta = root.get("meta")
         doc = dict(meta.attrs) if isinstance(meta, Group) else {}
         from molrec_raw.record.violations import refuse
@@ -535,7 +538,8 @@ def _refuse_existing_sequence(target: Path) -> None:
 
 
 def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
-                          times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None) -> Path:
+                          times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None, *,
+                          fileops: Optional[FileOps] = None) -> Path:
     """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames).
     An existing record at ``path`` is replaced only when it holds no trajectory sequence."""
     given_steps: Any = steps
@@ -556,9 +560,10 @@ def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Option
     def build(root: Group) -> None:  # written beside the target, then swapped in (doors.replace_record)
         store = root.store
         assert isinstance(store, DirectoryStore), "replace_record builds in a directory"
-        with MrecWriter(store.root, schema, flush_every=max(1, len(frame_list)), meta=meta, durable=False) as writer:
+        with MrecWriter(store.root, schema, flush_every=max(1, len(frame_list)), meta=meta, durable=False,
+                        fileops=store.fileops) as writer:
             for i, frame in enumerate(frame_list):
                 writer.append(frame, None if step_list is None else step_list[i],
                               None if time_list is None else time_list[i])
 
-    return replace_record(path, build)
+    return replace_record(path, build, fileops=fileops)
