@@ -315,7 +315,7 @@ class DirectoryStore(Store):
         tmp = f"{path}{TEMP_MARKER}{os.getpid()}.{next(self._counter)}"
         ops = self.fileops
         try:
-            fd = self._open(tmp, key, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            fd = self._open(tmp, key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try:
                 ops.write_all(fd, value)
                 if durable:
