@@ -1,5 +1,5 @@
-"""``molrec-raw``: write a sample record, look into, check, pack, unpack and follow records
-from the command line.
+"""``molrec-raw``: write a sample record, look into, check, repair, pack, unpack and follow
+records from the command line.
 
 Argument parsing and printing only; the work is done by the record layer.  Errors print one
 line (no traceback) and exit 2; ``validate`` exits 1 when it finds violations.  Long work
@@ -25,6 +25,7 @@ from molrec_raw.record.metrics.dense import WAL_NAME
 from molrec_raw.record.metrics.wal import complete_part, parse_wal
 from molrec_raw.record.molrec import validate
 from molrec_raw.record.pack import pack_mrec_zip, unpack_mrec_zip
+from molrec_raw.record.repair import repair_mrec
 from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.zarr import Array, Group
 
@@ -155,6 +156,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if violations else 0
 
 
+def cmd_repair(args: argparse.Namespace) -> int:
+    report = repair_mrec(args.path, dry_run=args.dry_run)
+    verb = "would" if args.dry_run else "did"
+    for change in report.changes:
+        print(f"{verb}: {change}")
+    if report.nstep is not None:
+        where = "the live state" if report.source == "live" else f"its checkpoint ({report.reason})"
+        print(f"trajectory: {report.nstep} committed frames, read from {where}")
+    if not report.changes:
+        print(f"{args.path}: nothing to repair")
+    print(f"{args.path}: {'sound' if report.sound else 'needs repair' if args.dry_run else 'NOT sound'}")
+    return 0 if report.sound else 1
+
+
 def cmd_pack(args: argparse.Namespace) -> int:
     with ProgressBar("pack") as bar:
         target = pack_mrec_zip(args.path, remove_source=args.remove_source, progress=bar)
@@ -264,6 +279,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="every violated rule (exit 0 clean, 1 violations, 2 unreadable)")
     p.add_argument("path")
     p.set_defaults(run=cmd_validate)
+    p = sub.add_parser("repair", help="restore a crashed record in place (exit 0 when sound afterwards)")
+    p.add_argument("path")
+    p.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+    p.set_defaults(run=cmd_repair)
     p = sub.add_parser("pack", help="<stem>.mrec -> <stem>.mrec.zip")
     p.add_argument("path")
     p.add_argument("--remove-source", action="store_true")

@@ -8,6 +8,7 @@ document with ``molrec_version`` stamped), then the sections (root-layout invari
 """
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
@@ -120,8 +121,13 @@ def replace_record(path: PathLike, build: Callable[[Group], object], durable: bo
     An existing ``path`` is replaced only when it is a record (root zarr.json) or an empty
     directory; anything else is refused and left untouched.  ``durable`` fsyncs every file
     and directory of the new record before the swap, so a power loss never leaves a
-    renamed record with missing bytes (cost: one fsync per file).  Every file mutation goes
-    through ``fileops`` (default: the system's calls).
+    renamed record with missing bytes (cost: one fsync per file), and the directory
+    holding it after the swap.  The swap of an existing record is one atomic exchange of
+    the two names (``renameat2(RENAME_EXCHANGE)``): a crash leaves the old record or the
+    new one at ``path``, never none; where the system cannot exchange, two renames are
+    used and a crash between them can leave ``path`` missing with the new record beside it
+    (spec-notes/record.md).  Every file mutation goes through ``fileops`` (default: the
+    system's calls).
     """
     ops = fileops if fileops is not None else FileOps()
     target = check_record_path(path).absolute()
@@ -145,13 +151,24 @@ def replace_record(path: PathLike, build: Callable[[Group], object], durable: bo
         except OSError:
             pass
         raise
-    if target.is_dir() and any(target.iterdir()):
-        retired = target.with_name(f".{target.name}.molrec-old-{os.getpid()}")
-        ops.replace(str(target), str(retired))
-        ops.replace(str(staging), str(target))
+    parent = str(target.parent)
+    if target.is_dir():
+        try:  # one atomic step: afterwards ``staging`` names the old record
+            ops.exchange(str(staging), str(target))
+            retired = staging
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                raise StoreError(f"cannot swap in the new record: {exc.strerror or exc}", store=str(target)) from None
+            retired = target.with_name(f".{target.name}.molrec-old-{os.getpid()}")
+            ops.replace(str(target), str(retired))
+            ops.replace(str(staging), str(target))
+        if durable:
+            ops.fsync_dir(parent)
         ops.rmtree(str(retired))
     else:
         ops.replace(str(staging), str(target))
+        if durable:
+            ops.fsync_dir(parent)
     return target
 
 

@@ -118,6 +118,7 @@ def _read(path: PathLike, root: Group, out: Optional[List[Violation]],
             try:
                 rec.trajectory = MrecReader(path)
                 if out is not None:  # validate resolves every frame, not only what opening checks
+                    collect.extend(rec.trajectory.recovery_violations())
                     collect.extend(rec.trajectory.verify(progress))
             except MolrecError as exc:
                 if out is None:

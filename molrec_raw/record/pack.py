@@ -66,7 +66,8 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
         _verify(staging, files)
         if target.exists():
             raise StoreError("refusing to overwrite an existing zip", store=str(target))
-        ops.replace(str(staging), str(target))
+        ops.replace(str(staging), str(target))  # the zip's bytes were fsynced by write_zip
+        ops.fsync_dir(str(target.parent))  # ... and now its name: only then may the source go
     except BaseException:
         if staging.exists():
             ops.unlink(str(staging))

@@ -146,6 +146,13 @@ class Store:
     def sync(self, keys: Iterable[str]) -> None:
         """Make the named values (and the directories holding them) durable."""
 
+    def sync_all(self) -> None:
+        """Make durable everything this store object changed since its last ``sync_all``:
+        each file written (once), then each directory whose entries changed."""
+
+    def sync_tree(self, prefix: str) -> None:
+        """Make every value and directory under ``prefix`` durable, whoever wrote them."""
+
     def close(self) -> None:
         """Release resources; the default store holds none."""
 
@@ -230,7 +237,8 @@ class DirectoryStore(Store):
         self.read_only = read_only
         self.fileops = fileops if fileops is not None else FileOps()
         self._counter = itertools.count(1)
-        self._created_dirs: Set[str] = set()  # directories made since the last sync, and their parents
+        self._created_dirs: Set[str] = set()  # directories whose entries changed since the last sync
+        self._dirty_files: Set[str] = set()  # files written since the last sync_all
         self._created_lock = threading.Lock()
         self._inside_dirs: Set[str] = set()  # directories checked to resolve inside the root
 
@@ -329,9 +337,12 @@ class DirectoryStore(Store):
             except OSError:
                 pass
             raise self._fail("write", key, exc) from None
-        if durable:  # the rename is durable at the next sync of its directory
-            with self._created_lock:
-                self._created_dirs.add(os.path.dirname(path))
+        with self._created_lock:  # the rename is durable at the next sync of its directory
+            self._created_dirs.add(os.path.dirname(path))
+            if durable:
+                self._dirty_files.discard(path)
+            else:
+                self._dirty_files.add(path)
 
     def replace_atomic(self, key: str, value: bytes) -> None:
         self._replace(key, value, False)
@@ -355,6 +366,9 @@ class DirectoryStore(Store):
                 ops.close(fd)
         except OSError as exc:
             raise self._fail("write", key, exc) from None
+        with self._created_lock:
+            self._dirty_files.add(path)
+            self._created_dirs.add(os.path.dirname(path))
 
     def truncate(self, key: str, size: int) -> None:
         self._check_writable(key)
@@ -370,6 +384,8 @@ class DirectoryStore(Store):
             return
         except OSError as exc:
             raise self._fail("truncate", key, exc) from None
+        with self._created_lock:
+            self._dirty_files.add(path)
 
     def open_append(self, key: str) -> AppendFile:
         self._check_writable(key)
@@ -396,12 +412,17 @@ class DirectoryStore(Store):
         except OSError as exc:
             raise self._fail("delete", key, exc) from None
         directory, root = os.path.dirname(path), os.path.abspath(self.root)
+        changed = [directory]
         while os.path.abspath(directory) != root:
             try:
                 ops.rmdir(directory)
             except OSError:  # not empty (or already gone): stop
                 break
             directory = os.path.dirname(directory)
+            changed.append(directory)
+        with self._created_lock:
+            self._dirty_files.discard(path)
+            self._created_dirs.update(changed)
 
     def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
         _validate_prefix(prefix)
@@ -458,20 +479,27 @@ class DirectoryStore(Store):
     def sync(self, keys: Iterable[str]) -> None:
         """fsync each file, then each directory that holds one (so renames are durable) and
         every directory created since the last sync together with its parent."""
-        directories = set()
+        self._sync_paths([self._path(key) for key in keys], set())
+
+    def _sync_paths(self, files: Iterable[str], directories: Set[str]) -> None:
+        """fsync ``files`` (a missing one is skipped), then ``directories``, the files'
+        directories and every directory whose entries changed since the last sync, deepest
+        first."""
         ops = self.fileops
-        for key in keys:
-            path = self._path(key)
+        synced = []
+        for path in files:
             try:
                 ops.fsync_file(path)
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                raise self._fail("sync", key, exc) from None
+                raise self._fail("sync", path, exc) from None
+            synced.append(path)
             directories.add(os.path.dirname(path))
         with self._created_lock:
             directories |= self._created_dirs
             self._created_dirs = set()
+            self._dirty_files.difference_update(synced)
         for directory in sorted(directories, key=len, reverse=True):  # deepest first
             try:
                 ops.fsync_dir(directory)
@@ -479,6 +507,20 @@ class DirectoryStore(Store):
                 continue
             except OSError as exc:
                 raise self._fail("sync", directory, exc) from None
+
+    def sync_all(self) -> None:
+        with self._created_lock:
+            files = sorted(self._dirty_files)
+        self._sync_paths(files, set())
+
+    def sync_tree(self, prefix: str) -> None:
+        _validate_prefix(prefix)
+        top = os.path.join(self.root, *prefix.split("/")[:-1]) if prefix else str(self.root)
+        files, directories = [], {os.path.dirname(top), top}
+        for directory, dirnames, filenames in os.walk(top):
+            directories.add(directory)
+            files += [os.path.join(directory, name) for name in sorted(filenames) if TEMP_MARKER not in name]
+        self._sync_paths(files, directories)
 
 
 PathLike = Union[str, "os.PathLike[str]"]  # a file-system path, as every door takes it

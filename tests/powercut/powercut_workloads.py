@@ -542,15 +542,17 @@ def campaign(names: List[str], states_per_workload: Dict[str, int], seed: int, w
             wanted = states_per_workload[name]
             rng = random.Random(seed * 7919 + len(name))
             states = enumerate_states(recorded.model, seed=seed)
-            if len(states) > wanted:  # sector masks are the many: sample them first, then the rest
-                for kinds in (("torn",), ("torn", "zeros", "omit-one", "prefix-drop", "prefix-keep")):
-                    fixed = [s for s in states if s.kind not in kinds]
-                    pool = [s for s in states if s.kind in kinds]
-                    if len(fixed) <= wanted:
-                        states = fixed + rng.sample(pool, wanted - len(fixed))
-                        break
-                else:
-                    states = rng.sample(states, wanted)
+            if len(states) > wanted:  # an even share per kind (sector masks are the many), sampled
+                by_kind: Dict[str, List[State]] = {}
+                for st in states:
+                    by_kind.setdefault(st.kind, []).append(st)
+                chosen: List[State] = []
+                left = wanted
+                for n, kind in enumerate(sorted(by_kind, key=lambda k: len(by_kind[k]))):
+                    share = min(len(by_kind[kind]), left // (len(by_kind) - n))
+                    chosen += rng.sample(by_kind[kind], share)
+                    left -= share
+                states = chosen
             else:
                 states += random_sample(recorded.model, rng, wanted - len(states))
             outcome = Outcome()

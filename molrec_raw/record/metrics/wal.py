@@ -119,8 +119,12 @@ class ParsedWal:
 
 
 def complete_part(data: bytes) -> bytes:
-    """``data`` up to and including its last ``\\n`` (the torn tail, if any, cut off)."""
-    end = data.rfind(b"\n")
+    """``data`` up to and including its last ``\\n`` before any NUL byte (the torn tail,
+    if any, cut off).  A NUL is never written by a WAL writer (JSON escapes it): it is
+    what a power cut leaves in an append whose length persisted but whose bytes did not,
+    so nothing from it on was ever a written line (README decision 9, spec-notes/metrics.md)."""
+    zero = data.find(b"\x00")
+    end = data.rfind(b"\n", 0, zero if zero >= 0 else len(data))
     return data[:end + 1] if end >= 0 else b""
 
 
@@ -417,9 +421,18 @@ class WalFile:
         return b"".join(parts)
 
     def truncate_torn_tail(self, floor: int = 0) -> int:
-        """Cut an unterminated last fragment (documents#9.14); return the new size."""
+        """Cut an unterminated last fragment (documents#9.14), and everything from the first
+        NUL byte past ``floor`` on (see ``complete_part``); return the new size."""
         size = self.size()
-        if size == 0 or self.read(size - 1, size) == b"\n":
+        zero, start = -1, floor
+        while start < size and zero < 0:  # bounded pieces: a long tail is not read at once
+            piece = self.read(start, min(size, start + (1 << 24)))
+            found = piece.find(b"\x00")
+            zero = start + found if found >= 0 else -1
+            start += len(piece)
+        if zero >= 0:
+            size = zero
+        elif size == 0 or self.read(size - 1, size) == b"\n":
             return size
         end = size
         while end > floor:

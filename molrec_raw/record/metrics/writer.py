@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import orjson
@@ -184,7 +184,6 @@ class MetricsWriter:
         self._found: Dict[str, Optional[dense.DenseArrays]] = {}
         self._max_step: Dict[str, int] = {}
         self._tails = dense.TailCache()
-        self._unsynced: Set[str] = set()  # store keys landed by non-durable densifies
         for key, (count, found) in dense.committed(catalog, arrays, group.name).items():
             self._count[key] = count
             self._found[key] = found
@@ -413,9 +412,8 @@ class MetricsWriter:
         assert shadow is not None and group is not None
         lines = self._mark[0] + self._tail_lines + len(shadow) // 4
         if self._end == self._mark[1]:  # nothing new since the last densify
-            if durable and self._unsynced:  # ... but an earlier one was not made durable
-                group.store.sync(sorted(self._unsynced) + [f"{group.path}/zarr.json"])
-                self._unsynced.clear()
+            if durable:  # ... but an earlier one may not have been made durable
+                group.store.sync_all()
             return
         by_key: Dict[str, List[Series]] = {}
         for parsed in (self._tail.series, self._shadow_events() if shadow else {}):
@@ -424,14 +422,11 @@ class MetricsWriter:
         touched: List[str] = []
         updates = []
         for key, parts in by_key.items():
-            update = self._apply(key, fold(_concat(parts)))
+            update = self._apply(key, fold(_concat(parts)), durable)
             touched += update[0]
             updates.append((key,) + update[1:])
-        if durable:
-            group.store.sync(sorted(self._unsynced.union(touched)))
-            self._unsynced.clear()
-        else:
-            self._unsynced.update(touched)  # synced by the next durable flush
+        if durable:  # what earlier densifies and this one wrote, then every directory: a barrier
+            group.store.sync_all()  # before the catalog (replaced files were synced before their rename)
         entries = dict(self._entries)
         for key, count, entry, top in updates:
             entries[key] = entry
@@ -456,12 +451,12 @@ class MetricsWriter:
         """Replace the catalog (atomically) and adopt it; fsync it when ``durable``."""
         group = self._group
         assert group is not None
-        group.attrs.put(attrs)
+        group.attrs.put(attrs, durable=durable)  # durable: never an empty catalog after a power cut
         if durable:
-            group.store.sync([f"{group.path}/zarr.json"])
+            group.store.sync_all()
         self._attrs = attrs
 
-    def _apply(self, key: str, new: Series) -> Tuple[List[str], int, Dict[str, Any], Optional[int]]:
+    def _apply(self, key: str, new: Series, durable: bool) -> Tuple[List[str], int, Dict[str, Any], Optional[int]]:
         """Land one series' new (folded) events in its arrays; return the store keys touched,
         the new count, the new catalog entry and the new largest step."""
         group = self._group
@@ -475,7 +470,7 @@ class MetricsWriter:
         rest = new
         top: Optional[int] = None
         if count == 0:
-            found = dense.create_arrays(group, key, stepped=new.steps is not None)
+            found = dense.create_arrays(group, key, stepped=new.steps is not None, durable=durable)
             self._found[key] = found
         else:
             assert found is not None
@@ -494,10 +489,10 @@ class MetricsWriter:
                 if int(new.steps.min()) <= top:  # a re-logged step: later wins, in place
                     hit, replaced = match_steps(found.steps[:count], new.steps)
                     hit_at = np.flatnonzero(hit)
-                    touched += dense.replace_points(found, replaced, new.take(hit_at), self._tails)
+                    touched += dense.replace_points(found, replaced, new.take(hit_at), self._tails, durable)
                     rest = new.take(np.flatnonzero(~hit))
         if len(rest):
-            touched += dense.append_points(found, count, rest, self._tails)
+            touched += dense.append_points(found, count, rest, self._tails, durable)
             if rest.steps is not None:
                 top = max(top if top is not None else _I64_MIN, int(rest.steps.max()))
             latest_step = None if rest.steps is None else int(rest.steps[-1])
@@ -559,7 +554,7 @@ def _require_group(root: Group, name: str) -> Group:
     """``root[name]`` as a group, created when missing (another process may race us)."""
     for _ in range(3):
         try:
-            return root.require_group(name)
+            return root.require_group(name, durable=True)  # a power cut never leaves it empty
         except NodeExistsError:
             node = root.get(name)
             if isinstance(node, Group):

@@ -29,6 +29,7 @@ from molrec_raw.record import documents
 from molrec_raw.record.doors import check_record_path, replace_record
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory import extents as ext
+from molrec_raw.record.trajectory import recovery
 from molrec_raw.record.trajectory.blocks import (MARKERS, BlockWriter, Update, block_layout, check_column_array,
                                                  prepare_update, same_content)
 from molrec_raw.record.trajectory.cell import BoxReader, BoxWriter, prepare_cell
@@ -93,11 +94,10 @@ class MrecWriter:
         self._root.create_group("meta", attributes=stamped, overwrite=True)
         self._tgroup = self._root.create_group(TRAJ, attributes={"sequence_schema": self._schema.to_json()},
                                                overwrite=True)
-        if durable:
-            store = self._root.store
-            store.sync(["zarr.json", "meta/zarr.json", f"{TRAJ}/zarr.json"])
         self._path = target
         self._setup_state()
+        if durable:  # the created record, with its first checkpoint (0 frames)
+            self._durable_point()
         refuse_aligned_system_names(self._schema, self._root, "W13")
         self._section_rows = section_rows(self._root)
         self._system = SystemCounterparts(self._schema, self._root)
@@ -109,6 +109,7 @@ class MrecWriter:
         self._flush_every_arg = None if flush_every is None else int(flush_every)
         self._flush_every: Optional[int] = self._flush_every_arg
         self._durable = bool(durable)
+        self._dirty = False  # automatic commits since the last durable point
         self._closed = False
         self._nstep = 0  # committed
         self._buffered = 0
@@ -143,6 +144,8 @@ class MrecWriter:
         if doc.get("molrec_version") != documents.CURRENT_VERSION:
             raise spec_error("W14", f"the store is a molrec_version {doc.get('molrec_version')} record; "
                              f"appending would mix version {documents.CURRENT_VERSION} frames into it")
+        if root.store.size(recovery.CHECKPOINT) is not None:  # not closed: what a crash damaged goes back first
+            recovery.recover_in_place(root)
         tgroup = root.get(TRAJ)
         if not isinstance(tgroup, Group):
             raise spec_error("W14", "the record has no trajectory section to append to")
@@ -164,6 +167,8 @@ class MrecWriter:
             self._reopen_block(block, nstep)
         self._reopen_box(nstep)
         self._reopen_meta(nstep)
+        if durable:  # the reopened state is the new durable point (with its checkpoint)
+            self._durable_point()
         return self
 
     def _reopen_box(self, nstep: int) -> None:
@@ -476,8 +481,54 @@ class MrecWriter:
         block.last = ups[-1]
         block.pending = []
 
+    def _manifest(self, nstep: Optional[int] = None) -> recovery.Manifest:
+        """What the committed state (of ``nstep`` frames, default the committed ones)
+        relies on (recovery.py): every group and array with its committed rows, paths
+        relative to ``trajectory/``."""
+        manifest = recovery.Manifest(self._nstep if nstep is None else nstep)
+        cut = len(TRAJ) + 1
+
+        def add(arr: Optional[Array], rows: int) -> None:
+            if arr is not None:
+                manifest.arrays[arr.path[cut:]] = rows
+        for block in self._blocks.values():
+            if block.group is None:
+                continue
+            manifest.groups.append(block.group.path[cut:])
+            if block.masks:
+                manifest.groups.append(f"{block.group.path[cut:]}/_validity")
+            for arr in [*block.columns.values(), *block.masks.values()]:
+                add(arr, block.total)
+            if block.mode == "indexed":
+                add(block.step_index, block.n_updates)
+                add(block.offset, block.n_updates + 1)
+        if self._box.group is not None:
+            manifest.groups.append("box")
+            for arr in self._box.arrays.values():
+                add(arr, self._box.n_updates)
+        if self._mgroup is not None:
+            manifest.groups.append("meta")
+            for m in self._meta.values():
+                add(m.array, m.committed)
+        for series in (self._step, self._time):
+            if not series.prog:
+                add(series.array, series.committed)
+        return manifest
+
+    def _durable_point(self) -> None:
+        """Make everything written since the last durable point durable (each file once,
+        then the directories), then write the checkpoint of the committed state durably
+        and sync the marker with it (recovery.py)."""
+        store = self._root.store
+        store.sync_all()
+        recovery.write_checkpoint(store, self._manifest())
+        store.sync([f"{TRAJ}/zarr.json"])
+        self._dirty = False
+
     def _commit(self, durable: bool) -> None:
         if self._buffered == 0:
+            if durable and self._dirty:  # automatic commits since the last durable point
+                self._durable_point()
             return
         touched: List[str] = []
         for block in self._blocks.values():
@@ -494,17 +545,21 @@ class MrecWriter:
         self._time.commit(self._tgroup, touched)
         self._step.commit(self._tgroup, touched)
         store = self._root.store
-        if durable:
-            store.sync(touched)
+        if durable:  # every file written since the last durable point, then their directories
+            store.sync_all()
         nstep = self._nstep + self._buffered
         attrs: Dict[str, Any] = {"sequence_schema": self._schema.to_json(), "nstep": nstep}
         for series in (self._step, self._time):
             prog = series.attribute()
             if prog is not None:
                 attrs[f"{series.name}_progression"] = prog
+        manifest = self._manifest(nstep)
+        attrs[recovery.MANIFEST] = manifest.to_json()
         self._tgroup.attrs.put(attrs)  # the commit marker: last write of the commit
         if durable:
+            recovery.write_checkpoint(store, manifest)
             store.sync([f"{TRAJ}/zarr.json"])
+        self._dirty = not durable
         self._nstep, self._buffered = nstep, 0
 
     def flush(self) -> None:
@@ -517,6 +572,8 @@ class MrecWriter:
         if self._closed:
             return
         self._commit(durable=self._durable)
+        if self._durable:  # closed and durable as it stands: the checkpoint has done its work
+            self._root.store.delete(recovery.CHECKPOINT)
         self._closed = True
 
     def __enter__(self) -> "MrecWriter":
