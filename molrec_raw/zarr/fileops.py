@@ -120,16 +120,6 @@ class FileOps:
         while done < len(view):
             done += self.pwrite(fd, view[done:], offset + done)
 
-    def write_new(self, path: str, data: Buffer, *, durable: bool = False) -> None:
-        """Create ``path`` (it must not exist) holding ``data``; fsync it when ``durable``."""
-        fd = self.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        try:
-            self.write_all(fd, data)
-            if durable:
-                self.fsync(fd)
-        finally:
-            self.close(fd)
-
     def makedirs(self, path: str) -> List[str]:
         """Create ``path`` and its missing parents; returns the directories created
         (outermost first)."""

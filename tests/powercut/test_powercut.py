@@ -8,12 +8,10 @@ states it claims, and it does find a hole where one exists.
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from molrec_raw.errors import MolrecError
 from molrec_raw.zarr import DirectoryStore, open_array

@@ -100,11 +100,17 @@ def _nstep_of(attrs: Optional[Dict[str, Any]]) -> Optional[int]:
 
 
 def read_checkpoint(store: Store) -> Optional[Snapshot]:
-    """The trajectory's checkpoint, or None (a record closed cleanly has none)."""
+    """The trajectory's checkpoint, or None: a record closed cleanly has none, and an
+    unreadable one is a *first* checkpoint a power cut caught before its sync — every
+    later one replaces its predecessor durably — written after everything it would
+    describe was synced, so the live state stands on its own."""
     raw = store.get(CHECKPOINT)
     if raw is None:
         return None
-    return Snapshot.from_bytes(raw, CHECKPOINT)
+    try:
+        return Snapshot.from_bytes(raw, CHECKPOINT)
+    except CorruptDataError:
+        return None
 
 
 def checkpoint_attrs(snapshot: Snapshot) -> Dict[str, Any]:
@@ -129,10 +135,7 @@ class Candidate:
 def candidates(root: Group) -> List[Candidate]:
     """The states a reader tries, in order (see the module docstring)."""
     store = root.store
-    try:
-        snapshot = read_checkpoint(store)
-    except CorruptDataError:
-        snapshot = None  # damaged outside the writer: the live state is all there is
+    snapshot = read_checkpoint(store)
     if snapshot is None:
         return [Candidate(root, "live", strict=False)]
     attrs = checkpoint_attrs(snapshot)
@@ -193,10 +196,15 @@ def _decode_rows(array: Array, start: int, stop: int) -> None:
         array[lo:min(stop, lo + step)]
 
 
-def write_checkpoint(store: Store, manifest: Manifest) -> None:
+def write_checkpoint(store: Store, manifest: Manifest, durable: bool = True) -> None:
     """Capture the committed state (the marker on disk, the manifest's nodes and tail
-    shards) and write it durably: its bytes are synced before its name moves."""
-    store.replace_durable(CHECKPOINT, capture(store, manifest.nodes(), manifest.lengths()).to_bytes())
+    shards) and write it; ``durable``: its bytes are synced before its name moves (needed
+    when it replaces an older checkpoint, which protects the state until then)."""
+    raw = capture(store, manifest.nodes(), manifest.lengths()).to_bytes()
+    if durable:
+        store.replace_durable(CHECKPOINT, raw)
+    else:
+        store.replace_atomic(CHECKPOINT, raw)
 
 
 @dataclass
@@ -240,7 +248,7 @@ def plan_recovery(root: Group, source: str, reason: Optional[str], nstep: int,
             target = _shrunk(capture(store, sorted(nodes), logical), logical)
     actions = restore_plan(store, target, f"{TRAJ}/", keep=[CHECKPOINT]) if target is not None else []
     temporary = list(getattr(store, "temporary_files", lambda prefix: [])(f"{TRAJ}/"))
-    return Recovery(source, nstep, reason, actions, temporary, snapshot is not None)
+    return Recovery(source, nstep, reason, actions, temporary, store.size(CHECKPOINT) is not None)
 
 
 def _shrunk(snapshot: Snapshot, lengths: Dict[str, int]) -> Snapshot:

@@ -515,20 +515,23 @@ class MrecWriter:
                 add(series.array, series.committed)
         return manifest
 
-    def _durable_point(self) -> None:
+    def _durable_point(self, closing: bool = False) -> None:
         """Make everything written since the last durable point durable (each file once,
-        then the directories), then write the checkpoint of the committed state durably
-        and sync the marker with it (recovery.py)."""
+        the marker included, then the directories), then — unless ``closing``: a closed
+        record needs none — write the checkpoint of the committed state (recovery.py):
+        durably when it replaces an older one, else synced after it."""
         store = self._root.store
         store.sync_all()
-        recovery.write_checkpoint(store, self._manifest())
-        store.sync([f"{TRAJ}/zarr.json"])
+        if not closing:
+            first = store.size(recovery.CHECKPOINT) is None  # nothing older to protect
+            recovery.write_checkpoint(store, self._manifest(), durable=not first)
+            store.sync_all()
         self._dirty = False
 
-    def _commit(self, durable: bool) -> None:
+    def _commit(self, durable: bool, closing: bool = False) -> None:
         if self._buffered == 0:
             if durable and self._dirty:  # automatic commits since the last durable point
-                self._durable_point()
+                self._durable_point(closing)
             return
         touched: List[str] = []
         for block in self._blocks.values():
@@ -556,11 +559,11 @@ class MrecWriter:
         manifest = self._manifest(nstep)
         attrs[recovery.MANIFEST] = manifest.to_json()
         self._tgroup.attrs.put(attrs)  # the commit marker: last write of the commit
-        if durable:
-            recovery.write_checkpoint(store, manifest)
-            store.sync([f"{TRAJ}/zarr.json"])
-        self._dirty = not durable
         self._nstep, self._buffered = nstep, 0
+        if durable:
+            self._durable_point(closing)
+        else:
+            self._dirty = True
 
     def flush(self) -> None:
         """Commit every buffered frame (durable unless ``durable=False``)."""
@@ -571,7 +574,7 @@ class MrecWriter:
         """The last durable flush; idempotent."""
         if self._closed:
             return
-        self._commit(durable=self._durable)
+        self._commit(durable=self._durable, closing=True)
         if self._durable:  # closed and durable as it stands: the checkpoint has done its work
             self._root.store.delete(recovery.CHECKPOINT)
         self._closed = True
