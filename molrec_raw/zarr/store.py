@@ -146,9 +146,10 @@ class Store:
     def sync(self, keys: Iterable[str]) -> None:
         """Make the named values (and the directories holding them) durable."""
 
-    def sync_all(self) -> None:
+    def sync_all(self, skip: Iterable[str] = ()) -> None:
         """Make durable everything this store object changed since its last ``sync_all``:
-        each file written (once), then each directory whose entries changed."""
+        each file written (once), then each directory whose entries changed.  ``skip``: keys
+        left for a later sync (a file about to be replaced anyway)."""
 
     def sync_tree(self, prefix: str) -> None:
         """Make every value and directory under ``prefix`` durable, whoever wrote them."""
@@ -508,9 +509,10 @@ class DirectoryStore(Store):
             except OSError as exc:
                 raise self._fail("sync", directory, exc) from None
 
-    def sync_all(self) -> None:
+    def sync_all(self, skip: Iterable[str] = ()) -> None:
+        later = {self._path(key) for key in skip}
         with self._created_lock:
-            files = sorted(self._dirty_files)
+            files = sorted(self._dirty_files - later)
         self._sync_paths(files, set())
 
     def sync_tree(self, prefix: str) -> None:

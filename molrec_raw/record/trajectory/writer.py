@@ -97,7 +97,7 @@ class MrecWriter:
         self._path = target
         self._setup_state()
         if durable:  # the created record, with its first checkpoint (0 frames)
-            self._durable_point()
+            self._first_durable_point()
         refuse_aligned_system_names(self._schema, self._root, "W13")
         self._section_rows = section_rows(self._root)
         self._system = SystemCounterparts(self._schema, self._root)
@@ -167,7 +167,8 @@ class MrecWriter:
             self._reopen_block(block, nstep)
         self._reopen_box(nstep)
         self._reopen_meta(nstep)
-        if durable:  # the reopened state is the new durable point (with its checkpoint)
+        if durable:  # the reopened state (arrays maybe shrunk) is the new durable point
+            self._sync_data()
             self._durable_point()
         return self
 
@@ -515,22 +516,35 @@ class MrecWriter:
                 add(series.array, series.committed)
         return manifest
 
-    def _durable_point(self, closing: bool = False) -> None:
-        """Make everything written since the last durable point durable (each file once,
-        the marker included, then the directories), then — unless ``closing``: a closed
-        record needs none — write the checkpoint of the committed state (recovery.py):
-        durably when it replaces an older one, else synced after it."""
+    def _sync_data(self) -> None:
+        """§10 step 2: every file written since the last durable point (once) and the
+        directories — all but the marker, which is about to be replaced."""
+        self._root.store.sync_all(skip=[f"{TRAJ}/zarr.json"])
+
+    def _first_durable_point(self) -> None:
+        """Creation: nothing older to protect, so the first checkpoint is written plainly and
+        synced with everything else, in one pass."""
         store = self._root.store
+        recovery.write_checkpoint(store, self._manifest(), durable=False)
         store.sync_all()
+        self._dirty = False
+
+    def _durable_point(self, closing: bool = False) -> None:
+        """Make the committed state durable once its data is (recovery.py): unless
+        ``closing`` (a closed record needs none), its checkpoint, durably when it replaces
+        an older one (which protects the state until then); last the marker and the
+        directory holding both (§10 step 4)."""
+        store = self._root.store
         if not closing:
-            first = store.size(recovery.CHECKPOINT) is None  # nothing older to protect
+            first = store.size(recovery.CHECKPOINT) is None
             recovery.write_checkpoint(store, self._manifest(), durable=not first)
-            store.sync_all()
+        store.sync_all()
         self._dirty = False
 
     def _commit(self, durable: bool, closing: bool = False) -> None:
         if self._buffered == 0:
             if durable and self._dirty:  # automatic commits since the last durable point
+                self._sync_data()
                 self._durable_point(closing)
             return
         touched: List[str] = []
@@ -547,9 +561,8 @@ class MrecWriter:
                 m.commit(touched)
         self._time.commit(self._tgroup, touched)
         self._step.commit(self._tgroup, touched)
-        store = self._root.store
-        if durable:  # every file written since the last durable point, then their directories
-            store.sync_all()
+        if durable:
+            self._sync_data()
         nstep = self._nstep + self._buffered
         attrs: Dict[str, Any] = {"sequence_schema": self._schema.to_json(), "nstep": nstep}
         for series in (self._step, self._time):
