@@ -1,5 +1,5 @@
-"""``molrec-raw``: write a sample record, look into, check, repair, pack, unpack and follow
-records from the command line.
+"""``molrec-raw``: write a sample record, look into, check, pack, unpack and follow records
+from the command line.
 
 Argument parsing and printing only; the work is done by the record layer.  Errors print one
 line (no traceback) and exit 2; ``validate`` exits 1 when it finds violations.  Long work

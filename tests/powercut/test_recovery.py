@@ -248,3 +248,14 @@ def test_write_mrec_frame_swaps_with_one_atomic_exchange(tmp_path: Path) -> None
     assert any(op.kind == "fsync_dir" and op.path == "" for op in rec.log[swap:])  # the swap is durable
     assert same_frame(mr.read_mrec_frame(path), traj_frame(1))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.mrec"]
+
+
+def test_trajectory_10_validate_is_quiet_about_a_killed_writer(tmp_path: Path) -> None:
+    """Killed, not power-cut: the live state is whole, nothing needs repair (the checkpoint
+    is only tidied away by repair)."""
+    path = tmp_path / "t.mrec"
+    crashed(path)
+    assert mr.validate(path) == []
+    report = mr.repair_mrec(path, dry_run=True)
+    assert report.source == "live" and report.nstep == 12
+    assert report.changes == [f"remove {CHECKPOINT}: the record is durable as it stands"]
