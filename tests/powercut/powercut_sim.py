@@ -31,7 +31,7 @@ import os
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from molrec_raw.zarr.fileops import FileOps
 

@@ -26,7 +26,7 @@ live state cut to its manifest; nodes no commit owns and temporary files removed
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from molrec_raw.errors import CorruptDataError, MolrecError
 from molrec_raw.record.trajectory.common import TRAJ
@@ -35,7 +35,7 @@ from molrec_raw.zarr.metadata import ArrayMetadata, GroupMetadata, parse_metadat
 from molrec_raw.zarr.snapshot import Action, Snapshot, SnapshotView, capture, restore_plan
 
 __all__ = ["CHECKPOINT", "MANIFEST", "Manifest", "read_checkpoint", "candidates", "verify_state",
-           "write_checkpoint", "plan_recovery", "Recovery"]
+           "write_checkpoint", "plan_recovery", "recover_in_place", "Recovery"]
 
 CHECKPOINT = f"{TRAJ}/__molrec_checkpoint"  # "__" names are never Zarr nodes (zarr-v3-subset#1)
 MANIFEST = "molrec_raw_commit"
