@@ -14,6 +14,7 @@ from molrec_raw.record.model import Block, Box, Frame, MetaValue
 from molrec_raw.record.molrec import MolRec, read_mrec, validate, write_mrec
 from molrec_raw.record.observables import Observable
 from molrec_raw.record.pack import pack_mrec_zip, unpack_mrec_zip
+from molrec_raw.record.repair import RepairReport, repair_mrec
 from molrec_raw.record.trajectory import (
     MrecReader, MrecWriter, SequenceSchema, Trajectory, read_mrec_trajectory, write_mrec_trajectory,
 )
@@ -25,7 +26,7 @@ __all__ = [
     "Block", "Box", "ForceFieldSection", "Frame", "MetaValue", "MetricsWriter", "MolRec", "MrecReader",
     "MrecWriter", "Observable", "SequenceSchema", "Series", "Trajectory", "Violation", "discover_metrics",
     "read_metrics", "read_mrec_trajectory", "write_mrec_trajectory",
-    "errors", "pack_mrec_zip", "unpack_mrec_zip", "read_mrec", "read_mrec_forcefield", "read_mrec_frame", "read_mrec_meta",
+    "errors", "pack_mrec_zip", "unpack_mrec_zip", "repair_mrec", "RepairReport", "read_mrec", "read_mrec_forcefield", "read_mrec_frame", "read_mrec_meta",
     "read_mrec_system", "section_names", "validate", "write_mrec", "write_mrec_forcefield",
     "write_mrec_frame", "write_mrec_system", "__version__",
 ]

@@ -26,6 +26,7 @@ from molrec_raw.record.metrics.dense import WAL_NAME
 from molrec_raw.record.metrics.wal import complete_part, parse_wal
 from molrec_raw.record.molrec import validate
 from molrec_raw.record.pack import pack_mrec_zip, unpack_mrec_zip
+from molrec_raw.record.repair import repair_mrec
 from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.zarr import Array, Group
 from molrec_raw.zarr.remote import is_url
@@ -163,6 +164,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not violations:
         print(f"{args.path}: valid")
     return 1 if violations else 0
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    report = repair_mrec(args.path, dry_run=args.dry_run)
+    verb = "would" if args.dry_run else "did"
+    for change in report.changes:
+        print(f"{verb}: {change}")
+    if report.nstep is not None:
+        where = "the live state" if report.source == "live" else f"its checkpoint ({report.reason})"
+        print(f"trajectory: {report.nstep} committed frames, read from {where}")
+    if not report.changes:
+        print(f"{args.path}: nothing to repair")
+    print(f"{args.path}: {'sound' if report.sound else 'needs repair' if args.dry_run else 'NOT sound'}")
+    return 0 if report.sound else 1
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
@@ -325,6 +340,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="every violated rule (exit 0 clean, 1 violations, 2 unreadable)")
     p.add_argument("path", help=_WHERE)
     p.set_defaults(run=cmd_validate)
+    p = sub.add_parser("repair", help="restore a crashed record in place (exit 0 when sound afterwards)")
+    p.add_argument("path")
+    p.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+    p.set_defaults(run=cmd_repair)
     p = sub.add_parser("pack", help="<stem>.mrec -> <stem>.mrec.zip")
     p.add_argument("path")
     p.add_argument("--remove-source", action="store_true")

@@ -8,8 +8,8 @@ document with ``molrec_version`` stamped), then the sections (root-layout invari
 """
 from __future__ import annotations
 
+import errno
 import os
-import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
@@ -20,7 +20,8 @@ from molrec_raw.record import documents
 from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, write_frame_group
 from molrec_raw.record.model import Frame
 from molrec_raw.record.violations import refuse
-from molrec_raw.zarr import Group, Store, open_group
+from molrec_raw.zarr import DirectoryStore, Group, Store, open_group
+from molrec_raw.zarr.fileops import FileOps
 from molrec_raw.zarr.httpstore import redact
 from molrec_raw.zarr.remote import is_url, url_name
 from molrec_raw.zarr.store import PathLike, StoreLike
@@ -165,14 +166,22 @@ def _frame_rows_of(sections: Mapping[str, Optional[Frame]]) -> RowsOf:
     return rows
 
 
-def replace_record(path: PathLike, build: Callable[[Group], object], durable: bool = True) -> Path:
+def replace_record(path: PathLike, build: Callable[[Group], object], durable: bool = True,
+                   fileops: Optional[FileOps] = None) -> Path:
     """Build a record beside ``path`` with ``build(root_group)``, then swap it in.
 
     An existing ``path`` is replaced only when it is a record (root zarr.json) or an empty
     directory; anything else is refused and left untouched.  ``durable`` fsyncs every file
     and directory of the new record before the swap, so a power loss never leaves a
-    renamed record with missing bytes (cost: one fsync per file).
+    renamed record with missing bytes (cost: one fsync per file), and the directory
+    holding it after the swap.  The swap of an existing record is one atomic exchange of
+    the two names (``renameat2(RENAME_EXCHANGE)``): a crash leaves the old record or the
+    new one at ``path``, never none; where the system cannot exchange, two renames are
+    used and a crash between them can leave ``path`` missing with the new record beside it
+    (spec-notes/record.md).  Every file mutation goes through ``fileops`` (default: the
+    system's calls).
     """
+    ops = fileops if fileops is not None else FileOps()
     target = check_record_path(path).absolute()
     if target.exists() or target.is_symlink():
         is_record = target.is_dir() and (target / "zarr.json").is_file()
@@ -182,23 +191,36 @@ def replace_record(path: PathLike, build: Callable[[Group], object], durable: bo
                 "nor an empty directory", store=str(target),
             )
     staging = target.with_name(f".{target.name}.molrec-new-{os.getpid()}")
-    if staging.exists():
-        shutil.rmtree(staging)
+    ops.rmtree(str(staging))
     try:
-        root = open_group(staging, mode="w")  # the root zarr.json lands first
+        root = open_group(DirectoryStore(staging, fileops=ops), mode="w")  # the root zarr.json lands first
         build(root)
         if durable:
             root.store.sync(root.store.list(""))
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            ops.rmtree(str(staging))
+        except OSError:
+            pass
         raise
-    if target.is_dir() and any(target.iterdir()):
-        retired = target.with_name(f".{target.name}.molrec-old-{os.getpid()}")
-        os.replace(target, retired)
-        os.replace(staging, target)
-        shutil.rmtree(retired)
+    parent = str(target.parent)
+    if target.is_dir():
+        try:  # one atomic step: afterwards ``staging`` names the old record
+            ops.exchange(str(staging), str(target))
+            retired = staging
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                raise StoreError(f"cannot swap in the new record: {exc.strerror or exc}", store=str(target)) from None
+            retired = target.with_name(f".{target.name}.molrec-old-{os.getpid()}")
+            ops.replace(str(target), str(retired))
+            ops.replace(str(staging), str(target))
+        if durable:
+            ops.fsync_dir(parent)
+        ops.rmtree(str(retired))
     else:
-        os.replace(staging, target)
+        ops.replace(str(staging), str(target))
+        if durable:
+            ops.fsync_dir(parent)
     return target
 
 
@@ -225,22 +247,22 @@ def write_sections(root: Group, meta: Optional[Dict[str, Any]], sections: Dict[s
 
 def write_mrec_frame(path: PathLike, frame: Frame, system: Optional[Frame] = None,
                      meta: Optional[Dict[str, Any]] = None, forcefield: Any = None, *,
-                     durable: bool = True) -> Path:
+                     durable: bool = True, fileops: Optional[FileOps] = None) -> Path:
     """Write a record holding ``frame`` (and optionally ``system`` and a force field)."""
     return replace_record(path, lambda root: write_sections(
-        root, meta, {"frame": frame, "system": system}, forcefield), durable)
+        root, meta, {"frame": frame, "system": system}, forcefield), durable, fileops)
 
 
 def write_mrec_system(path: PathLike, system: Frame, meta: Optional[Dict[str, Any]] = None,
-                      forcefield: Any = None, *, durable: bool = True) -> Path:
+                      forcefield: Any = None, *, durable: bool = True, fileops: Optional[FileOps] = None) -> Path:
     """Write a record holding ``system`` (and optionally a force field)."""
     return replace_record(path, lambda root: write_sections(root, meta, {"system": system}, forcefield),
-                          durable)
+                          durable, fileops)
 
 
 def write_mrec_forcefield(path: PathLike, forcefield: Any, meta: Optional[Dict[str, Any]] = None, *,
-                          durable: bool = True) -> Path:
+                          durable: bool = True, fileops: Optional[FileOps] = None) -> Path:
     """Write a force-field package: ``meta`` + ``forcefield`` (a valid record on its own)."""
     if forcefield is None:
         raise SpecViolationError("a force-field record needs a force field", rule="documents#9.1")
-    return replace_record(path, lambda root: write_sections(root, meta, {}, forcefield), durable)
+    return replace_record(path, lambda root: write_sections(root, meta, {}, forcefield), durable, fileops)

@@ -20,6 +20,7 @@ from molrec_raw.record.observables import Observable, read_observables_group, wr
 from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.record.violations import Violation, refuse
 from molrec_raw.zarr import Group, PathLike, Store, open_group
+from molrec_raw.zarr.fileops import FileOps
 
 __all__ = ["MolRec", "RawSection", "read_mrec", "write_mrec", "validate"]
 
@@ -118,6 +119,7 @@ def _read(path: RecordSource, root: Group, out: Optional[List[Violation]],
             try:
                 rec.trajectory = MrecReader(path)
                 if out is not None:  # validate resolves every frame, not only what opening checks
+                    collect.extend(rec.trajectory.recovery_violations())
                     collect.extend(rec.trajectory.verify(progress))
             except MolrecError as exc:
                 if out is None:
@@ -130,7 +132,7 @@ def _read(path: RecordSource, root: Group, out: Optional[List[Violation]],
     return rec
 
 
-def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True) -> None:
+def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True, fileops: Optional[FileOps] = None) -> None:
     """Write ``rec`` as a record at ``path`` (replacing a record there, safely)."""
     if not isinstance(rec, MolRec):
         raise TypeError(f"write_mrec needs a MolRec, got {type(rec).__name__}")
@@ -159,7 +161,7 @@ def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True) -> None:
                     raise SpecViolationError(f"raw section {name!r} holds a key outside it: {key!r}")
                 root.store.set(key, value)
 
-    replace_record(path, build, durable)
+    replace_record(path, build, durable, fileops)
 
 
 def validate(path: RecordSource, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:

@@ -9,12 +9,12 @@ overwritten. Unpacking checks every entry name before anything is written.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 from molrec_raw.errors import CorruptDataError, SpecViolationError, StoreError
-from molrec_raw.zarr import ZipStore
+from molrec_raw.zarr import DirectoryStore, ZipStore
+from molrec_raw.zarr.fileops import FileOps
 from molrec_raw.zarr.store import TEMP_MARKER, PathLike
 from molrec_raw.zarr.zipstore import write_zip
 
@@ -35,13 +35,16 @@ def _record_files(root: Path) -> List[Tuple[str, Path]]:
 
 
 def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
-                  progress: Optional[Callable[[int, int], object]] = None) -> Path:
+                  progress: Optional[Callable[[int, int], object]] = None,
+                  fileops: Optional[FileOps] = None) -> Path:
     """Pack the record directory ``path`` (``<stem>.mrec``) into ``<stem>.mrec.zip`` beside it.
 
     A trajectory with an uncommitted tail packs as it stands: readers of the zip obey
     ``nstep`` exactly as on the directory.  ``progress(done_bytes, total_bytes)`` follows
-    the copy of the files' bytes.
+    the copy of the files' bytes.  Every file mutation goes through ``fileops`` (default:
+    the system's calls).
     """
+    ops = fileops if fileops is not None else FileOps()
     source = Path(path)
     if not (source.is_dir() and (source / "zarr.json").is_file()):
         raise SpecViolationError(f"{source} is not a record directory (no root zarr.json)", rule="trajectory#15")
@@ -59,17 +62,18 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
             progress(done, total)
 
     try:
-        write_zip(staging, files, progress=advance)
+        write_zip(staging, files, progress=advance, fileops=ops)
         _verify(staging, files)
         if target.exists():
             raise StoreError("refusing to overwrite an existing zip", store=str(target))
-        os.replace(staging, target)
+        ops.replace(str(staging), str(target))  # the zip's bytes were fsynced by write_zip
+        ops.fsync_dir(str(target.parent))  # ... and now its name: only then may the source go
     except BaseException:
         if staging.exists():
-            staging.unlink()
+            ops.unlink(str(staging))
         raise
     if remove_source:
-        shutil.rmtree(source)
+        ops.rmtree(str(source))
     return target
 
 
@@ -86,7 +90,8 @@ def _verify(archive: Path, files: List[Tuple[str, Path]]) -> None:
 
 
 def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,
-                    progress: Optional[Callable[[int, int], object]] = None) -> Path:
+                    progress: Optional[Callable[[int, int], object]] = None,
+                    fileops: Optional[FileOps] = None) -> Path:
     """Extract a packed record into the directory ``dest`` (which must not exist or be empty).
 
     Every entry name is checked first (ZipStore refuses absolute paths, ``..``, backslashes
@@ -105,13 +110,11 @@ def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,
             raise SpecViolationError("archive has no root zarr.json: not a packed record", store=str(archive),
                                      rule="trajectory#15")
         total, done = sum(store.size(name) or 0 for name in names), 0
+        out = DirectoryStore(target, fileops=fileops)
         for name in names:
-            out = target.joinpath(*name.split("/"))
-            out.parent.mkdir(parents=True, exist_ok=True)
             data = store.get(name)
             assert data is not None  # a listed name
-            with open(out, "xb") as fh:
-                fh.write(data)
+            out.set(name, data)
             done += len(data)
             if progress is not None:
                 progress(done, total)

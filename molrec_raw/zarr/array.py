@@ -9,6 +9,7 @@ published in zarr.json by atomic replace.
 """
 from __future__ import annotations
 
+import itertools
 import struct
 from concurrent.futures import ThreadPoolExecutor
 from math import prod
@@ -220,31 +221,69 @@ class Array(Node):
         result = finish(out, dims)
         return result[()] if result.ndim == 0 else result
 
+    def check_written(self, length: int, *, strict: bool = False) -> None:
+        """Refuse when rows ``[0, length)`` (leading axis) were not all landed in the
+        positional shards holding them: a shard whose written-rows stamp is smaller than
+        the rows asked of it has an index older than those rows, and reading them would
+        return the fill value as if it were data (zarr-v3-subset#7, sharding.py).  A shard
+        without a stamp is taken as written; ``strict`` refuses a missing shard too (a
+        writer that stamps stores every shard it lands in, even an all-fill one)."""
+        sharding = self.pipeline.sharding
+        if sharding is None or sharding.index_location != "start" or self.ndim == 0 or length <= 0:
+            return
+        shard_rows = self.metadata.chunk_shape[0]
+        start, size = sharding.stamp_range()
+        rest = [range(g) for g in self.metadata.grid_shape[1:]]
+        for k in range(-(-min(length, self.shape[0]) // shard_rows)):
+            need = min(shard_rows, length - k * shard_rows)
+            for coords in itertools.product([k], *rest):
+                key = self.chunk_key(coords)
+                page = self.store.get_range(key, start, size)
+                if page is None:
+                    if strict:
+                        raise self._context(CorruptDataError(
+                            f"rows up to {length} are claimed but shard {list(coords)} is missing: "
+                            "they were never written", rule="zarr-v3-subset#7"), key)
+                    continue
+                try:
+                    rows = sharding.written_rows(page)
+                except MolrecError as exc:
+                    raise self._context(exc, key) from None
+                if rows is not None and rows < need:
+                    raise self._context(CorruptDataError(
+                        f"rows up to {length} are claimed but the index of shard {list(coords)} was written "
+                        f"for {rows} of its rows, not {need}: the rest were never written (the index is "
+                        "older than the data it is asked for)", rule="zarr-v3-subset#7"), key)
+
     # -- writing ------------------------------------------------------------
     def __setitem__(self, selection: Any, value: Any) -> None:
         self._check_writable()
         self._write(selection, value, self.metadata)
 
     def land(self, selection: Any, value: Any, *, shape: Optional[Tuple[int, ...]] = None,
-             positional: bool = False) -> List[str]:
+             positional: bool = False, durable: bool = False) -> List[str]:
         """Write chunk bytes only — ``zarr.json`` is not touched (root-layout invariant 7:
         data precede metadata; call :meth:`publish` afterwards).  ``shape`` lets the data
         land beyond the published shape.  ``positional`` (sharded arrays with the index at
         the start) appends re-encoded inner chunks at the shard's end and rewrites the index
-        in place instead of rewriting the shard.  Returns the store keys written."""
+        in place instead of rewriting the shard.  ``durable`` replaces whole chunks with
+        ``Store.replace_durable`` (the new bytes are durable before the name moves: a power
+        cut leaves the old chunk or the new one).  Returns the store keys written."""
         self._check_writable()
         metadata = self.metadata if shape is None else self.metadata.with_shape(tuple(shape))
         if positional and self.pipeline.sharding is None:
             raise self._context(InvalidValueError("positional writes need a sharded array"))
-        return self._write(selection, value, metadata, positional=positional)
+        return self._write(selection, value, metadata, positional=positional, durable=durable)
 
-    def publish(self, shape: Optional[Tuple[int, ...]] = None) -> str:
-        """Replace ``zarr.json`` atomically (with a new ``shape``); returns its key for a sync."""
+    def publish(self, shape: Optional[Tuple[int, ...]] = None, *, durable: bool = False) -> str:
+        """Replace ``zarr.json`` atomically (with a new ``shape``; ``durable`` as in
+        :meth:`land`); returns its key for a sync."""
         self._check_writable()
-        self._publish(self.metadata if shape is None else self.metadata.with_shape(tuple(shape)))
+        self._publish(self.metadata if shape is None else self.metadata.with_shape(tuple(shape)), durable)
         return self._metadata_key
 
-    def _write(self, selection: Any, value: Any, metadata: ArrayMetadata, positional: bool = False) -> List[str]:
+    def _write(self, selection: Any, value: Any, metadata: ArrayMetadata, positional: bool = False,
+               durable: bool = False) -> List[str]:
         """Land chunk bytes for ``selection`` under ``metadata``'s shape; return keys touched."""
         self._check_chunk_size(metadata)
         dims = normalize_selection(selection, metadata.shape)
@@ -273,6 +312,8 @@ class Array(Node):
                 encoded = pipeline.write(self._reader(key), local, data[out_sel + (Ellipsis,)], extent, each)
                 if encoded is None:
                     self.store.delete(key)
+                elif durable:
+                    self.store.replace_durable(key, encoded)
                 else:
                     self.store.set(key, encoded)
             except MolrecError as exc:
@@ -282,14 +323,17 @@ class Array(Node):
         self._run(work, list(project(dims, chunk_shape)))
         return touched
 
-    def _publish(self, metadata: ArrayMetadata) -> None:
+    def _publish(self, metadata: ArrayMetadata, durable: bool = False) -> None:
         """Write zarr.json by atomic replace, then adopt it in memory."""
-        self.store.replace_atomic(self._metadata_key, metadata.to_json())
+        if durable:
+            self.store.replace_durable(self._metadata_key, metadata.to_json())
+        else:
+            self.store.replace_atomic(self._metadata_key, metadata.to_json())
         self.metadata = metadata
 
-    def _save_attributes(self, attributes: Dict[str, Any]) -> None:
+    def _save_attributes(self, attributes: Dict[str, Any], durable: bool = False) -> None:
         self._check_writable()
-        self._publish(self.metadata.with_attributes(attributes))
+        self._publish(self.metadata.with_attributes(attributes), durable)
 
     def append(self, data: Any, axis: int = 0) -> Tuple[int, ...]:
         """Grow ``axis`` by ``data``'s extent and write it there; chunks land before zarr.json."""

@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, Iterator, MutableMapping
 class Attributes(MutableMapping[str, Any]):
     """Each change rewrites the node's zarr.json by atomic replace; ``update`` writes once."""
 
-    def __init__(self, load: Callable[[], Dict[str, Any]], save: Callable[[Dict[str, Any]], None]) -> None:
+    def __init__(self, load: Callable[[], Dict[str, Any]], save: Callable[[Dict[str, Any], bool], None]) -> None:
         self._load = load
         self._save = save
 
@@ -26,16 +26,17 @@ class Attributes(MutableMapping[str, Any]):
     def __delitem__(self, key: str) -> None:
         current = dict(self._load())
         del current[key]
-        self._save(current)
+        self._save(current, False)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         current = dict(self._load())
         current.update(*args, **kwargs)
-        self._save(current)
+        self._save(current, False)
 
-    def put(self, attributes: Dict[str, Any]) -> None:
-        """Replace all attributes at once."""
-        self._save(dict(attributes))
+    def put(self, attributes: Dict[str, Any], *, durable: bool = False) -> None:
+        """Replace all attributes at once; ``durable``: the new zarr.json is durable before
+        it replaces the old one (``Store.replace_durable``)."""
+        self._save(dict(attributes), durable)
 
     def asdict(self) -> Dict[str, Any]:
         return dict(self._load())

@@ -87,10 +87,13 @@ class Group(Node):
     def __repr__(self) -> str:
         return f"<Group {self.name} in {self.store.describe()}>"
 
-    def _save_attributes(self, attributes: Dict[str, Any]) -> None:
+    def _save_attributes(self, attributes: Dict[str, Any], durable: bool = False) -> None:
         self._check_writable()
         metadata = GroupMetadata(attributes, self.metadata.extra)
-        self.store.replace_atomic(self._metadata_key, metadata.to_json())
+        if durable:
+            self.store.replace_durable(self._metadata_key, metadata.to_json())
+        else:
+            self.store.replace_atomic(self._metadata_key, metadata.to_json())
         self.metadata = metadata
 
     # -- children -----------------------------------------------------------
@@ -155,16 +158,21 @@ class Group(Node):
         return path
 
     def create_group(self, name: str, attributes: Optional[Dict[str, Any]] = None, *,
-                     overwrite: bool = False) -> "Group":
+                     overwrite: bool = False, durable: bool = False) -> "Group":
+        """Create a group; ``durable``: its zarr.json is written with ``Store.replace_durable``
+        (never an empty file under its name after a power cut)."""
         path = self._prepare_child(name, overwrite)
         metadata = GroupMetadata(dict(attributes or {}))
-        self.store.set(_join(path, "zarr.json"), metadata.to_json())
+        if durable:
+            self.store.replace_durable(_join(path, "zarr.json"), metadata.to_json())
+        else:
+            self.store.set(_join(path, "zarr.json"), metadata.to_json())
         return _created(Group(self.store, path, metadata, **self._options()))
 
-    def require_group(self, name: str) -> "Group":
+    def require_group(self, name: str, *, durable: bool = False) -> "Group":
         node = self.get(name)
         if node is None:
-            return self.create_group(name)
+            return self.create_group(name, durable=durable)
         if not isinstance(node, Group):
             raise NodeExistsError("an array exists where a group was required",
                                   store=self.store.describe(), node=node.path)

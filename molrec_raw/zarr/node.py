@@ -71,5 +71,5 @@ class Node:
             drop_stale_consolidation(self.store, self.path)
             self._consolidation_dropped = True
 
-    def _save_attributes(self, attributes: Dict[str, Any]) -> None:
+    def _save_attributes(self, attributes: Dict[str, Any], durable: bool = False) -> None:
         raise NotImplementedError

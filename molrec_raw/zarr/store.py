@@ -1,8 +1,10 @@
 """Stores: a flat map of ``/``-separated keys to bytes (zarr-v3-subset §1, §9).
 
 One small interface serves every layer above: ``get``, ``get_range``, ``set``,
-``write_at``, ``replace_atomic``, ``delete``, ``list``, ``list_dir``, ``sync``.
-The commit protocol of a trajectory is built only from these verbs.
+``write_at``, ``replace_atomic``, ``replace_durable``, ``truncate``, ``delete``, ``list``,
+``list_dir``, ``sync`` (and ``open_append`` for a write-ahead log).  The commit protocol
+of a trajectory is built only from these verbs.  A :class:`DirectoryStore` makes every
+file mutation through its :class:`~molrec_raw.zarr.fileops.FileOps` (the one seam).
 
 Every key is validated before it touches the file system (zarr-v3-subset §1):
 no absolute path, no ``.``/``..`` segment, no backslash, no empty segment, no
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from molrec_raw.errors import InvalidKeyError, ReadOnlyError, StoreError
+from molrec_raw.zarr.fileops import AppendFile, FileOps
 
 __all__ = ["Store", "ReadOnlyStore", "MemoryStore", "DirectoryStore", "validate_key", "PathLike", "StoreLike"]
 
@@ -123,6 +126,23 @@ class Store:
         """Replace a whole value so readers see the old or the new bytes, never a mix."""
         raise NotImplementedError
 
+    def replace_durable(self, key: str, value: bytes) -> None:
+        """``replace_atomic`` whose new bytes are durable before the name moves to them, so
+        a power cut leaves the old or the new value, never an empty one; the rename itself
+        is durable after the next ``sync``."""
+        self.replace_atomic(key, value)
+        self.sync([key])
+
+    def truncate(self, key: str, size: int) -> None:
+        """Cut a value to ``size`` bytes (crash recovery restores a shard this way)."""
+        self._check_writable(key)
+        raise NotImplementedError
+
+    def open_append(self, key: str) -> AppendFile:
+        """The value as a file opened for appending (a write-ahead log), created if missing."""
+        self._check_writable(key)
+        raise StoreError("this store cannot append to a value in place", store=self.describe(), key=key)
+
     def delete(self, key: str) -> None:
         """Remove a key; a missing key is not an error."""
         raise NotImplementedError
@@ -137,6 +157,14 @@ class Store:
 
     def sync(self, keys: Iterable[str]) -> None:
         """Make the named values (and the directories holding them) durable."""
+
+    def sync_all(self, skip: Iterable[str] = ()) -> None:
+        """Make durable everything this store object changed since its last ``sync_all``:
+        each file written (once), then each directory whose entries changed.  ``skip``: keys
+        left for a later sync (a file about to be replaced anyway)."""
+
+    def sync_tree(self, prefix: str) -> None:
+        """Make every value and directory under ``prefix`` durable, whoever wrote them."""
 
     def close(self) -> None:
         """Release resources; the default store holds none."""
@@ -206,6 +234,11 @@ class MemoryStore(Store):
         old[offset:offset + len(value)] = value
         self._values[key] = bytes(old)
 
+    def truncate(self, key: str, size: int) -> None:
+        self._check_writable(validate_key(key))
+        if key in self._values:
+            self._values[key] = self._values[key][:size]
+
     def delete(self, key: str) -> None:
         self._check_writable(validate_key(key))
         self._values.pop(key, None)
@@ -225,14 +258,18 @@ class DirectoryStore(Store):
     and rename it over the target, so a crash leaves the old or the new value.
     ``sync`` fsyncs files and then their directories, including every directory this store
     created since the last sync and the directory it was created in (so a new node's entry
-    is durable too, not only the files inside it).
+    is durable too, not only the files inside it).  Every mutation goes through
+    ``fileops`` (default: the operating system's calls).
     """
 
-    def __init__(self, root: Union[str, os.PathLike[str]], *, read_only: bool = False) -> None:
+    def __init__(self, root: Union[str, os.PathLike[str]], *, read_only: bool = False,
+                 fileops: Optional[FileOps] = None) -> None:
         self.root = Path(root)
         self.read_only = read_only
+        self.fileops = fileops if fileops is not None else FileOps()
         self._counter = itertools.count(1)
-        self._created_dirs: Set[str] = set()  # directories made since the last sync, and their parents
+        self._created_dirs: Set[str] = set()  # directories whose entries changed since the last sync
+        self._dirty_files: Set[str] = set()  # files written since the last sync_all
         self._created_lock = threading.Lock()
         self._inside_dirs: Set[str] = set()  # directories checked to resolve inside the root
 
@@ -294,81 +331,129 @@ class DirectoryStore(Store):
 
     def _makedirs(self, path: str, key: str) -> None:
         directory = os.path.dirname(path)
-        missing = []
-        while directory and not os.path.isdir(directory):
-            missing.append(directory)
-            directory = os.path.dirname(directory)
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            made = self.fileops.makedirs(directory)
         except OSError as exc:
             raise self._fail("create directory", key, exc) from None
-        with self._created_lock:  # new entries in ``directory`` and in each new directory
-            self._created_dirs.update(missing)
-            if directory:
-                self._created_dirs.add(directory)
+        with self._created_lock:  # new entries in the first existing parent and in each new directory
+            self._created_dirs.update(made)
+            if made:
+                self._created_dirs.add(os.path.dirname(made[0]))
 
-    def replace_atomic(self, key: str, value: bytes) -> None:
+    def _open(self, path: str, key: str, flags: int) -> int:
+        """Open for writing, creating the missing directories of ``path`` on the way."""
+        try:
+            return self.fileops.open(path, flags, 0o666)
+        except FileNotFoundError:  # first value in a new directory
+            self._makedirs(path, key)
+            return self.fileops.open(path, flags, 0o666)
+
+    def _replace(self, key: str, value: bytes, durable: bool) -> None:
         self._check_writable(key)
         path = self._write_path(key)
         tmp = f"{path}{TEMP_MARKER}{os.getpid()}.{next(self._counter)}"
+        ops = self.fileops
         try:
+            fd = self._open(tmp, key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try:
-                fh = open(tmp, "wb")
-            except FileNotFoundError:  # first value in a new directory
-                self._makedirs(path, key)
-                fh = open(tmp, "wb")
-            with fh:
-                fh.write(value)
-            os.replace(tmp, path)
+                ops.write_all(fd, value)
+                if durable:
+                    ops.fsync(fd)
+            finally:
+                ops.close(fd)
+            ops.replace(tmp, path)
         except OSError as exc:
             try:
-                os.unlink(tmp)
+                ops.unlink(tmp)
             except OSError:
                 pass
             raise self._fail("write", key, exc) from None
+        with self._created_lock:  # the rename is durable at the next sync of its directory
+            self._created_dirs.add(os.path.dirname(path))
+            if durable:
+                self._dirty_files.discard(path)
+            else:
+                self._dirty_files.add(path)
+
+    def replace_atomic(self, key: str, value: bytes) -> None:
+        self._replace(key, value, False)
 
     set = replace_atomic
+
+    def replace_durable(self, key: str, value: bytes) -> None:
+        self._replace(key, value, True)
 
     def write_at(self, key: str, offset: int, value: bytes) -> None:
         self._check_writable(key)
         if offset < 0:
             raise StoreError("negative write offset", store=self.describe(), key=key)
         path = self._write_path(key)
-        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        ops = self.fileops
         try:
+            fd = self._open(path, key, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0))
             try:
-                fd = os.open(path, flags, 0o666)
-            except FileNotFoundError:  # first value in a new directory
-                self._makedirs(path, key)
-                fd = os.open(path, flags, 0o666)
-            try:
-                view = memoryview(value)
-                done = 0
-                while done < len(view):
-                    done += os.pwrite(fd, view[done:], offset + done)
+                ops.pwrite_all(fd, value, offset)
             finally:
-                os.close(fd)
+                ops.close(fd)
         except OSError as exc:
             raise self._fail("write", key, exc) from None
+        with self._created_lock:
+            self._dirty_files.add(path)
+            self._created_dirs.add(os.path.dirname(path))
+
+    def truncate(self, key: str, size: int) -> None:
+        self._check_writable(key)
+        path = self._write_path(key)
+        ops = self.fileops
+        try:
+            fd = ops.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                ops.truncate(fd, size)
+            finally:
+                ops.close(fd)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._fail("truncate", key, exc) from None
+        with self._created_lock:
+            self._dirty_files.add(path)
+
+    def open_append(self, key: str) -> AppendFile:
+        self._check_writable(key)
+        path = self._write_path(key)
+        try:
+            try:
+                return AppendFile(self.fileops, path)
+            except FileNotFoundError:
+                self._makedirs(path, key)
+                return AppendFile(self.fileops, path)
+        except OSError as exc:
+            raise self._fail("open for appending", key, exc) from None
 
     def delete(self, key: str) -> None:
         """Remove a file, then the directories it leaves empty (up to the root), so a later
         value may use the same name as a file (e.g. a re-created 0-d array's chunk ``c``)."""
         self._check_writable(key)
         path = self._write_path(key)
+        ops = self.fileops
         try:
-            os.unlink(path)
+            ops.unlink(path)
         except (FileNotFoundError, NotADirectoryError):
             return
         except OSError as exc:
             raise self._fail("delete", key, exc) from None
         directory, root = os.path.dirname(path), os.path.abspath(self.root)
+        changed = [directory]
         while os.path.abspath(directory) != root:
             try:
-                os.rmdir(directory)
+                ops.rmdir(directory)
             except OSError:  # not empty (or already gone): stop
                 break
             directory = os.path.dirname(directory)
+            changed.append(directory)
+        with self._created_lock:
+            self._dirty_files.discard(path)
+            self._created_dirs.update(changed)
 
     def list_dir(self, prefix: str = "") -> Tuple[List[str], List[str]]:
         _validate_prefix(prefix)
@@ -396,35 +481,78 @@ class DirectoryStore(Store):
             else:
                 yield prefix + name
 
+    def temporary_files(self, prefix: str = "") -> List[str]:
+        """Paths (relative to the root, ``/``-separated) of temporary files an interrupted
+        replace left under ``prefix`` — listings never show them; recovery removes them."""
+        _validate_prefix(prefix)
+        top = os.path.join(self.root, *prefix.split("/")[:-1]) if prefix else str(self.root)
+        found = []
+        for directory, dirnames, filenames in os.walk(top):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if TEMP_MARKER in name:
+                    found.append(os.path.relpath(os.path.join(directory, name), self.root).replace(os.sep, "/"))
+        return found
+
+    def remove_temporary(self, relpath: str) -> None:
+        """Delete one file named by :meth:`temporary_files`."""
+        self._check_writable(relpath)
+        parts = relpath.split("/")
+        if TEMP_MARKER not in parts[-1] or any(p in ("", ".", "..") for p in parts):
+            raise InvalidKeyError("not a temporary file of this store", key=relpath)
+        try:
+            self.fileops.unlink(os.path.join(self.root, *parts))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise self._fail("delete", relpath, exc) from None
+
     def sync(self, keys: Iterable[str]) -> None:
         """fsync each file, then each directory that holds one (so renames are durable) and
         every directory created since the last sync together with its parent."""
-        directories = set()
-        for key in keys:
-            path = self._path(key)
+        self._sync_paths([self._path(key) for key in keys], set())
+
+    def _sync_paths(self, files: Iterable[str], directories: Set[str]) -> None:
+        """fsync ``files`` (a missing one is skipped), then ``directories``, the files'
+        directories and every directory whose entries changed since the last sync, deepest
+        first."""
+        ops = self.fileops
+        synced = []
+        for path in files:
             try:
-                fd = os.open(path, os.O_RDONLY)
+                ops.fsync_file(path)
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                raise self._fail("sync", key, exc) from None
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+                raise self._fail("sync", path, exc) from None
+            synced.append(path)
             directories.add(os.path.dirname(path))
         with self._created_lock:
             directories |= self._created_dirs
             self._created_dirs = set()
+            self._dirty_files.difference_update(synced)
         for directory in sorted(directories, key=len, reverse=True):  # deepest first
             try:
-                fd = os.open(directory, os.O_RDONLY)
+                ops.fsync_dir(directory)
             except FileNotFoundError:  # created, then emptied and removed again
                 continue
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            except OSError as exc:
+                raise self._fail("sync", directory, exc) from None
+
+    def sync_all(self, skip: Iterable[str] = ()) -> None:
+        later = {self._path(key) for key in skip}
+        with self._created_lock:
+            files = sorted(self._dirty_files - later)
+        self._sync_paths(files, set())
+
+    def sync_tree(self, prefix: str) -> None:
+        _validate_prefix(prefix)
+        top = os.path.join(self.root, *prefix.split("/")[:-1]) if prefix else str(self.root)
+        files, directories = [], {os.path.dirname(top), top}
+        for directory, dirnames, filenames in os.walk(top):
+            directories.add(directory)
+            files += [os.path.join(directory, name) for name in sorted(filenames) if TEMP_MARKER not in name]
+        self._sync_paths(files, directories)
 
 
 PathLike = Union[str, "os.PathLike[str]"]  # a file-system path, as every door takes it

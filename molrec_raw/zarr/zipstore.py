@@ -28,6 +28,7 @@ from molrec_raw.errors import (
     StoreError,
     UnsupportedFeatureError,
 )
+from molrec_raw.zarr.fileops import FileOps
 from molrec_raw.zarr.store import ReadOnlyStore, _slice_range, _validate_prefix, list_dir_of_keys, validate_key
 
 __all__ = ["ZipStore", "RangeSource", "FileSource", "write_zip"]
@@ -397,28 +398,39 @@ _COPY_CHUNK = 1 << 22
 
 
 def write_zip(target: Union[str, os.PathLike[str]], entries: Sequence[Tuple[str, Union[str, os.PathLike[str]]]],
-              *, force_zip64: bool = False, progress: Optional[Callable[[int], object]] = None) -> None:
+              *, force_zip64: bool = False, progress: Optional[Callable[[int], object]] = None,
+              fileops: Optional[FileOps] = None) -> None:
     """Write a zip of STORED entries ``(name, source file)`` in the given order
     (zarr-v3-subset#9.2 writer rules): UTF-8 names, CRC-32 and sizes in the local header (no
     data descriptors), no directory entries, fixed timestamps, ZIP64 records for every size,
     offset or count that needs them (``force_zip64`` uses them everywhere, for tests).
-    ``target`` must not exist; it is created exclusively.  Data is copied in 4 MiB pieces.
+    ``target`` must not exist; it is created exclusively and fsynced when complete.  Data is
+    copied in 4 MiB pieces; every write goes through ``fileops`` (default: the system's).
     """
     names = [validate_key(name) for name, _ in entries]
     if len(set(names)) != len(names):
         raise InvalidKeyError("duplicate entry names", store=str(target))
+    ops = fileops if fileops is not None else FileOps()
     central: List[bytes] = []
-    with open(target, "xb") as out:
+    fd = ops.open(os.fspath(target), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0))
+    pos = 0
+
+    def put(data: bytes) -> None:
+        nonlocal pos
+        ops.pwrite_all(fd, data, pos)
+        pos += len(data)
+
+    try:
         for name, source in entries:
             raw_name = name.encode("utf-8")
             size = os.path.getsize(source)
-            offset = out.tell()
+            offset = pos
             zip64 = force_zip64 or size >= _U32_LIMIT
             local_extra = struct.pack("<HHQQ", 1, 16, size, size) if zip64 else b""
             small = _U32_LIMIT if zip64 else size
             header = _LOCAL.pack(_SIG_LOCAL, 45 if zip64 else 20, 0x800, 0, _DOS_TIME, _DOS_DATE,
                                  0, small, small, len(raw_name), len(local_extra))
-            out.write(header + raw_name + local_extra)
+            put(header + raw_name + local_extra)
             crc = 0
             with open(source, "rb") as fh:
                 while True:
@@ -426,15 +438,12 @@ def write_zip(target: Union[str, os.PathLike[str]], entries: Sequence[Tuple[str,
                     if not piece:
                         break
                     crc = zlib.crc32(piece, crc)
-                    out.write(piece)
+                    put(piece)
                     if progress is not None:
                         progress(len(piece))
-            end = out.tell()
-            if end - offset - len(header) - len(raw_name) - len(local_extra) != size:
+            if pos - offset - len(header) - len(raw_name) - len(local_extra) != size:
                 raise StoreError(f"{source} changed size while being packed", store=str(target))
-            out.seek(offset + 14)
-            out.write(struct.pack("<I", crc))
-            out.seek(end)
+            ops.pwrite_all(fd, struct.pack("<I", crc), offset + 14)
             far = force_zip64 or offset >= _U32_LIMIT
             extra_values = ([size, size] if zip64 else []) + ([offset] if far else [])
             extra = struct.pack(f"<HH{len(extra_values)}Q", 1, 8 * len(extra_values), *extra_values) if extra_values else b""
@@ -443,18 +452,18 @@ def write_zip(target: Union[str, os.PathLike[str]], entries: Sequence[Tuple[str,
                 small, small, len(raw_name), len(extra), 0, 0, 0, 0o100644 << 16,
                 _U32_LIMIT if far else offset,
             ) + raw_name + extra)
-        cd_offset = out.tell()
-        for record in central:
-            out.write(record)
-        cd_size = out.tell() - cd_offset
+        cd_offset = pos
+        put(b"".join(central))
+        cd_size = pos - cd_offset
         count = len(central)
         if force_zip64 or count >= 0xFFFF or cd_offset >= _U32_LIMIT or cd_size >= _U32_LIMIT:
-            eocd64_offset = out.tell()
-            out.write(_EOCD64.pack(_SIG_EOCD64, _EOCD64.size - 12, 45, 45, 0, 0, count, count, cd_size, cd_offset))
-            out.write(_LOC64.pack(_SIG_LOC64, 0, eocd64_offset, 1))
-            out.write(_EOCD.pack(int.from_bytes(_SIG_EOCD, "little"), 0, 0, 0xFFFF, 0xFFFF,
-                                 _U32_LIMIT, _U32_LIMIT, 0))
+            eocd64_offset = pos
+            put(_EOCD64.pack(_SIG_EOCD64, _EOCD64.size - 12, 45, 45, 0, 0, count, count, cd_size, cd_offset))
+            put(_LOC64.pack(_SIG_LOC64, 0, eocd64_offset, 1))
+            put(_EOCD.pack(int.from_bytes(_SIG_EOCD, "little"), 0, 0, 0xFFFF, 0xFFFF,
+                           _U32_LIMIT, _U32_LIMIT, 0))
         else:
-            out.write(_EOCD.pack(int.from_bytes(_SIG_EOCD, "little"), 0, 0, count, count, cd_size, cd_offset, 0))
-        out.flush()
-        os.fsync(out.fileno())
+            put(_EOCD.pack(int.from_bytes(_SIG_EOCD, "little"), 0, 0, count, count, cd_size, cd_offset, 0))
+        ops.fsync(fd)
+    finally:
+        ops.close(fd)

@@ -10,7 +10,7 @@ from molrec_raw.errors import CorruptDataError, SpecViolationError
 from molrec_raw.record.metrics import MetricsWriter, check_metrics_group, read_metrics
 from molrec_raw.zarr import open_group
 
-from metrics_helpers import catalog_of, wal_of
+from metrics_helpers import SeamLog, catalog_of, wal_of
 
 W = "2026-08-04T00:00:0{}Z"
 
@@ -63,25 +63,17 @@ def test_documents_1_2_unknown_catalog_keys_are_kept(record) -> None:
     assert catalog["producer"] == {"name": "molnex"}
 
 
-def test_documents_4_5_densify_lands_data_before_metadata_and_the_watermark_last(record, monkeypatch) -> None:
-    from molrec_raw.zarr import DirectoryStore
-    order = []
-    original = DirectoryStore.replace_atomic
-
-    def spy(self, key, value):
-        order.append(key)
-        return original(self, key, value)
-
-    monkeypatch.setattr(DirectoryStore, "replace_atomic", spy)
-    monkeypatch.setattr(DirectoryStore, "set", spy)
-    with MetricsWriter(record) as writer:
+def test_documents_4_5_densify_lands_data_before_metadata_and_the_watermark_last(record) -> None:
+    seam = SeamLog(record)
+    with MetricsWriter(record, fileops=seam) as writer:
         writer.log("a", 1.0, step=1)
         writer.flush()
-        order.clear()
+        seam.renamed.clear()
         for step in range(2, 5000):
             writer.log("a", float(step), step=step)
         writer.log("b", 1.0)
         writer.flush()
+    order = seam.renamed
     assert order[-1] == "metrics/zarr.json"  # the catalog (watermark) is the commit, last
     for sub, name in (("series", "a"), ("steps", "a"), ("wall_time", "a"), ("series", "b")):
         chunks = [i for i, key in enumerate(order) if key.startswith(f"metrics/{sub}/{name}/c")]
@@ -255,18 +247,10 @@ def test_documents_1_2_the_record_layer_keeps_the_metrics_section(record, tmp_pa
     assert check_metrics_group(open_group(record, "r")["metrics"]) == []
 
 
-def test_documents_4_5_a_durable_close_syncs_what_non_durable_flushes_landed(record, monkeypatch) -> None:
-    from molrec_raw.zarr import DirectoryStore
-    synced = []
-    original = DirectoryStore.sync
-
-    def spy(self, keys):
-        keys = list(keys)
-        synced.extend(keys)
-        return original(self, keys)
-
-    monkeypatch.setattr(DirectoryStore, "sync", spy)
-    with MetricsWriter(record) as writer:
+def test_documents_4_5_a_durable_close_syncs_what_non_durable_flushes_landed(record) -> None:
+    seam = SeamLog(record)
+    synced = seam.synced
+    with MetricsWriter(record, fileops=seam) as writer:
         synced.clear()
         writer.log("a", 1.0, step=1)
         writer.flush(durable=False)

@@ -125,11 +125,19 @@ class DenseArrays:
         return [a for a in (self.series, self.steps, self.wall_time) if a is not None]
 
 
-def find_arrays(group: Group) -> Dict[str, DenseArrays]:
+def find_arrays(group: Group, catalog: Optional[Catalog] = None) -> Dict[str, DenseArrays]:
     """Every dense series under ``series/`` with its ``steps/`` and ``wall_time/`` companions,
     checked (documents#9.10, #9.11): names decode, series float64, steps int64,
-    wall_time string, all one-dimensional, no companion without its series."""
+    wall_time string, all one-dimensional, no companion without its series — except, under
+    a ``catalog`` with a watermark, arrays of a key the catalog does not name: those are
+    left-overs of an interrupted densify (not part of the record; a power cut may have left
+    their zarr.json empty) and are never opened."""
     found: Dict[str, Dict[str, Array]] = {}
+    named = None
+    if catalog is not None and catalog.wal is not None:
+        named = sorted(encode_safe_name(key) for key in catalog.entries)
+        if not named:
+            return {}  # nothing committed: nothing to open
     for sub in ARRAY_DIRS:
         node = group.get(sub)
         if node is None:
@@ -137,7 +145,8 @@ def find_arrays(group: Group) -> Dict[str, DenseArrays]:
         if not isinstance(node, Group):
             raise SpecViolationError(f"metrics/{sub} must be a group", node=f"{group.name}/{sub}", rule=ARRAY_RULE)
         want, _, _ = _DTYPES[sub]
-        for name, array in node.arrays():
+        members = node.arrays() if named is None else [(n, a) for n in named if isinstance(a := node.get(n), Array)]
+        for name, array in members:
             where = f"{group.name}/{sub}/{name}"
             try:
                 key = decode_safe_name(name)
@@ -155,6 +164,8 @@ def find_arrays(group: Group) -> Dict[str, DenseArrays]:
     out: Dict[str, DenseArrays] = {}
     for key, arrays in found.items():
         if "series" not in arrays:
+            if catalog is not None and catalog.wal is not None and key not in catalog.entries:
+                continue  # an interrupted densify's left-over; the next writer replaces it
             sub = next(iter(arrays))
             raise SpecViolationError(f"metrics/{sub}/{encode_safe_name(key)} has no series array beside it",
                                      node=group.name, rule=ARRAY_RULE)
@@ -192,7 +203,7 @@ def committed(catalog: Catalog, arrays: Dict[str, DenseArrays], node: str) -> Di
 
 def read_dense(group: Group, catalog: Catalog) -> Dict[str, Series]:
     """The dense series, each cut to its committed count."""
-    arrays = find_arrays(group)
+    arrays = find_arrays(group, catalog)
     out: Dict[str, Series] = {}
     for key, (count, found) in committed(catalog, arrays, group.name).items():
         kind = catalog.entries.get(key, {}).get("type", "scalar")
@@ -214,8 +225,10 @@ def _loader(array: Array, count: int) -> Any:
 
 # -- writing --------------------------------------------------------------------------------
 
-def create_arrays(group: Group, key: str, stepped: bool) -> DenseArrays:
-    """Empty arrays for a new series (replacing left-overs of an interrupted densify)."""
+def create_arrays(group: Group, key: str, stepped: bool, durable: bool = False) -> DenseArrays:
+    """Empty arrays for a new series (replacing left-overs of an interrupted densify);
+    ``durable``: the ``series``/``steps``/``wall_time`` groups, when new, are written with
+    ``replace_durable`` (a power cut never leaves their zarr.json empty)."""
     name = array_name(key)
     made: Dict[str, Array] = {}
     for sub in ARRAY_DIRS:
@@ -223,7 +236,7 @@ def create_arrays(group: Group, key: str, stepped: bool) -> DenseArrays:
             _delete_node(group, f"{sub}/{name}")  # a left-over steps array of an earlier attempt
             continue
         _, dtype, codecs = _DTYPES[sub]
-        parent = group.require_group(sub)
+        parent = group.require_group(sub, durable=durable)
         made[sub] = parent.create_array(name, shape=(0,), dtype=dtype, chunks=(CHUNK_POINTS,),
                                         shards=(SHARD_POINTS,), codecs=codecs, overwrite=True)
     return DenseArrays(key, name, made["series"], made.get("steps"), made["wall_time"])
@@ -267,9 +280,12 @@ class TailCache:
             self._tails.pop(array.path, None)
 
 
-def append_points(found: DenseArrays, count: int, points: Series, cache: TailCache) -> List[str]:
+def append_points(found: DenseArrays, count: int, points: Series, cache: TailCache,
+                  durable: bool = False) -> List[str]:
     """Write ``points`` after the first ``count`` (uncommitted left-overs past ``count`` are
-    overwritten); return the store keys written, for a durable sync.
+    overwritten); return the store keys written.  ``durable``: every replaced file's new
+    bytes are durable before its name moves (``Store.replace_durable``), so a power cut
+    leaves the old shard (with every densified point) or the new one.
 
     Each array: the chunks from the one holding point ``count`` on are landed whole (the
     selection covers them, so nothing is decoded), then the new shape is published
@@ -283,15 +299,17 @@ def append_points(found: DenseArrays, count: int, points: Series, cache: TailCac
         inner = array.chunks[0]
         start = count - count % inner
         block = np.concatenate([cache.head(array, start, count), np.asarray(data, dtype=array.dtype)])
-        touched += array.land(slice(start, total), block, shape=(total,))
-        touched.append(array.publish((total,)))
+        touched += array.land(slice(start, total), block, shape=(total,), durable=durable)
+        touched.append(array.publish((total,), durable=durable))
         rest = total - total % inner
         cache.keep(array, rest, block[rest - start:])
     return touched
 
 
-def replace_points(found: DenseArrays, at: np.ndarray, points: Series, cache: TailCache) -> List[str]:
-    """Rewrite the points at indices ``at`` with ``points`` (a re-logged step: later wins)."""
+def replace_points(found: DenseArrays, at: np.ndarray, points: Series, cache: TailCache,
+                   durable: bool = False) -> List[str]:
+    """Rewrite the points at indices ``at`` with ``points`` (a re-logged step: later wins;
+    ``durable`` as in :func:`append_points`)."""
     if at.shape[0] == 0:
         return []
     lo, hi = int(at.min()), int(at.max()) + 1
@@ -301,7 +319,7 @@ def replace_points(found: DenseArrays, at: np.ndarray, points: Series, cache: Ta
             continue
         block = array[lo:hi]
         block[at - lo] = data
-        touched += array.land(slice(lo, hi), block)
+        touched += array.land(slice(lo, hi), block, durable=durable)
     cache.forget(found.all())
     return touched
 

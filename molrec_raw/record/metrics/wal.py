@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as _dt
 import gc
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -31,6 +30,7 @@ from molrec_raw.errors import (
 )
 from molrec_raw.record.documents import is_rfc3339
 from molrec_raw.record.metrics.series import Series
+from molrec_raw.zarr.store import Store
 
 try:  # POSIX advisory locks; a platform without them cannot guarantee one writer per WAL
     import fcntl
@@ -119,8 +119,12 @@ class ParsedWal:
 
 
 def complete_part(data: bytes) -> bytes:
-    """``data`` up to and including its last ``\\n`` (the torn tail, if any, cut off)."""
-    end = data.rfind(b"\n")
+    """``data`` up to and including its last ``\\n`` before any NUL byte (the torn tail,
+    if any, cut off).  A NUL is never written by a WAL writer (JSON escapes it): it is
+    what a power cut leaves in an append whose length persisted but whose bytes did not,
+    so nothing from it on was ever a written line (README decision 9, spec-notes/metrics.md)."""
+    zero = data.find(b"\x00")
+    end = data.rfind(b"\n", 0, zero if zero >= 0 else len(data))
     return data[:end + 1] if end >= 0 else b""
 
 
@@ -379,39 +383,37 @@ def _parse_slowly(pieces: List[bytes], source: str, first_line: int, first_offse
 # -- the appending file -------------------------------------------------------------------
 
 class WalFile:
-    """A WAL file opened for appending by its one writer (documents#9.14).
+    """A WAL file opened for appending by its one writer (documents#9.14), through the
+    store that holds it (every mutation goes through the store's file seam).
 
     The exclusive advisory lock (``flock``) is taken before anything is read or changed;
     a second writer gets StoreError.  ``O_APPEND`` makes every write land at the end.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, store: Store, key: str) -> None:
         if fcntl is None:  # pragma: no cover - not POSIX
             raise UnsupportedFeatureError("WAL writers need POSIX advisory locks (fcntl)")
-        self.path = path
+        self.path = f"{store.describe()}/{key}"
+        self._file = store.open_append(key)  # StoreError names the file when it cannot
         try:
-            self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+            locked = self._file.lock()
         except OSError as exc:
-            raise StoreError(f"cannot open the metrics WAL {path}: {exc.strerror or exc}") from None
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
+            self._file.close()
+            raise StoreError(f"cannot lock the metrics WAL {self.path}: {exc.strerror or exc}") from None
+        if not locked:
+            self._file.close()
             raise StoreError(
-                f"the metrics WAL {path} is already open by another writer (its advisory lock is "
+                f"the metrics WAL {self.path} is already open by another writer (its advisory lock is "
                 "held); a WAL has exactly one appending writer at a time", rule=APPEND_RULE,
-            ) from None
-        except OSError as exc:
-            os.close(self.fd)
-            raise StoreError(f"cannot lock the metrics WAL {path}: {exc.strerror or exc}") from None
+            )
 
     def size(self) -> int:
-        return os.fstat(self.fd).st_size
+        return self._file.size()
 
     def read(self, start: int, end: int) -> bytes:
         parts = []
         while start < end:
-            part = os.pread(self.fd, min(end - start, 1 << 30), start)
+            part = self._file.read(start, min(end - start, 1 << 30))
             if not part:
                 raise StoreError(f"the metrics WAL {self.path} shrank while being read")
             parts.append(part)
@@ -419,9 +421,18 @@ class WalFile:
         return b"".join(parts)
 
     def truncate_torn_tail(self, floor: int = 0) -> int:
-        """Cut an unterminated last fragment (documents#9.14); return the new size."""
+        """Cut an unterminated last fragment (documents#9.14), and everything from the first
+        NUL byte past ``floor`` on (see ``complete_part``); return the new size."""
         size = self.size()
-        if size == 0 or self.read(size - 1, size) == b"\n":
+        zero, start = -1, floor
+        while start < size and zero < 0:  # bounded pieces: a long tail is not read at once
+            piece = self.read(start, min(size, start + (1 << 24)))
+            found = piece.find(b"\x00")
+            zero = start + found if found >= 0 else -1
+            start += len(piece)
+        if zero >= 0:
+            size = zero
+        elif size == 0 or self.read(size - 1, size) == b"\n":
             return size
         end = size
         while end > floor:
@@ -434,30 +445,23 @@ class WalFile:
 
     def _truncate(self, size: int) -> int:
         try:
-            os.ftruncate(self.fd, size)
-            os.fsync(self.fd)
+            self._file.truncate(size)
+            self._file.sync()
         except OSError as exc:
             raise StoreError(f"cannot truncate the torn tail of {self.path}: {exc.strerror or exc}") from None
         return size
 
     def write(self, data: bytes) -> None:
-        view = memoryview(data)
         try:
-            while view:
-                view = view[os.write(self.fd, view):]
+            self._file.write(data)
         except OSError as exc:
             raise StoreError(f"cannot append to the metrics WAL {self.path}: {exc.strerror or exc}") from None
 
     def sync(self) -> None:
         try:
-            os.fsync(self.fd)
+            self._file.sync()
         except OSError as exc:
             raise StoreError(f"cannot fsync the metrics WAL {self.path}: {exc.strerror or exc}") from None
 
     def close(self) -> None:
-        if self.fd >= 0:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self.fd)
-                self.fd = -1
+        self._file.close()

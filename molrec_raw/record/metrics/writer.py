@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import orjson
@@ -46,7 +46,8 @@ from molrec_raw.record.metrics.wal import (ParsedWal, WalFile, group_events, par
                                            wall_time_text)
 from molrec_raw.record.runplot.vegalite import HOST_PLOT_SUFFIX, HostPlot
 from molrec_raw.record.violations import refuse
-from molrec_raw.zarr import Group, open_group
+from molrec_raw.zarr import DirectoryStore, Group, open_group
+from molrec_raw.zarr.fileops import FileOps
 from molrec_raw.zarr.store import PathLike
 
 __all__ = ["MetricsWriter", "host_wal_path", "HOST_SUFFIX"]
@@ -91,12 +92,13 @@ class MetricsWriter:
     densifies.  ``close()``: flush and release the WAL lock.  Also a context manager.
     """
 
-    def __init__(self, record: PathLike) -> None:
+    def __init__(self, record: PathLike, *, fileops: Optional[FileOps] = None) -> None:
         self._setup()
-        self._open_record(record)
+        self._open_record(record, fileops)
 
     @classmethod
-    def for_host(cls, run_dir: PathLike, stem: str = "metrics", *, plot: bool = False) -> "MetricsWriter":
+    def for_host(cls, run_dir: PathLike, stem: str = "metrics", *, plot: bool = False,
+                 fileops: Optional[FileOps] = None) -> "MetricsWriter":
         """A writer of a host run directory's ``artifacts/<stem>.mlp.jsonl`` (WAL only);
         ``plot``: also replace ``artifacts/<stem>.mlp.vl.json`` (a Vega-Lite picture of the
         stepped series) at each flush."""
@@ -107,11 +109,7 @@ class MetricsWriter:
             self._plot = HostPlot(path, path.with_name(f"{stem}{HOST_PLOT_SUFFIX}"))
         if not Path(run_dir).is_dir():
             raise StoreError(f"host run directory {run_dir} does not exist")
-        try:
-            path.parent.mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
-        self._wal = WalFile(str(path))
+        self._wal = WalFile(DirectoryStore(path.parent, fileops=fileops), path.name)
         try:
             self.wal_path = path
             self._source = str(path)
@@ -145,7 +143,7 @@ class MetricsWriter:
         self._plot: Optional[HostPlot] = None
         self.closed = False
 
-    def _open_record(self, record: PathLike) -> None:
+    def _open_record(self, record: PathLike, fileops: Optional[FileOps]) -> None:
         path = check_record_path(record)
         if path.is_file():
             raise ReadOnlyError(f"{path}: a packed record is read-only; metrics are written to a *.mrec "
@@ -154,14 +152,12 @@ class MetricsWriter:
             raise StoreError(f"{path}: no record here (no root zarr.json); create the record first "
                              "(e.g. with write_mrec_frame)", store=str(path))
         open_record(path)  # the version check of a read (root-layout invariant 6)
-        root = open_group(path, mode="r+", threads=1)  # small chunks: a thread pool per array costs more
+        # small chunks: a thread pool per array costs more than it saves
+        root = open_group(DirectoryStore(path, fileops=fileops), mode="r+", threads=1)
         self.wal_path = path / "metrics" / dense.WAL_NAME
         self._source = str(self.wal_path)
-        try:  # the directory only (not yet a node), so that the lock can be taken first
-            self.wal_path.parent.mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create {self.wal_path.parent}: {exc.strerror or exc}") from None
-        self._wal = WalFile(str(self.wal_path))
+        # the WAL (and its directory, not yet a node) first, so that the lock is taken first
+        self._wal = WalFile(root.store, f"metrics/{dense.WAL_NAME}")
         try:
             self._load_record(_require_group(root, "metrics"))  # read (or made) under the lock
         except BaseException:
@@ -171,7 +167,7 @@ class MetricsWriter:
     def _load_record(self, group: Group) -> None:
         self._group = group
         catalog = dense.read_catalog(group.attrs.asdict(), node=group.name)
-        arrays = dense.find_arrays(group)
+        arrays = dense.find_arrays(group, catalog)
         size = self._wal.size()
         if catalog.wal is not None:
             lines, nbytes = catalog.wal
@@ -196,7 +192,6 @@ class MetricsWriter:
         self._found: Dict[str, Optional[dense.DenseArrays]] = {}
         self._max_step: Dict[str, int] = {}
         self._tails = dense.TailCache()
-        self._unsynced: Set[str] = set()  # store keys landed by non-durable densifies
         for key, (count, found) in dense.committed(catalog, arrays, group.name).items():
             self._count[key] = count
             self._found[key] = found
@@ -427,9 +422,8 @@ class MetricsWriter:
         assert shadow is not None and group is not None
         lines = self._mark[0] + self._tail_lines + len(shadow) // 4
         if self._end == self._mark[1]:  # nothing new since the last densify
-            if durable and self._unsynced:  # ... but an earlier one was not made durable
-                group.store.sync(sorted(self._unsynced) + [f"{group.path}/zarr.json"])
-                self._unsynced.clear()
+            if durable:  # ... but an earlier one may not have been made durable
+                group.store.sync_all()
             return
         by_key: Dict[str, List[Series]] = {}
         for parsed in (self._tail.series, self._shadow_events() if shadow else {}):
@@ -438,14 +432,11 @@ class MetricsWriter:
         touched: List[str] = []
         updates = []
         for key, parts in by_key.items():
-            update = self._apply(key, fold(_concat(parts)))
+            update = self._apply(key, fold(_concat(parts)), durable)
             touched += update[0]
             updates.append((key,) + update[1:])
-        if durable:
-            group.store.sync(sorted(self._unsynced.union(touched)))
-            self._unsynced.clear()
-        else:
-            self._unsynced.update(touched)  # synced by the next durable flush
+        if durable:  # what earlier densifies and this one wrote, then every directory: a barrier
+            group.store.sync_all()  # before the catalog (replaced files were synced before their rename)
         entries = dict(self._entries)
         for key, count, entry, top in updates:
             entries[key] = entry
@@ -470,12 +461,12 @@ class MetricsWriter:
         """Replace the catalog (atomically) and adopt it; fsync it when ``durable``."""
         group = self._group
         assert group is not None
-        group.attrs.put(attrs)
+        group.attrs.put(attrs, durable=durable)  # durable: never an empty catalog after a power cut
         if durable:
-            group.store.sync([f"{group.path}/zarr.json"])
+            group.store.sync_all()
         self._attrs = attrs
 
-    def _apply(self, key: str, new: Series) -> Tuple[List[str], int, Dict[str, Any], Optional[int]]:
+    def _apply(self, key: str, new: Series, durable: bool) -> Tuple[List[str], int, Dict[str, Any], Optional[int]]:
         """Land one series' new (folded) events in its arrays; return the store keys touched,
         the new count, the new catalog entry and the new largest step."""
         group = self._group
@@ -489,7 +480,7 @@ class MetricsWriter:
         rest = new
         top: Optional[int] = None
         if count == 0:
-            found = dense.create_arrays(group, key, stepped=new.steps is not None)
+            found = dense.create_arrays(group, key, stepped=new.steps is not None, durable=durable)
             self._found[key] = found
         else:
             assert found is not None
@@ -508,10 +499,10 @@ class MetricsWriter:
                 if int(new.steps.min()) <= top:  # a re-logged step: later wins, in place
                     hit, replaced = match_steps(found.steps[:count], new.steps)
                     hit_at = np.flatnonzero(hit)
-                    touched += dense.replace_points(found, replaced, new.take(hit_at), self._tails)
+                    touched += dense.replace_points(found, replaced, new.take(hit_at), self._tails, durable)
                     rest = new.take(np.flatnonzero(~hit))
         if len(rest):
-            touched += dense.append_points(found, count, rest, self._tails)
+            touched += dense.append_points(found, count, rest, self._tails, durable)
             if rest.steps is not None:
                 top = max(top if top is not None else _I64_MIN, int(rest.steps.max()))
             latest_step = None if rest.steps is None else int(rest.steps[-1])
@@ -573,7 +564,7 @@ def _require_group(root: Group, name: str) -> Group:
     """``root[name]`` as a group, created when missing (another process may race us)."""
     for _ in range(3):
         try:
-            return root.require_group(name)
+            return root.require_group(name, durable=True)  # a power cut never leaves it empty
         except NodeExistsError:
             node = root.get(name)
             if isinstance(node, Group):

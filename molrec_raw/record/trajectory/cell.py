@@ -163,6 +163,7 @@ class BoxReader:
     def __init__(self, tgroup: Group, nstep: int) -> None:
         self.ordinals = np.zeros(0, np.int64)
         self.cells: List[Cell] = []
+        self.lengths: Dict[str, int] = {}  # path -> committed rows of each box array read
         g = tgroup.get("box")
         if not isinstance(g, Group) or nstep == 0:
             return
@@ -195,6 +196,9 @@ class BoxReader:
                     raise spec_error("R15", "box/boundary is not bool[n][3]", "/trajectory/box/boundary")
                 bounds = bound_arr[0:n] if n else bounds
             rows = [(vectors[j], origins[j], three_flags(bounds[j])) for j in range(n)]
+            for arr in (si, vec, origin_arr, bound_arr):
+                if isinstance(arr, Array):
+                    self.lengths[arr.path] = n
         elif "vectors" in attrs:
             ordinals = np.zeros(1, np.int64)
             v = _box_attr_values(attrs, "vectors", (3, 3), "f64")

@@ -18,6 +18,7 @@ from molrec_raw.record.doors import RecordSource
 from molrec_raw.record import typed_json
 from molrec_raw.record.columns import ZARR_TO_COLUMN
 from molrec_raw.record.model import Block, Frame
+from molrec_raw.record.trajectory import recovery
 from molrec_raw.record.trajectory.blocks import BlockReader, block_layout, check_column_array
 from molrec_raw.record.trajectory.cell import BoxReader
 from molrec_raw.record.trajectory.chunk_cache import DEFAULT_CACHE_BYTES, ChunkCache
@@ -92,17 +93,53 @@ class MrecReader:
         self._root = open_root(path, "r")  # R1 version check
         self._pool: Optional[ThreadPoolExecutor] = None  # made at the first read on a latency-bound store
         self._workers = max(1, int(self._root.store.concurrency))
-        self._chunks = ChunkCache(cache_bytes)
-        tgroup = self._root.get(TRAJ)
+        self._cache_bytes = cache_bytes
+        self._open(self._root)
+
+    @classmethod
+    def over(cls, root: Group) -> "MrecReader":
+        """A reader of the trajectory under an opened record root (its version checked); the
+        caller keeps the root's store (``close`` leaves it open)."""
+        self = cls.__new__(cls)
+        self._owns_store, self._pool, self._cache_bytes = False, None, DEFAULT_CACHE_BYTES
+        self._workers = max(1, int(root.store.concurrency))
+        self._open(root)
+        return self
+
+    def _open(self, root: Group) -> None:
+        """Open the live state, or the checkpoint's when the live one cannot prove its
+        commit (a power cut; trajectory/recovery.py).  Nothing is written."""
+        self.source, self.recovery_reason = "live", None
+        attempts = recovery.candidates(root)
+        for n, attempt in enumerate(attempts):
+            try:
+                self._load(attempt.root)
+                tgroup = attempt.root.get(TRAJ)
+                if isinstance(tgroup, Group):
+                    recovery.verify_state(tgroup, self._logical, self._arrays, attempt.since, attempt.strict)
+            except MolrecError as exc:
+                if n == len(attempts) - 1:
+                    raise
+                self.recovery_reason = f"the live state is not what its commit says ({exc})"
+                continue
+            self._root, self.source = attempt.root, attempt.source
+            return
+
+    def _load(self, root: Group) -> None:
+        self._root = root
+        self._chunks = ChunkCache(self._cache_bytes)  # nothing decoded from another attempt's arrays
+        tgroup = root.get(TRAJ)
         self._blocks: Dict[str, BlockReader] = {}
         self._schema = SequenceSchema()
         self._nstep = 0
         self._steps: List[int] = []
         self._times: Optional[List[float]] = None
         self._box = BoxReader.__new__(BoxReader)
-        self._box.ordinals, self._box.cells = np.zeros(0, np.int64), []
+        self._box.ordinals, self._box.cells, self._box.lengths = np.zeros(0, np.int64), [], {}
         self._meta: Dict[str, Tuple[str, Optional[Array]]] = {}
         self._needs_check = False
+        self._logical: Dict[str, int] = {}  # array path -> committed rows this reader reads
+        self._arrays: Dict[str, Array] = {}  # ... and the arrays it opened for them
         if not isinstance(tgroup, Group):
             return
         if tgroup.get("frames") is not None:
@@ -118,17 +155,24 @@ class MrecReader:
                                 for b in self._schema.block_names())
         self._steps = self._series(tgroup, attrs, "step", False, nstep) or []
         self._times = self._series(tgroup, attrs, "time", True, nstep)
+        for name in ("step", "time"):
+            arr = tgroup.get(name)
+            if isinstance(arr, Array) and f"{name}_progression" not in attrs:
+                self._logical[arr.path], self._arrays[arr.path] = nstep, arr
         for name in self._schema.block_names():
             group = tgroup.get(name)
             if isinstance(group, Group):
                 self._blocks[name] = self._open_block(name, group, nstep)
-        refuse_aligned_system_names(self._schema, self._root, "R16")
-        self._section_rows = section_rows(self._root)
+        refuse_aligned_system_names(self._schema, root, "R16")
+        self._section_rows = section_rows(root)
         self._box = BoxReader(tgroup, nstep)
+        self._logical.update(self._box.lengths)
         mgroup = tgroup.get("meta")
         for key, tag in self._schema.meta_keys():
             arr = mgroup.get(key) if isinstance(mgroup, Group) else None
             self._meta[key] = (tag, open_meta_array(arr, key, tag, nstep))
+            if isinstance(arr, Array):
+                self._logical[arr.path], self._arrays[arr.path] = nstep, arr
 
     @staticmethod
     def _series(tgroup: Group, attrs: Dict[str, Any], name: str, is_float: bool, nstep: int) -> Optional[List[Any]]:
@@ -175,9 +219,19 @@ class MrecReader:
                 raise spec_error("R14", f"block {name!r}: mask {arr.basename} is shorter than its {total} rows",
                                  f"/trajectory/{name}/_validity/{arr.basename}")
         b.kind, b.ordinals, b.offsets = kind, ordinals, offsets
+        for arr in [*b.columns.values(), *b.masks.values()]:
+            self._logical[arr.path], self._arrays[arr.path] = total, arr
+        if kind == "indexed":
+            self._logical[f"{group.path}/step_index"] = len(ordinals)
+            self._logical[f"{group.path}/offset"] = len(ordinals) + 1
         return b
 
     # ------------------------------------------------------------------ API
+    def logical_rows(self) -> Dict[str, int]:
+        """Store path -> the committed rows this reader reads, for every array it reads
+        (trajectory §11 logical lengths; recovery cuts arrays back to them)."""
+        return dict(self._logical)
+
     def __len__(self) -> int:
         return self._nstep
 
@@ -604,6 +658,23 @@ class MrecReader:
                 progress(i + 1, self._nstep)
         return [Violation(rule, node, message if count == 1 else f"{message} (and {count - 1} more like it)")
                 for (rule, node), (message, count) in found.items()]
+
+    def recovery_violations(self) -> List[Violation]:
+        """``trajectory#10``: the live state is damaged (a power cut) and other readers would
+        not read what this one reads from the checkpoint — ``molrec-raw repair`` puts it
+        back.  Empty when the live state is what the last commit says."""
+        if self.source != "checkpoint":
+            return []
+        root = self._root
+        base = getattr(root.store, "base", None)
+        live = root if base is None else Group(base, root.path, root.metadata, read_only=True, threads=1)
+        plan = recovery.plan_recovery(live, self.source, self.recovery_reason, self._nstep, self.logical_rows())
+        if not plan.actions:
+            return []
+        return [Violation(recovery.RULE, "/trajectory",
+                          f"the record needs repair: {self.recovery_reason or 'its live state is damaged'}; "
+                          f"readers here use its checkpoint ({self._nstep} committed frames), other readers "
+                          f"would not ({len(plan.actions)} change(s); run `molrec-raw repair`)")]
 
     def close(self) -> None:
         """Release the reader's threads, and its store unless the caller passed it in."""

@@ -29,6 +29,7 @@ from molrec_raw.record import documents
 from molrec_raw.record.doors import check_record_path, replace_record
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory import extents as ext
+from molrec_raw.record.trajectory import recovery
 from molrec_raw.record.trajectory.blocks import (MARKERS, BlockWriter, Update, block_layout, check_column_array,
                                                  prepare_update, same_content)
 from molrec_raw.record.trajectory.cell import BoxReader, BoxWriter, prepare_cell
@@ -41,6 +42,7 @@ from molrec_raw.record.trajectory.references import (SystemCounterparts, check_r
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.record.trajectory.storage import born, delete_node, grow, read_nstep
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
+from molrec_raw.zarr.fileops import FileOps
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
@@ -59,7 +61,7 @@ class MrecWriter:
 
     def __init__(self, path: PathLike, schema: SequenceSchema, *, flush_every: Optional[int] = None,
                  compression: Optional[str] = None, durable: bool = True,
-                 meta: Optional[Dict[str, Any]] = None) -> None:
+                 meta: Optional[Dict[str, Any]] = None, fileops: Optional[FileOps] = None) -> None:
         if not isinstance(schema, SequenceSchema):
             raise InvalidValueError(f"schema must be a SequenceSchema, got {type(schema).__name__}")
         self._init_common(flush_every, durable)
@@ -87,15 +89,15 @@ class MrecWriter:
         from molrec_raw.record.violations import refuse
         refuse(documents.check_finite_json(stamped, "/meta", "frame-and-types#14.41"))
         refuse(documents.check_meta(stamped, writing=True))
-        self._root = open_group(target, mode="a", threads=WRITE_THREADS)  # root zarr.json first
+        # root zarr.json first; every file mutation through ``fileops`` (default: the system's)
+        self._root = open_group(DirectoryStore(target, fileops=fileops), mode="a", threads=WRITE_THREADS)
         self._root.create_group("meta", attributes=stamped, overwrite=True)
         self._tgroup = self._root.create_group(TRAJ, attributes={"sequence_schema": self._schema.to_json()},
                                                overwrite=True)
-        if durable:
-            store = self._root.store
-            store.sync(["zarr.json", "meta/zarr.json", f"{TRAJ}/zarr.json"])
         self._path = target
         self._setup_state()
+        if durable:  # the created record, with its first checkpoint (0 frames)
+            self._first_durable_point()
         refuse_aligned_system_names(self._schema, self._root, "W13")
         self._section_rows = section_rows(self._root)
         self._system = SystemCounterparts(self._schema, self._root)
@@ -107,6 +109,7 @@ class MrecWriter:
         self._flush_every_arg = None if flush_every is None else int(flush_every)
         self._flush_every: Optional[int] = self._flush_every_arg
         self._durable = bool(durable)
+        self._dirty = False  # automatic commits since the last durable point
         self._closed = False
         self._nstep = 0  # committed
         self._buffered = 0
@@ -123,7 +126,8 @@ class MrecWriter:
             self._schema.targets(b) or self._schema.aligned_with(b) for b in self._schema.block_names())
 
     @classmethod
-    def open(cls, path: PathLike, *, flush_every: Optional[int] = None, durable: bool = True) -> "MrecWriter":
+    def open(cls, path: PathLike, *, flush_every: Optional[int] = None, durable: bool = True,
+             fileops: Optional[FileOps] = None) -> "MrecWriter":
         """Reopen a trajectory for append (§11): shrink every array back to its logical
         length, rebuild the change-detection state, continue numbering."""
         self = cls.__new__(cls)
@@ -132,7 +136,7 @@ class MrecWriter:
         target = check_record_path(path)
         if target.suffix == ".zip" or not target.is_dir():
             raise StoreError("only a directory record can be reopened for append", store=str(target))
-        root = open_group(target, mode="r+", threads=WRITE_THREADS)
+        root = open_group(DirectoryStore(target, fileops=fileops), mode="r+", threads=WRITE_THREADS)
         meta = root.get("meta")
         doc = dict(meta.attrs) if isinstance(meta, Group) else {}
         from molrec_raw.record.violations import refuse
@@ -140,6 +144,8 @@ class MrecWriter:
         if doc.get("molrec_version") != documents.CURRENT_VERSION:
             raise spec_error("W14", f"the store is a molrec_version {doc.get('molrec_version')} record; "
                              f"appending would mix version {documents.CURRENT_VERSION} frames into it")
+        if root.store.size(recovery.CHECKPOINT) is not None:  # not closed: what a crash damaged goes back first
+            recovery.recover_in_place(root)
         tgroup = root.get(TRAJ)
         if not isinstance(tgroup, Group):
             raise spec_error("W14", "the record has no trajectory section to append to")
@@ -161,6 +167,9 @@ class MrecWriter:
             self._reopen_block(block, nstep)
         self._reopen_box(nstep)
         self._reopen_meta(nstep)
+        if durable:  # the reopened state (arrays maybe shrunk) is the new durable point
+            self._sync_data()
+            self._durable_point()
         return self
 
     def _reopen_box(self, nstep: int) -> None:
@@ -473,8 +482,70 @@ class MrecWriter:
         block.last = ups[-1]
         block.pending = []
 
-    def _commit(self, durable: bool) -> None:
+    def _manifest(self, nstep: Optional[int] = None) -> recovery.Manifest:
+        """What the committed state (of ``nstep`` frames, default the committed ones)
+        relies on (recovery.py): every group and array with its committed rows, paths
+        relative to ``trajectory/``."""
+        manifest = recovery.Manifest(self._nstep if nstep is None else nstep)
+        cut = len(TRAJ) + 1
+
+        def add(arr: Optional[Array], rows: int) -> None:
+            if arr is not None:
+                manifest.arrays[arr.path[cut:]] = rows
+        for block in self._blocks.values():
+            if block.group is None:
+                continue
+            manifest.groups.append(block.group.path[cut:])
+            if block.masks:
+                manifest.groups.append(f"{block.group.path[cut:]}/_validity")
+            for arr in [*block.columns.values(), *block.masks.values()]:
+                add(arr, block.total)
+            if block.mode == "indexed":
+                add(block.step_index, block.n_updates)
+                add(block.offset, block.n_updates + 1)
+        if self._box.group is not None:
+            manifest.groups.append("box")
+            for arr in self._box.arrays.values():
+                add(arr, self._box.n_updates)
+        if self._mgroup is not None:
+            manifest.groups.append("meta")
+            for m in self._meta.values():
+                add(m.array, m.committed)
+        for series in (self._step, self._time):
+            if not series.prog:
+                add(series.array, series.committed)
+        return manifest
+
+    def _sync_data(self) -> None:
+        """§10 step 2: every file written since the last durable point (once) and the
+        directories — all but the marker, which is about to be replaced."""
+        self._root.store.sync_all(skip=[f"{TRAJ}/zarr.json"])
+
+    def _first_durable_point(self) -> None:
+        """Creation: nothing older to protect, so the first checkpoint is written plainly and
+        synced with everything else, in one pass."""
+        store = self._root.store
+        recovery.write_checkpoint(store, self._manifest(), durable=False)
+        store.sync_all()
+        self._dirty = False
+
+    def _durable_point(self, closing: bool = False) -> None:
+        """Make the committed state durable once its data is (recovery.py): unless
+        ``closing`` (a closed record needs none), its checkpoint, durably when it replaces
+        an older one (which protects the state until then); last the marker and the
+        directory holding both (§10 step 4)."""
+        store = self._root.store
+        if not closing:
+            first = store.size(recovery.CHECKPOINT) is None
+            recovery.write_checkpoint(store, self._manifest(), durable=not first)
+        store.sync_all()
+        self._dirty = False
+
+    def _commit(self, durable: bool, closing: bool = False) -> None:
         if self._buffered == 0:
+            if durable and self._dirty:  # automatic commits since the last durable point
+                self._sync_data()
+                self._durable_point(closing)
             return
         touched: List[str] = []
         for block in self._blocks.values():
@@ -490,19 +561,22 @@ class MrecWriter:
                 m.commit(touched)
         self._time.commit(self._tgroup, touched)
         self._step.commit(self._tgroup, touched)
-        store = self._root.store
         if durable:
-            store.sync(touched)
+            self._sync_data()
         nstep = self._nstep + self._buffered
         attrs: Dict[str, Any] = {"sequence_schema": self._schema.to_json(), "nstep": nstep}
         for series in (self._step, self._time):
             prog = series.attribute()
             if prog is not None:
                 attrs[f"{series.name}_progression"] = prog
+        manifest = self._manifest(nstep)
+        attrs[recovery.MANIFEST] = manifest.to_json()
         self._tgroup.attrs.put(attrs)  # the commit marker: last write of the commit
-        if durable:
-            store.sync([f"{TRAJ}/zarr.json"])
         self._nstep, self._buffered = nstep, 0
+        if durable:
+            self._durable_point(closing)
+        else:
+            self._dirty = True
 
     def flush(self) -> None:
         """Commit every buffered frame (durable unless ``durable=False``)."""
@@ -513,7 +587,9 @@ class MrecWriter:
         """The last durable flush; idempotent."""
         if self._closed:
             return
-        self._commit(durable=self._durable)
+        self._commit(durable=self._durable, closing=True)
+        if self._durable:  # closed and durable as it stands: the checkpoint has done its work
+            self._root.store.delete(recovery.CHECKPOINT)
         self._closed = True
 
     def __enter__(self) -> "MrecWriter":
@@ -535,7 +611,8 @@ def _refuse_existing_sequence(target: Path) -> None:
 
 
 def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
-                          times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None) -> Path:
+                          times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None, *,
+                          fileops: Optional[FileOps] = None) -> Path:
     """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames).
     An existing record at ``path`` is replaced only when it holds no trajectory sequence."""
     given_steps: Any = steps
@@ -556,9 +633,10 @@ def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Option
     def build(root: Group) -> None:  # written beside the target, then swapped in (doors.replace_record)
         store = root.store
         assert isinstance(store, DirectoryStore), "replace_record builds in a directory"
-        with MrecWriter(store.root, schema, flush_every=max(1, len(frame_list)), meta=meta, durable=False) as writer:
+        with MrecWriter(store.root, schema, flush_every=max(1, len(frame_list)), meta=meta, durable=False,
+                        fileops=store.fileops) as writer:
             for i, frame in enumerate(frame_list):
                 writer.append(frame, None if step_list is None else step_list[i],
                               None if time_list is None else time_list[i])
 
-    return replace_record(path, build)
+    return replace_record(path, build, fileops=fileops)

@@ -6,6 +6,16 @@ the end of the shard; an empty inner chunk is ``(2**64-1, 2**64-1)``.
 Reading a selection fetches the index with one ranged read and then only the
 byte ranges of the inner chunks it needs — never the whole shard, unless every
 inner chunk is needed anyway.  Inner chunks are written in C order.
+
+Positional shards (index at the start, grown in place) carry a *written-rows stamp* in
+the 12 unused bytes right after the index: ``u64`` rows of the shard's leading axis that
+had been landed when the index was written, and a ``u32`` crc32c over the index and that
+count.  Their first inner chunk starts after the stamp, so other readers never see it
+(the spec leaves bytes outside the indexed ranges unused).  A reader that needs rows up
+to ``n`` of a shard tells "not written" (stamp < n: the index is older than the data it
+is asked for) from "fill value" (an empty inner chunk under the stamp).  The stamp shares
+a 16-byte-aligned block — so a 512-byte sector — with the index checksum: a torn page
+fails one or both checks, never passes with a wrong count.
 """
 from __future__ import annotations
 
@@ -20,11 +30,13 @@ from molrec_raw.errors import CorruptDataError, InvalidMetadataError, InvalidVal
 from molrec_raw.zarr.codecs.base import (
     ArrayBytesCodec, Buffer, ChunkSpec, Reader, check_config, is_int, register,
 )
+from molrec_raw.zarr.codecs.crc32c_codec import crc32c_of
 from molrec_raw.zarr.dtypes import data_type
 from molrec_raw.zarr.indexing import DimSelection, Local, covers, project
 from molrec_raw.zarr.store import Store
 
 EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+STAMP_SIZE = 12  # u64 rows written + u32 crc32c(index bytes + rows), right after a start index
 DEFAULT_INDEX_CODECS = [
     {"name": "bytes", "configuration": {"endian": "little"}},
     {"name": "crc32c"},
@@ -130,21 +142,58 @@ class ShardingCodec(ArrayBytesCodec):
         order = list(range(0, 2 * len(self.chunk_shape), 2)) + list(range(1, 2 * len(self.chunk_shape), 2))
         return shard.reshape(split).transpose(order)
 
-    def _assemble(self, encoded: List[Optional[Buffer]]) -> Optional[bytes]:
-        """Lay out encoded inner chunks (C order) with the index; None when all empty."""
-        if all(e is None for e in encoded):
+    def _assemble(self, encoded: List[Optional[Buffer]], stamp: Optional[int] = None) -> Optional[bytes]:
+        """Lay out encoded inner chunks (C order) with the index; None when all empty.
+        ``stamp`` (index at the start only): write the written-rows stamp after the index,
+        and keep the shard even when every inner chunk is empty."""
+        if stamp is None and all(e is None for e in encoded):
             return None
         index = np.full((self.n_chunks, 2), EMPTY, dtype=np.uint64)
         offset = self.index_size if self.index_location == "start" else 0
+        if stamp is not None:
+            offset += STAMP_SIZE
         for i, data in enumerate(encoded):
             if data is not None:
                 size = memoryview(data).nbytes
                 index[i] = (offset, size)
                 offset += size
-        index_bytes = self.index_pipeline.encode(index.reshape(self.chunks_per_shard + (2,)))
+        index_bytes = self._encode_index(index, stamp)
         parts = [e for e in encoded if e is not None]
         parts = [index_bytes, *parts] if self.index_location == "start" else [*parts, index_bytes]
         return b"".join(parts)
+
+    def _encode_index(self, index: np.ndarray, stamp: Optional[int]) -> bytes:
+        """The encoded index, followed by the written-rows stamp when ``stamp`` is given."""
+        raw = bytes(self.index_pipeline.encode(index.reshape(self.chunks_per_shard + (2,))))
+        if stamp is None:
+            return raw
+        rows = int(stamp).to_bytes(8, "little")
+        return raw + rows + crc32c_of(raw + rows).to_bytes(4, "little")
+
+    def stamp_range(self) -> Tuple[int, int]:
+        """(offset, length) of the index followed by its stamp (positional shards)."""
+        return 0, self.index_size + STAMP_SIZE
+
+    def written_rows(self, page: Optional[Buffer]) -> Optional[int]:
+        """The written-rows stamp of a positional shard from the bytes at ``stamp_range``:
+        the leading-axis rows landed when its index was written, or None when the shard
+        carries no stamp (written before stamps, or by another writer).  A page whose
+        index fails its checksum raises (CorruptDataError): nothing can be said of it."""
+        if self.index_location != "start":
+            return None
+        if page is None or len(page) < self.index_size:
+            raise CorruptDataError(f"shard shorter than its {self.index_size}-byte index", rule="zarr-v3-subset#7")
+        view = memoryview(page).cast("B")
+        index = self._decode_index(view[:self.index_size], None)
+        if len(view) < self.index_size + STAMP_SIZE:
+            return None
+        body = view[:self.index_size + 8]
+        if crc32c_of(body) != int.from_bytes(view[self.index_size + 8:self.index_size + STAMP_SIZE], "little"):
+            return None
+        present = index[:, 0] != EMPTY
+        if present.any() and int(index[present, 0].min()) < self.index_size + STAMP_SIZE:
+            return None  # a chunk starts where a stamp would be: these bytes are chunk data
+        return int.from_bytes(view[self.index_size:self.index_size + 8], "little")
 
     def encode(self, chunk: np.ndarray) -> Buffer:
         from molrec_raw.zarr.codecs.pipeline import is_all_fill
@@ -232,8 +281,9 @@ class ShardingCodec(ArrayBytesCodec):
             pass
 
     def write(self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray,
-              extent: Tuple[int, ...], each: Any = map) -> Optional[Buffer]:
-        """Re-encode the touched inner chunks; untouched ones keep their stored bytes."""
+              extent: Tuple[int, ...], each: Any = map, stamp: Optional[int] = None) -> Optional[Buffer]:
+        """Re-encode the touched inner chunks; untouched ones keep their stored bytes.
+        ``stamp``: lay the shard out with a written-rows stamp (positional shards)."""
         existing: Optional[Buffer] = None
         index = None
         if not covers(local, extent):
@@ -260,7 +310,7 @@ class ShardingCodec(ArrayBytesCodec):
 
         for i, data in list(each(one, list(project(_local_dims(local), self.chunk_shape)))):
             encoded[i] = data
-        return self._assemble(encoded)
+        return self._assemble(encoded, stamp)
 
 
     def write_positional(self, store: Store, key: str, local: Tuple[Local, ...], value: np.ndarray,
@@ -268,17 +318,22 @@ class ShardingCodec(ArrayBytesCodec):
         """Land ``shard[local] = value`` without rewriting the shard: every touched inner
         chunk is re-encoded and appended at the end of the shard value, then the index
         (which must be at the start) is rewritten in place — data before the index that
-        points at it.  A superseded inner chunk stays as dead bytes (trajectory §10)."""
+        points at it.  A superseded inner chunk stays as dead bytes (trajectory §10).
+        The index page carries the written-rows stamp ``extent[0]`` (see the module
+        docstring), except in a shard laid out without room for it."""
         if self.index_location != "start":
             raise InvalidValueError("positional shard writes need index_location 'start'")
+        stamp = int(extent[0]) if extent else 0
         size = store.size(key)
-        if size is None:
-            shard = self.write(lambda s, n: None, local, value, extent, each)
-            if shard is not None:
-                store.set(key, shard)
+        if size is None:  # a new shard, stored even when all fill: its stamp says "written"
+            shard = self.write(lambda s, n: None, local, value, extent, each, stamp=stamp)
+            assert shard is not None, "a stamped shard is always laid out"
+            store.set(key, shard)
             return
-        start, length = self._index_range()
-        index = self._decode_index(store.get_range(key, start, length), size).copy()
+        page = store.get_range(key, 0, self.index_size + STAMP_SIZE)
+        index = self._decode_index(None if page is None else page[:self.index_size], size).copy()
+        present = index[:, 0] != EMPTY
+        stamped = not present.any() or int(index[present, 0].min()) >= self.index_size + STAMP_SIZE
         touched = list(project(_local_dims(local), self.chunk_shape))
 
         def one(item: Tuple[Tuple[int, ...], Tuple[Local, ...], Tuple[slice, ...]]) -> Tuple[int, Optional[Buffer]]:
@@ -290,7 +345,8 @@ class ShardingCodec(ArrayBytesCodec):
                 lambda s, n: _slice(store.get_range(key, offset, nbytes), s, n))
             return i, self.inner.write(old, inner_local, value[value_sel + (Ellipsis,)], inner_extent)
 
-        tail, appended = size, []
+        first = max(size, self.index_size + STAMP_SIZE) if stamped else size
+        tail, appended = first, []
         for i, data in list(each(one, touched)):
             if data is None:
                 index[i] = (EMPTY, EMPTY)
@@ -299,8 +355,8 @@ class ShardingCodec(ArrayBytesCodec):
             index[i] = (tail, memoryview(data).nbytes)
             tail += memoryview(data).nbytes
         if appended:  # one write for every new inner chunk, then the index
-            store.write_at(key, size, b"".join(appended))
-        store.write_at(key, 0, self.index_pipeline.encode(index.reshape(self.chunks_per_shard + (2,))))
+            store.write_at(key, first, b"".join(appended))
+        store.write_at(key, 0, self._encode_index(index, stamp if stamped else None))
 
 
 def _slice(data: Buffer, start: int, length: Optional[int]) -> memoryview:

@@ -1,0 +1,117 @@
+"""``repair_mrec``: put a crashed record back in place so that every Zarr reader reads it
+(issue 10; trajectory §10–§11; spec-notes/trajectory.md "Power cuts").
+
+- **Trajectory**: the state molrec_raw's reader chooses (``trajectory/recovery.py``) is
+  written back — the checkpoint's ``zarr.json`` files and tail-shard index pages, shards cut
+  back to their durable size, nodes no commit owns and chunks past the committed rows
+  removed, arrays cut to their committed rows; temporary files removed; then everything
+  under ``trajectory/`` is fsynced and the checkpoint removed (the record is then durable as
+  it stands, like one closed cleanly).
+- **Metrics**: the WAL past the watermark is cut at its first NUL byte (an append a power
+  cut left as zeros) or at a torn last line, as the next writer would.
+
+``dry_run`` lists the changes and makes none.  Running it twice changes nothing the second
+time (the first run leaves no checkpoint, nothing to cut and nothing to remove).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from molrec_raw.errors import MolrecError, StoreError
+from molrec_raw.record.doors import check_record_path, open_record
+from molrec_raw.record.metrics import dense
+from molrec_raw.record.metrics.wal import WalFile, complete_part
+from molrec_raw.record.trajectory import recovery
+from molrec_raw.record.trajectory.common import TRAJ
+from molrec_raw.record.trajectory.reader import MrecReader
+from molrec_raw.zarr import DirectoryStore, Group, open_group
+from molrec_raw.zarr.fileops import FileOps
+from molrec_raw.zarr.snapshot import apply_plan
+from molrec_raw.zarr.store import PathLike
+
+__all__ = ["RepairReport", "repair_mrec"]
+
+
+@dataclass
+class RepairReport:
+    """What ``repair_mrec`` found and did: ``changes`` (one line each), ``nstep`` (committed
+    frames of the trajectory, None without one), where they were read from, and whether
+    the record is ``sound`` afterwards (every reader reads it as molrec_raw does)."""
+
+    path: str
+    changes: List[str] = field(default_factory=list)
+    nstep: Optional[int] = None
+    source: Optional[str] = None
+    reason: Optional[str] = None
+    sound: bool = False
+    dry_run: bool = False
+
+
+def _wal_cut(store: DirectoryStore, group: Optional[Group]) -> Optional[int]:
+    """Where the next writer would cut the metrics WAL (None: nothing to cut)."""
+    key = f"metrics/{dense.WAL_NAME}"
+    size = store.size(key)
+    if size is None or group is None:
+        return None
+    catalog = dense.read_catalog(group.attrs.asdict(), node=group.name)
+    floor = catalog.wal[1] if catalog.wal is not None else 0
+    tail = store.get_range(key, floor) or b""
+    keep = floor + len(complete_part(tail))
+    return keep if keep < size else None
+
+
+def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[FileOps] = None) -> RepairReport:
+    """Restore a crashed record in place (see the module docstring); ``dry_run`` only says
+    what it would change.  Raises MolrecError when the record cannot be read at all."""
+    target = check_record_path(path)
+    if not target.is_dir():
+        raise StoreError("repair works on a record directory (a zip is read-only: readers recover it "
+                         "without writing)", store=str(target))
+    report = RepairReport(str(target), dry_run=dry_run)
+    open_record(target)  # the version check of a read
+    store = DirectoryStore(target, read_only=dry_run, fileops=fileops)
+    root = open_group(store, mode="r" if dry_run else "r+", threads=1)
+    if store.size(recovery.CHECKPOINT) is not None or store.size(f"{TRAJ}/zarr.json") is not None:
+        reader = MrecReader.over(root)
+        plan = recovery.plan_recovery(root, reader.source, reader.recovery_reason, len(reader),
+                                      reader.logical_rows())
+        report.nstep, report.source, report.reason = len(reader), reader.source, reader.recovery_reason
+        report.changes += [f"{a.verb} {a.key}: {a.why}" for a in plan.actions]
+        report.changes += [f"remove {p}: a temporary file of an interrupted write" for p in plan.temporary]
+        if plan.has_checkpoint:
+            report.changes.append(f"remove {recovery.CHECKPOINT}: the record is durable as it stands")
+        if not dry_run:
+            apply_plan(store, plan.actions)
+            for p in plan.temporary:
+                store.remove_temporary(p)
+            if plan.actions or plan.temporary or plan.has_checkpoint:
+                store.sync_tree(f"{TRAJ}/")
+            if plan.has_checkpoint:
+                store.delete(recovery.CHECKPOINT)
+                store.sync_all()
+    group = root.get("metrics")
+    cut = _wal_cut(store, group if isinstance(group, Group) else None)
+    if cut is not None:
+        report.changes.append(f"cut metrics/{dense.WAL_NAME} to {cut} bytes: a torn or zero-filled tail "
+                              "past the watermark")
+        if not dry_run:
+            wal = WalFile(store, f"metrics/{dense.WAL_NAME}")
+            try:
+                wal.truncate_torn_tail(cut)
+            finally:
+                wal.close()
+    report.sound = _sound(target) if not dry_run else not report.changes
+    return report
+
+
+def _sound(target: PathLike) -> bool:
+    """Nothing left to repair, and molrec_raw reads the trajectory from the live state."""
+    try:
+        again = repair_mrec(target, dry_run=True)
+        if again.changes:
+            return False
+        with MrecReader(target) as reader:
+            return reader.source == "live"
+    except MolrecError:
+        return False
