@@ -7,6 +7,7 @@ failure on a large record points at the exact place on disk.
 """
 from __future__ import annotations
 
+import reprlib
 from typing import Any, Optional
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidValueError",
     "NodeExistsError",
     "SpecViolationError",
+    "brief",
 ]
 
 
@@ -121,3 +123,16 @@ class NodeExistsError(StoreError):
 
 class SpecViolationError(MolrecError):
     """Input that breaks a MolRec record rule."""
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxdict, _BRIEF.maxstring, _BRIEF.maxother = 3, 6, 6, 40, 40
+_BRIEF_CHARS = 120
+
+
+def brief(value: Any) -> str:
+    """``repr(value)`` cut to at most 120 characters: what an error message shows of a value
+    read from a document.  Safe on hostile values (nested hundreds deep, megabytes long),
+    where ``repr`` itself would raise RecursionError or flood the message."""
+    text = _BRIEF.repr(value)
+    return text if len(text) <= _BRIEF_CHARS else text[:_BRIEF_CHARS - 3] + "..."

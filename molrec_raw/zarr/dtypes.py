@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from molrec_raw.errors import InvalidMetadataError, UnsupportedFeatureError
+from molrec_raw.errors import InvalidMetadataError, UnsupportedFeatureError, brief
 
 __all__ = ["DataType", "data_type", "data_type_for_numpy"]
 
@@ -68,19 +68,21 @@ class DataType:
             elif kind == "f":
                 value = _parse_float(raw)
                 if value is not None:
-                    return value.astype(self.numpy)[()] if isinstance(value, np.ndarray) else self.numpy.type(value)
+                    with np.errstate(over="ignore"):  # beyond the type's range: ±inf (IEEE rounding, §3)
+                        return value.astype(self.numpy)[()] if isinstance(value, np.ndarray) else self.numpy.type(value)
             elif kind == "c":
                 if isinstance(raw, (list, tuple)) and len(raw) == 2:
                     parts = [_parse_float(part) for part in raw]
                     if all(p is not None for p in parts):
                         real, imag = (float(np.asarray(p)) for p in parts)
                         out = np.zeros((), self.numpy)
-                        out.real, out.imag = real, imag
+                        with np.errstate(over="ignore"):
+                            out.real, out.imag = real, imag
                         return out[()]
         except (OverflowError, ValueError, TypeError):
             pass
         raise InvalidMetadataError(
-            f"fill_value {raw!r} is not valid for data type {self.name}", rule="zarr-v3-subset#3"
+            f"fill_value {brief(raw)} is not valid for data type {self.name}", rule="zarr-v3-subset#3"
         )
 
     # -- fill value: value -> JSON --------------------------------------
@@ -185,7 +187,7 @@ def data_type(raw: Any) -> DataType:
     if isinstance(raw, str) and raw in _TYPES:
         return _TYPES[raw]
     raise UnsupportedFeatureError(
-        f"data type {raw!r} is not supported (supported: {', '.join(_TYPES)})",
+        f"data type {brief(raw)} is not supported (supported: {', '.join(_TYPES)})",
         rule="zarr-v3-subset#8",
     )
 

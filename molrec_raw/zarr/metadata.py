@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from math import prod
 from typing import AbstractSet, Any, Dict, Optional, Tuple
 
-from molrec_raw.errors import InvalidMetadataError, UnsupportedFeatureError
+from molrec_raw.errors import InvalidMetadataError, UnsupportedFeatureError, brief
 from molrec_raw.zarr import jsonio
 from molrec_raw.zarr.dtypes import DataType, data_type
 
@@ -39,7 +39,7 @@ def _extension(raw: Any, what: str) -> Tuple[str, Dict[str, Any]]:
         if not isinstance(config, dict):
             raise InvalidMetadataError(f"{what} configuration must be an object")
         return raw["name"], config
-    raise InvalidMetadataError(f"{what} must be an object with a 'name', got {raw!r}")
+    raise InvalidMetadataError(f"{what} must be an object with a 'name', got {brief(raw)}")
 
 
 def _extra_fields(doc: Dict[str, Any], known: AbstractSet[str]) -> Dict[str, Any]:
@@ -82,7 +82,7 @@ class ChunkKeyEncoding:
             raise InvalidMetadataError(f"chunk_key_encoding has unknown keys {sorted(set(config) - {'separator'})}")
         separator = config.get("separator", "/" if name == "default" else ".")
         if separator not in ("/", "."):
-            raise InvalidMetadataError(f"chunk key separator must be '/' or '.', got {separator!r}")
+            raise InvalidMetadataError(f"chunk key separator must be '/' or '.', got {brief(separator)}")
         return cls(name, separator)
 
     def to_json(self) -> Dict[str, Any]:
@@ -155,7 +155,7 @@ class ArrayMetadata:
                 raise InvalidMetadataError(f"array zarr.json lacks required {key!r}", rule="zarr-v3-subset#2.2")
         shape = doc["shape"]
         if not isinstance(shape, list) or not all(_is_int(s) and 0 <= s < 2**63 for s in shape):
-            raise InvalidMetadataError(f"shape must be a list of non-negative integers, got {shape!r}")
+            raise InvalidMetadataError(f"shape must be a list of non-negative integers, got {brief(shape)}")
         dtype = data_type(doc["data_type"])
         grid_name, grid_config = _extension(doc["chunk_grid"], "chunk_grid")
         if grid_name != "regular":
@@ -164,7 +164,7 @@ class ArrayMetadata:
         if set(grid_config) != {"chunk_shape"} or not isinstance(chunks, list) or not all(
             _is_int(c) and 1 <= c < 2**63 for c in chunks
         ):
-            raise InvalidMetadataError(f"regular chunk grid needs positive integer chunk_shape, got {grid_config!r}")
+            raise InvalidMetadataError(f"regular chunk grid needs positive integer chunk_shape, got {brief(grid_config)}")
         transformers = doc.get("storage_transformers") or []
         if transformers:
             raise UnsupportedFeatureError("storage transformers are not supported", rule="zarr-v3-subset#2.2")
@@ -216,11 +216,11 @@ def parse_metadata(data: bytes) -> Any:
         raise InvalidMetadataError("zarr.json must hold a JSON object")
     if doc.get("zarr_format") != 3 or isinstance(doc.get("zarr_format"), bool):
         raise UnsupportedFeatureError(
-            f"zarr_format {doc.get('zarr_format')!r} is not supported (only 3)", rule="zarr-v3-subset#2"
+            f"zarr_format {brief(doc.get('zarr_format'))} is not supported (only 3)", rule="zarr-v3-subset#2"
         )
     node_type = doc.get("node_type")
     if node_type == "group":
         return GroupMetadata.from_dict(doc)
     if node_type == "array":
         return ArrayMetadata.from_dict(doc)
-    raise InvalidMetadataError(f"node_type must be 'group' or 'array', got {node_type!r}")
+    raise InvalidMetadataError(f"node_type must be 'group' or 'array', got {brief(node_type)}")

@@ -3,7 +3,9 @@ happened, never hangs, never allocates the declared size, never writes outside t
 import gzip
 import json
 import struct
+import warnings
 import zipfile
+import zlib
 
 import crc32c
 import numpy as np
@@ -213,6 +215,48 @@ def metadata_deeply_nested():
     return s, InvalidMetadataError
 
 
+@case
+def gzip_shorter_than_the_chunk():  # zarr-v3-subset#5.3: an exact size is exact both ways
+    s = make([LE, {"name": "gzip", "configuration": {"level": 1}}])
+    corrupt(s, "a/c/0", lambda b: gzip.compress(b"\x00" * 15, mtime=0))
+    return s, CorruptDataError
+
+
+@case
+def zstd_shorter_than_the_chunk():  # zarr-v3-subset#5.4
+    s = make([LE, {"name": "zstd", "configuration": {}}, {"name": "crc32c"}])
+    body = zstandard.ZstdCompressor(write_content_size=False).compress(b"\x00" * 15)
+    corrupt(s, "a/c/0", lambda b: body + struct.pack("<I", crc32c.crc32c(body)))
+    return s, CorruptDataError
+
+
+@case
+def sharding_nested_too_deep():  # zarr-v3-subset#7: at most 8 levels, refused before recursing
+    s = make([LE])
+    doc = json.loads(s._values["a/zarr.json"])
+    for _ in range(400):
+        doc["codecs"] = [{"name": "sharding_indexed", "configuration": {"chunk_shape": [8], "codecs": doc["codecs"]}}]
+    s._values["a/zarr.json"] = json.dumps(doc).encode()
+    return s, UnsupportedFeatureError
+
+
+@case
+def transpose_order_of_floats():  # zarr-v3-subset#5.2: 1.0 == 1, but an order holds integers
+    s = make([LE], shape=(2, 4), chunks=(2, 4))
+    doc = json.loads(s._values["a/zarr.json"])
+    doc["codecs"] = [{"name": "transpose", "configuration": {"order": [1.0, 0]}}, LE]
+    s._values["a/zarr.json"] = json.dumps(doc).encode()
+    return s, InvalidMetadataError
+
+
+@case
+def metadata_unpaired_surrogate_escape():  # zarr-v3-subset#2: a zarr.json is UTF-8
+    s = make([LE])
+    s._values["a/zarr.json"] = s._values["a/zarr.json"].replace(b'"attributes": {}', b'"attributes": {"\\ud800": NaN}')
+    assert b"ud800" in s._values["a/zarr.json"]
+    return s, InvalidMetadataError
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_case_raises_library_error_with_location(name):
     store, error = CASES[name]()
@@ -269,3 +313,56 @@ def test_zip_array_corruption_names_store(tmp_path):
     with pytest.raises(ChecksumMismatchError) as info:
         open_array(ZipStore(path), "a")[...]
     assert str(path) in str(info.value)
+
+
+def test_zarr_v3_subset_5_3_a_gzip_bomb_in_a_string_chunk_costs_about_its_bound():
+    """A variable-size chain inflates up to Limits.max_chunk_bytes before refusing; the peak
+    memory is about that bound, not twice it (gzip inflates in steps into one buffer)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")  # reset the peak RSS mark (Linux)
+    except OSError:
+        pytest.skip("needs Linux /proc/self/clear_refs to measure the peak RSS")
+    store = make([{"name": "vlen-utf8"}, {"name": "gzip", "configuration": {"level": 1}}], dtype=str,
+                 shape=(4,), chunks=(4,))
+    deflate = zlib.compressobj(1, zlib.DEFLATED, 31)
+    zeros = bytes(1 << 20)
+    store._values["a/c/0"] = b"".join([deflate.compress(zeros) for _ in range(64)] + [deflate.flush()])
+    bound = 32 << 20
+
+    def kib(name):
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith(name + ":"))
+
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+    before = kib("VmRSS")
+    with pytest.raises(CorruptDataError, match="more than the 33554432 bytes"):
+        read(store, limits=Limits(max_chunk_bytes=bound))
+    assert (kib("VmHWM") - before) * 1024 < 1.5 * bound
+
+
+def test_zarr_v3_subset_3_a_float_fill_beyond_the_type_reads_as_infinity_silently():
+    from molrec_raw.zarr.dtypes import data_type
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert data_type("float32").parse_fill(1e300) == np.inf
+        assert data_type("float16").parse_fill("0x7fefffffffffffff") == np.inf
+        assert data_type("complex64").parse_fill([-1e300, 0.0]) == complex(-np.inf, 0.0)
+
+
+def test_error_messages_show_a_hostile_value_briefly():
+    from molrec_raw.errors import brief
+
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    assert len(brief(deep)) < 40 and len(brief(list(range(10**6)))) < 100
+    s = make([LE])
+    doc = json.loads(s._values["a/zarr.json"])
+    doc["fill_value"] = ["x" * 1000] * 1000
+    s._values["a/zarr.json"] = json.dumps(doc).encode()
+    with pytest.raises(InvalidMetadataError) as info:
+        read(s)
+    assert len(info.value.message) < 300

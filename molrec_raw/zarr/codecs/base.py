@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Dict, Mapping, Optional, Tuple, Type
 
 import numpy as np
 
-from molrec_raw.errors import InvalidMetadataError, UnsupportedFeatureError
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError, UnsupportedFeatureError, brief
 from molrec_raw.zarr.dtypes import DataType
 
 __all__ = [
@@ -113,6 +113,10 @@ class BytesBytesCodec(Codec):
     def decode_into(self, data: Buffer, target: memoryview) -> None:
         """Decode into ``target``, which the output must fill exactly (fixed-size chains)."""
         result = self.decode(data, len(target), len(target))
+        size = memoryview(result).nbytes
+        if size != len(target):
+            raise CorruptDataError(f"{self.name}: decodes to {size} bytes where the chunk needs {len(target)}",
+                                   rule="zarr-v3-subset#5")
         np.frombuffer(target, np.uint8)[:] = np.frombuffer(result, np.uint8)
 
 
@@ -144,7 +148,7 @@ def parse_codec_json(entry: Any) -> Tuple[str, Dict[str, Any]]:
     if isinstance(entry, str):
         return entry, {}
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-        raise InvalidMetadataError(f"codec entry must be an object with a name, got {entry!r}")
+        raise InvalidMetadataError(f"codec entry must be an object with a name, got {brief(entry)}")
     unknown = set(entry) - {"name", "configuration", "must_understand"}
     if unknown:
         raise InvalidMetadataError(f"codec {entry['name']!r} has unknown keys {sorted(unknown)}")
@@ -171,7 +175,7 @@ def check_config(
             raise InvalidMetadataError(f"codec {name!r}: configuration needs {key!r}")
     for key, value in config.items():
         if not fields[key](value):
-            raise InvalidMetadataError(f"codec {name!r}: invalid {key} {value!r}")
+            raise InvalidMetadataError(f"codec {name!r}: invalid {key} {brief(value)}")
 
 
 def is_int(value: Any) -> bool:

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import CorruptDataError, InvalidMetadataError, InvalidValueError
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError, InvalidValueError, UnsupportedFeatureError
 from molrec_raw.zarr.codecs.base import (
     ArrayBytesCodec, Buffer, ChunkSpec, Reader, check_config, is_int, register,
 )
@@ -37,6 +37,7 @@ from molrec_raw.zarr.store import Store
 
 EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 STAMP_SIZE = 12  # u64 rows written + u32 crc32c(index bytes + rows), right after a start index
+MAX_NESTING = 8  # sharding_indexed inside sharding_indexed, at most this many levels in all
 DEFAULT_INDEX_CODECS = [
     {"name": "bytes", "configuration": {"endian": "little"}},
     {"name": "crc32c"},
@@ -91,6 +92,9 @@ class ShardingCodec(ArrayBytesCodec):
             },
             ("chunk_shape", "codecs"),
         )
+        if 1 + _nesting([config["codecs"], config.get("index_codecs")]) > MAX_NESTING:
+            raise UnsupportedFeatureError(
+                f"sharding_indexed nested more than {MAX_NESTING} levels deep is not read", rule="zarr-v3-subset#7")
         inner = tuple(config["chunk_shape"])
         if len(inner) != len(spec.shape) or any(s % c for s, c in zip(spec.shape, inner)):
             raise InvalidMetadataError(
@@ -357,6 +361,26 @@ class ShardingCodec(ArrayBytesCodec):
         if appended:  # one write for every new inner chunk, then the index
             store.write_at(key, first, b"".join(appended))
         store.write_at(key, 0, self._encode_index(index, stamp if stamped else None))
+
+
+def _nesting(lists: List[Any]) -> int:
+    """How many levels of ``sharding_indexed`` the codec lists hold (0: none), counted level
+    by level without recursion and stopping past ``MAX_NESTING``, so that a hostile document
+    nested hundreds deep is refused before any pipeline is built for it."""
+    depth = 0
+    while depth <= MAX_NESTING:
+        lists = [
+            entry["configuration"].get(member)
+            for codecs in lists if isinstance(codecs, list)
+            for entry in codecs
+            if isinstance(entry, dict) and entry.get("name") == ShardingCodec.name
+            and isinstance(entry.get("configuration"), dict)
+            for member in ("codecs", "index_codecs")
+        ]
+        if not lists:
+            break
+        depth += 1
+    return depth
 
 
 def _slice(data: Buffer, start: int, length: Optional[int]) -> memoryview:

@@ -6,8 +6,8 @@ from typing import Any, Dict, Mapping, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidMetadataError
-from molrec_raw.zarr.codecs.base import ArrayArrayCodec, ChunkSpec, check_config, register
+from molrec_raw.errors import InvalidMetadataError, brief
+from molrec_raw.zarr.codecs.base import ArrayArrayCodec, ChunkSpec, check_config, is_int, register
 
 
 @register
@@ -28,11 +28,9 @@ class TransposeCodec(ArrayArrayCodec):
             raw = list(range(ndim))
         elif raw == "F":
             raw = list(range(ndim))[::-1]
-        if not isinstance(raw, list) or sorted(raw) != list(range(ndim)) or any(
-            isinstance(i, bool) for i in raw
-        ):
+        if not isinstance(raw, list) or not all(is_int(i) for i in raw) or sorted(raw) != list(range(ndim)):
             raise InvalidMetadataError(
-                f"transpose order {config['order']!r} is not a permutation of 0..{ndim - 1}",
+                f"transpose order {brief(config['order'])} is not a permutation of 0..{ndim - 1}",
                 rule="zarr-v3-subset#5.2",
             )
         return cls(spec, tuple(raw))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import struct
 from math import prod
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Union
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class VlenUtf8Codec(ArrayBytesCodec):
         return _interleave(blob, lengths)
 
     def decode(self, data: Buffer) -> np.ndarray:
-        raw = bytes(data)
+        raw = data if isinstance(data, (bytes, bytearray)) else bytes(data)  # no copy of a large blob
         end = len(raw)
         if end < 4:
             raise CorruptDataError("vlen-utf8: value shorter than its 4-byte count", rule="zarr-v3-subset#5.7")
@@ -85,7 +85,7 @@ def _interleave(blob: bytes, lengths: np.ndarray) -> Buffer:
     return out
 
 
-def _decode_uniform(raw: bytes, count: int) -> "np.ndarray | None":
+def _decode_uniform(raw: Union[bytes, bytearray], count: int) -> "np.ndarray | None":
     """Fast path: every value has the same byte length and is ASCII without a trailing NUL
     (numpy's fixed-width bytes would drop it).  None when the chunk is not like that."""
     if count == 0:
@@ -113,7 +113,7 @@ def _decode_uniform(raw: bytes, count: int) -> "np.ndarray | None":
     return np.ascontiguousarray(body).view(f"S{length}").ravel().astype(f"U{length}").astype(object)
 
 
-def _decode_each(raw: bytes, count: int) -> np.ndarray:
+def _decode_each(raw: Union[bytes, bytearray], count: int) -> np.ndarray:
     """General path: walk the interleaved lengths, bounds-checked at every step."""
     end = len(raw)
     values: List[str] = []

@@ -68,6 +68,9 @@ class ZstdCodec(BytesBytesCodec):
                 f"zstd: decompresses to more than the {bound} bytes the chunk can hold",
                 rule="zarr-v3-subset#5.4",
             )
+        if expected_size is not None and len(out) != expected_size:
+            raise CorruptDataError(f"zstd: decompresses to {len(out)} bytes where the chunk needs {expected_size}",
+                                   rule="zarr-v3-subset#5.4")
         return out
 
     def decode_into(self, data: Buffer, target: memoryview) -> None:
