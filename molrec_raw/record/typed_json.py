@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
+from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError, brief
 from molrec_raw.record.model import MetaValue
 from molrec_raw.record.violations import Checks, Violation, refuse
 
@@ -55,6 +55,10 @@ _VECTORS = {
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _DECIMAL = re.compile(r"-?[0-9]+")
 _EXACT_JSON_INT = 2**53
+# Levels of arrays and objects in a ``json`` value: deeper is refused on write and on read, so
+# that every value read can be written back (orjson writes at most 254 levels in a document,
+# and a pin or a meta group nests the value a few levels down) and nothing recurses deeply.
+MAX_JSON_DEPTH = 128
 
 
 def _fail(rule: str, where: str, message: str) -> SpecViolationError:
@@ -79,7 +83,7 @@ def normalize_tag(
             return tag
         if allow_legacy and tag in LEGACY_TAGS:
             return LEGACY_TAGS[tag]
-    raise _fail(rule, where, f"{tag!r} is not one of the 16 meta tags")
+    raise _fail(rule, where, f"{brief(tag)} is not one of the 16 meta tags")
 
 
 def infer_tag(value: Any) -> str:
@@ -144,8 +148,11 @@ def _enc_str(v: Any, where: str, rule: str = R_WRITE) -> str:
     return str(v)
 
 
-def _enc_json(v: Any, where: str) -> Any:
-    """A finite JSON value, as plain Python (tuples → lists, numpy scalars → Python)."""
+def _enc_json(v: Any, where: str, depth: int = 0) -> Any:
+    """A finite JSON value, as plain Python (tuples → lists, numpy scalars → Python), nested
+    at most ``MAX_JSON_DEPTH`` levels (a cyclic value is refused by the same rule)."""
+    if depth > MAX_JSON_DEPTH:
+        raise _fail(R_WRITE, where[:60] + "/...", f"json value is nested more than {MAX_JSON_DEPTH} levels deep (or cyclic)")
     if v is None or isinstance(v, (bool, np.bool_)):
         return None if v is None else bool(v)
     if isinstance(v, str):
@@ -161,13 +168,13 @@ def _enc_json(v: Any, where: str) -> Any:
             raise _fail(R_NONFINITE, where, "json value holds a non-finite number")
         return f
     if isinstance(v, (list, tuple)):
-        return [_enc_json(x, f"{where}/{i}") for i, x in enumerate(v)]
+        return [_enc_json(x, f"{where}/{i}", depth + 1) for i, x in enumerate(v)]
     if isinstance(v, dict):
         out = {}
         for k, x in v.items():
             if not isinstance(k, str):
                 raise _fail(R_WRITE, where, f"json object key {k!r} is not a string")
-            out[_enc_str(k, where)] = _enc_json(x, f"{where}/{k}")
+            out[_enc_str(k, where)] = _enc_json(x, f"{where}/{k}", depth + 1)
         return out
     raise _fail(R_WRITE, where, f"a {type(v).__name__} is not a JSON value")
 
@@ -185,10 +192,7 @@ def _enc_scalar(tag: str, v: Any, where: str) -> Any:
         if not isinstance(v, str):
             raise _fail(R_WRITE, where, f"string needs a str, got {type(v).__name__}")
         return _enc_str(v, where)
-    try:
-        return _enc_json(v, where)
-    except RecursionError:
-        raise _fail(R_WRITE, where, "json value is nested too deeply (or cyclic)") from None
+    return _enc_json(v, where)
 
 
 def _vector_items(tag: str, n: int, v: Any, where: str) -> List[Any]:
@@ -230,7 +234,7 @@ def _dec_int(tag: str, raw: Any, where: str) -> int:
             raise _fail(R_READ, where, f"decimal string {raw[:40]!r} is out of range for {tag}")
         v = int(raw)
     else:
-        raise _fail(R_READ, where, f"{tag} needs a JSON integer or decimal string, got {raw!r}")
+        raise _fail(R_READ, where, f"{tag} needs a JSON integer or decimal string, got {brief(raw)}")
     lo, hi = _INT_RANGE[tag]
     if not lo <= v <= hi:
         raise _fail(R_READ, where, f"integer {v} is out of range for {tag}")
@@ -252,27 +256,32 @@ def _dec_f64(raw: Any, where: str) -> float:
         return f
     if type(raw) is str and raw in _NONFINITE:
         return _NONFINITE[raw]
-    raise _fail(R_READ, where, f'f64 needs a number or "NaN"/"Infinity"/"-Infinity", not {raw!r}')
+    raise _fail(R_READ, where, f'f64 needs a number or "NaN"/"Infinity"/"-Infinity", not {brief(raw)}')
 
 
 def _check_json(raw: Any, where: str) -> None:
-    if raw is None or type(raw) in (bool, int, str):
-        return
-    if type(raw) is float:
-        if not math.isfinite(raw):
-            raise _fail(R_READ, where, "json value holds a non-finite number")
-        return
-    if type(raw) is list:
-        for i, x in enumerate(raw):
-            _check_json(x, f"{where}/{i}")
-        return
-    if type(raw) is dict:
-        for k, x in raw.items():
+    """A stored ``json`` value: JSON types only, finite numbers, string keys, nested at most
+    ``MAX_JSON_DEPTH`` levels — walked without recursion (the value may be hostile)."""
+    stack = [(raw, where, 0)]
+    while stack:
+        value, at, depth = stack.pop()
+        if value is None or type(value) in (bool, int, str):
+            continue
+        if type(value) is float:
+            if not math.isfinite(value):
+                raise _fail(R_READ, at, "json value holds a non-finite number")
+            continue
+        if type(value) not in (list, dict):
+            raise _fail(R_READ, at, f"a {type(value).__name__} is not a JSON value")
+        if depth >= MAX_JSON_DEPTH:
+            raise _fail(R_READ, where, f"json value is nested more than {MAX_JSON_DEPTH} levels deep")
+        if type(value) is list:
+            stack.extend((x, f"{at}/{i}", depth + 1) for i, x in enumerate(value))
+            continue
+        for k, x in value.items():
             if type(k) is not str:
-                raise _fail(R_READ, where, f"json object key {k!r} is not a string")
-            _check_json(x, f"{where}/{k}")
-        return
-    raise _fail(R_READ, where, f"a {type(raw).__name__} is not a JSON value")
+                raise _fail(R_READ, at, f"json object key {brief(k)} is not a string")
+            stack.append((x, f"{at}/{k}", depth + 1))
 
 
 def _dec_scalar(tag: str, raw: Any, where: str) -> Any:
@@ -282,16 +291,13 @@ def _dec_scalar(tag: str, raw: Any, where: str) -> Any:
         return _dec_int(tag, raw, where)
     if tag == "bool":
         if type(raw) is not bool:
-            raise _fail(R_READ, where, f"bool needs true/false, got {raw!r}")
+            raise _fail(R_READ, where, f"bool needs true/false, got {brief(raw)}")
         return raw
     if tag == "string":
         if type(raw) is not str:
-            raise _fail(R_READ, where, f"string needs a JSON string, got {raw!r}")
+            raise _fail(R_READ, where, f"string needs a JSON string, got {brief(raw)}")
         return raw
-    try:
-        _check_json(raw, where)
-    except RecursionError:
-        raise _fail(R_READ, where, "json value is nested too deeply") from None
+    _check_json(raw, where)
     return raw
 
 
@@ -304,7 +310,7 @@ def decode_value(tag: str, raw: Any, where: str = "") -> Any:
     if tag in _VECTORS:
         elem, n = _VECTORS[tag]
         if type(raw) is not list or len(raw) != n:
-            got = f"{len(raw)} elements" if type(raw) is list else repr(raw)
+            got = f"{len(raw)} elements" if type(raw) is list else brief(raw)
             raise _fail(R_READ, where, f"{tag} needs a JSON array of {n}, got {got}")
         return tuple(_dec_scalar(elem, x, f"{where}[{i}]") for i, x in enumerate(raw))
     return _dec_scalar(tag, raw, where)
@@ -340,7 +346,7 @@ def _is_plain(tag: str, value: Any) -> bool:
 def _decode_into(attrs: Dict[str, Any], where: str, out: Dict[str, Any]) -> Checks:
     types = attrs.get(META_TYPES_KEY, {})
     if not isinstance(types, dict):
-        yield Violation(R_TAGS, where, f"{META_TYPES_KEY} is not a JSON object: {types!r}")
+        yield Violation(R_TAGS, where, f"{META_TYPES_KEY} is not a JSON object: {brief(types)}")
         types = {}
     for key, raw in attrs.items():
         if key == META_TYPES_KEY:

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 import numpy as np
 import orjson
 
-from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
+from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError, brief
 from molrec_raw.record import typed_json
 from molrec_raw.record.columns import COLUMN_DTYPES, VOCABULARY, as_column, column_dtype_of
 from molrec_raw.record.frame_io import is_target_syntax
@@ -560,7 +560,7 @@ def _frame_meta_tag(key: Any, value: Any) -> str:
 
 def _object(value: Any, where: str, allowed: Tuple[str, ...], required: Tuple[str, ...]) -> Dict[str, Any]:
     if type(value) is not dict:
-        raise _fail(R_PIN, where, f"expected a JSON object, got {type(value).__name__} {value!r}")
+        raise _fail(R_PIN, where, f"expected a JSON object, got {type(value).__name__} {brief(value)}")
     unknown = [k for k in value if k not in allowed]
     if unknown:
         raise _fail(R_PIN, where, f"unknown key(s) {unknown} (allowed: {', '.join(allowed)})")
@@ -572,7 +572,7 @@ def _object(value: Any, where: str, allowed: Tuple[str, ...], required: Tuple[st
 
 def _json_ints(value: Any, minimum: int, where: str, what: str) -> List[int]:
     if type(value) is not list or not all(type(n) is int and n >= minimum for n in value):
-        raise _fail(R_PIN, where, f"{what} {value!r} is not a JSON array of integers >= {minimum}")
+        raise _fail(R_PIN, where, f"{what} {brief(value)} is not a JSON array of integers >= {minimum}")
     return value
 
 
@@ -599,32 +599,32 @@ def _read_pin(schema: SequenceSchema, doc: Any, allow_legacy: bool) -> None:
             schema.declare_column(name, column, dtype, trailing)
             nullable = col.get("nullable", False)
             if type(nullable) is not bool:
-                raise _fail(R_PIN, cnode, f"nullable {nullable!r} is not a JSON boolean")
+                raise _fail(R_PIN, cnode, f"nullable {brief(nullable)} is not a JSON boolean")
             if nullable:
                 schema.declare_nullable(name, column)
             if "precision" in col:
                 p = col["precision"]
                 if type(p) not in (int, float):
-                    raise _fail(R_PIN, cnode, f"precision {p!r} is not a JSON number")
+                    raise _fail(R_PIN, cnode, f"precision {brief(p)} is not a JSON number")
                 schema.declare_precision(name, column, p)
         if "structural_shape" in entry:
             schema.declare_structural_shape(
                 name, _json_ints(entry["structural_shape"], 0, where, "structural_shape"))
         targets = entry.get("targets", {})
         if type(targets) is not dict:
-            raise _fail(R_PIN, where, f"targets {targets!r} is not a JSON object")
+            raise _fail(R_PIN, where, f"targets {brief(targets)} is not a JSON object")
         for column, target in targets.items():
             schema.declare_target(name, column, target)
         if "aligned_with" in entry:
             other = entry["aligned_with"]
             if type(other) is not str:
-                raise _fail(R_PIN_ALIGNED, where, f"aligned_with {other!r} is not a block name")
+                raise _fail(R_PIN_ALIGNED, where, f"aligned_with {brief(other)} is not a block name")
             aligned.append((name, other))
     for name, other in aligned:
         schema.declare_aligned(name, other)
     meta = top.get("meta", {})
     if type(meta) is not dict:
-        raise _fail(R_PIN, "/trajectory", f"meta {meta!r} is not a JSON object")
+        raise _fail(R_PIN, "/trajectory", f"meta {brief(meta)} is not a JSON object")
     for key, raw in meta.items():
         where = f"/trajectory/meta/{key}"
         entry = _object(raw, where, _META_KEYS, ("dtype",))
