@@ -130,3 +130,45 @@ def test_documents_5_6_a_record_under_the_host_keeps_its_own_metrics(tmp_path) -
     assert found.records == (record,) and found.metrics == (artifacts / "metrics.mlp.jsonl",)
     assert list(read_metrics(found.records[0])) == ["energy"]
     assert list(read_metrics(found.metrics[0])) == ["loss"]
+
+
+def test_documents_5_1_writer_takes_the_host_wal_path_the_reader_takes(run_dir) -> None:
+    """``MetricsWriter(path)`` with a ``*.mlp.jsonl`` path is ``for_host`` with that file
+    (issue 12): the same lines, the same reopening, every path ``read_metrics`` takes."""
+    path = run_dir / "artifacts" / "metrics.mlp.jsonl"
+    with MetricsWriter(path) as writer:  # the artifacts/ directory is made, as for_host does
+        assert writer.wal_path == path
+        writer.log("loss", 1.0, step=1, wall_time="2026-01-01T00:00:00Z")
+        writer.log("lr", 0.1, wall_time="2026-01-01T00:00:00Z")
+    by_path = path.read_bytes()
+    path.unlink()
+    with MetricsWriter.for_host(run_dir) as writer:
+        writer.log("loss", 1.0, step=1, wall_time="2026-01-01T00:00:00Z")
+        writer.log("lr", 0.1, wall_time="2026-01-01T00:00:00Z")
+    assert path.read_bytes() == by_path
+    with MetricsWriter(path) as writer:  # reopening appends, and knows the shapes in the file
+        writer.log("loss", 2.0, step=2)
+        with pytest.raises(SpecViolationError):
+            writer.log("lr", 1.0, step=3)
+    assert read_metrics(path)["loss"].values.tolist() == [1.0, 2.0]
+    with pytest.raises(StoreError, match="already open"):  # one writer per WAL, either way in
+        with MetricsWriter.for_host(run_dir):
+            MetricsWriter(path)
+    assert sorted(p.name for p in run_dir.rglob("*")) == ["artifacts", "metrics.mlp.jsonl"]  # WAL only
+
+
+def test_documents_5_1_a_host_wal_path_writer_draws_the_plot_and_checks_its_stem(tmp_path) -> None:
+    path = tmp_path / "EVAL.MLP.JSONL"  # the suffix in any case, as read_metrics and discovery take it
+    with MetricsWriter(path, plot=True) as writer:
+        writer.log("mae", 0.5, step=1)
+    assert (tmp_path / "EVAL.mlp.vl.json").is_file()
+    assert list(read_metrics(path)) == ["mae"]
+    with pytest.raises(InvalidValueError):
+        MetricsWriter(tmp_path / ".mlp.jsonl")  # no stem
+    with pytest.raises(StoreError):
+        MetricsWriter(tmp_path / "missing" / "artifacts" / "m.mlp.jsonl")  # as for_host: its run dir must exist
+
+
+def test_documents_5_1_plot_is_for_host_wal_files_only(record) -> None:
+    with pytest.raises(InvalidValueError, match="host WAL"):
+        MetricsWriter(record, plot=True)

@@ -11,6 +11,8 @@ documents §4.5, §5.1–§5.3; README decisions 8, 9, 10, 16.
   and nothing else (hosts keep only the WAL: no dense store, no ``meta/``/``status/``);
   with ``plot=True`` it also keeps the Vega-Lite plot artifact ``artifacts/<stem>.mlp.vl.json``
   current at each flush (root-layout host layout; ``molrec_raw.record.runplot.vegalite``).
+  ``MetricsWriter(path)`` with a ``*.mlp.jsonl`` path is the same host writer of that file,
+  so the writer takes every path ``read_metrics`` takes.
 
 Logging is cheap: each line is a precomputed per-key prefix plus the formatted step, wall
 time (cached per millisecond) and value (orjson's shortest round-trip float text), collected
@@ -48,6 +50,7 @@ from molrec_raw.record.runplot.vegalite import HOST_PLOT_SUFFIX, HostPlot
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import DirectoryStore, Group, open_group
 from molrec_raw.zarr.fileops import FileOps
+from molrec_raw.zarr.remote import is_url
 from molrec_raw.zarr.store import PathLike
 
 __all__ = ["MetricsWriter", "host_wal_path", "HOST_SUFFIX"]
@@ -75,12 +78,16 @@ class _Closed:
 _CLOSED = _Closed()
 
 
-def host_wal_path(run_dir: PathLike, stem: str = "metrics") -> Path:
-    """``<run_dir>/artifacts/<stem>.mlp.jsonl`` (documents §5.1; default stem ``metrics``)."""
+def _check_stem(stem: Any) -> str:
     if (not isinstance(stem, str) or not stem or stem in (".", "..") or "/" in stem or "\\" in stem
             or "\x00" in stem):
         raise InvalidValueError(f"host metrics stem must be a plain file-name part, not {stem!r}")
-    return Path(run_dir) / "artifacts" / f"{stem}{HOST_SUFFIX}"
+    return stem
+
+
+def host_wal_path(run_dir: PathLike, stem: str = "metrics") -> Path:
+    """``<run_dir>/artifacts/<stem>.mlp.jsonl`` (documents §5.1; default stem ``metrics``)."""
+    return Path(run_dir) / "artifacts" / f"{_check_stem(stem)}{HOST_SUFFIX}"
 
 
 class MetricsWriter:
@@ -92,8 +99,20 @@ class MetricsWriter:
     densifies.  ``close()``: flush and release the WAL lock.  Also a context manager.
     """
 
-    def __init__(self, record: PathLike, *, fileops: Optional[FileOps] = None) -> None:
+    def __init__(self, record: PathLike, *, plot: bool = False, fileops: Optional[FileOps] = None) -> None:
+        """``record``: a ``*.mrec`` directory; or a host WAL file ``*.mlp.jsonl`` — the same as
+        :meth:`for_host` with that file (its directory is made when missing, the directory
+        above it must exist), ``plot`` included."""
         self._setup()
+        if not is_url(record) and Path(record).name.lower().endswith(HOST_SUFFIX):
+            path = Path(record)
+            if not path.parent.parent.is_dir():
+                raise StoreError(f"cannot write {path}: {path.parent.parent} does not exist")
+            self._open_host(path, plot, fileops)
+            return
+        if plot:
+            raise InvalidValueError("plot=True is for host WAL files (*.mlp.jsonl); a record's metrics are "
+                                    "plotted from the record (molrec-raw plot)")
         self._open_record(record, fileops)
 
     @classmethod
@@ -105,25 +124,9 @@ class MetricsWriter:
         self = cls.__new__(cls)
         self._setup()
         path = host_wal_path(run_dir, stem)
-        if plot:
-            self._plot = HostPlot(path, path.with_name(f"{stem}{HOST_PLOT_SUFFIX}"))
         if not Path(run_dir).is_dir():
             raise StoreError(f"host run directory {run_dir} does not exist")
-        self._wal = WalFile(DirectoryStore(path.parent, fileops=fileops), path.name)
-        try:
-            self.wal_path = path
-            self._source = str(path)
-            self._end = self._wal.truncate_torn_tail()
-            # Learn each existing series' shape (type, stepped) so appended events stay
-            # readable; bad lines written by someone else are skipped here, not repaired.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                parsed = parse_wal(self._wal.read(0, self._end), source=self._source, lenient=True)
-            for key, series in parsed.series.items():
-                self._shapes[key] = (series.type, series.steps is not None)
-        except BaseException:
-            self._wal.close()
-            raise
+        self._open_host(path, plot, fileops)
         return self
 
     # -- set-up -------------------------------------------------------------------------------
@@ -142,6 +145,27 @@ class MetricsWriter:
         self._broken: Optional[str] = None
         self._plot: Optional[HostPlot] = None
         self.closed = False
+
+    def _open_host(self, path: Path, plot: bool, fileops: Optional[FileOps]) -> None:
+        """Open the host WAL ``path`` (``<stem>.mlp.jsonl``) through a store of its directory."""
+        stem = _check_stem(path.name[: -len(HOST_SUFFIX)])
+        if plot:
+            self._plot = HostPlot(path, path.with_name(f"{stem}{HOST_PLOT_SUFFIX}"))
+        self._wal = WalFile(DirectoryStore(path.parent, fileops=fileops), path.name)
+        try:
+            self.wal_path = path
+            self._source = str(path)
+            self._end = self._wal.truncate_torn_tail()
+            # Learn each existing series' shape (type, stepped) so appended events stay
+            # readable; bad lines written by someone else are skipped here, not repaired.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                parsed = parse_wal(self._wal.read(0, self._end), source=self._source, lenient=True)
+            for key, series in parsed.series.items():
+                self._shapes[key] = (series.type, series.steps is not None)
+        except BaseException:
+            self._wal.close()
+            raise
 
     def _open_record(self, record: PathLike, fileops: Optional[FileOps]) -> None:
         path = check_record_path(record)
