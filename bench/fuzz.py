@@ -77,29 +77,16 @@ def _atheris_worker(args: argparse.Namespace) -> int:
     target = fuzz_targets.targets()[args.worker]
     fuzz_targets.check_seeds(target)
     report = fuzz_targets.CampaignReport(target.name, args.seed, args.start, 0)
-    report.peak_reset = fuzz_targets.reset_peak_rss()
-    report.rss_before_kib = fuzz_targets.memory_kib()[0 if report.peak_reset else 1]
-    began = time.perf_counter()
-    save = args.out / "escapes" / target.name
+    save = args.out / "escapes"
+    report.begin()
 
     def one(data: bytes) -> None:
-        result = fuzz_targets.outcome(target, data)
         index = args.start + report.count
-        report.count += 1
-        if result.seconds > report.slowest_seconds:
-            report.slowest_seconds, report.slowest_input = result.seconds, index
-        if result.kind is not None:
-            numbers = report.escapes.setdefault(result.kind, [])
-            report.details.setdefault(result.kind, result.detail)
-            if len(numbers) < 3:
-                save.mkdir(parents=True, exist_ok=True)
-                (save / f"atheris-{args.seed}-{index}.bin").write_bytes(data)
-            numbers.append(index)
+        report.add(index, fuzz_targets.outcome(target, data), data, save, f"atheris-{args.seed}-{index}.bin")
         if report.count >= args.count:
-            report.seconds = time.perf_counter() - began
-            report.rss_peak_kib = fuzz_targets.memory_kib()[1]
+            report.end()
             print(json.dumps(_report_line(report, "atheris")), flush=True)
-            os._exit(0)
+            os._exit(0)  # libFuzzer would run on; the report is complete
 
     def mutate(data: bytes, max_size: int, seed: int) -> bytes:
         rng = Random(seed)

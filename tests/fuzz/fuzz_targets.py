@@ -727,6 +727,7 @@ class CampaignReport:
     rss_peak_kib: int = 0
     peak_reset: bool = False
     seconds: float = 0.0
+    _began: float = 0.0
 
     @property
     def escape_count(self) -> int:
@@ -735,6 +736,33 @@ class CampaignReport:
     @property
     def rss_growth_kib(self) -> int:
         return max(0, self.rss_peak_kib - self.rss_before_kib)
+
+    def begin(self) -> None:
+        """Start the clock and the RSS measurement (the peak mark reset where the kernel can)."""
+        self.peak_reset = reset_peak_rss()
+        current, peak = memory_kib()
+        self.rss_before_kib = current if self.peak_reset else peak
+        self._began = time.perf_counter()
+
+    def add(self, index: int, result: Outcome, data: bytes, save: Optional[Path], name: str) -> None:
+        """Count input ``index``; keep the slowest; record an escape (the first three inputs
+        of each kind written to ``save``/<target>/``name``)."""
+        self.count += 1
+        if result.seconds > self.slowest_seconds:
+            self.slowest_seconds, self.slowest_input = result.seconds, index
+        if result.kind is None:
+            return
+        numbers = self.escapes.setdefault(result.kind, [])
+        self.details.setdefault(result.kind, result.detail)
+        if save is not None and len(numbers) < 3:
+            folder = save / self.target
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+        numbers.append(index)
+
+    def end(self) -> None:
+        self.seconds = time.perf_counter() - self._began
+        self.rss_peak_kib = memory_kib()[1]
 
 
 def run_campaign(target: Target, seed: int, start: int, count: int, *, save: Optional[Path] = None,
@@ -748,11 +776,7 @@ def run_campaign(target: Target, seed: int, start: int, count: int, *, save: Opt
     report = CampaignReport(target.name, seed, start, 0)
     alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGALRM, _raise_hang) if alarm else None
-    report.peak_reset = reset_peak_rss()
-    report.rss_before_kib, peak = memory_kib()
-    if not report.peak_reset:
-        report.rss_before_kib = peak
-    began = time.perf_counter()
+    report.begin()
     try:
         for index in range(start, start + count):
             if deadline is not None and time.monotonic() > deadline:
@@ -763,23 +787,12 @@ def run_campaign(target: Target, seed: int, start: int, count: int, *, save: Opt
             result = outcome(target, data)
             if alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)
-            report.count += 1
-            if result.seconds > report.slowest_seconds:
-                report.slowest_seconds, report.slowest_input = result.seconds, index
-            if result.kind is not None:
-                numbers = report.escapes.setdefault(result.kind, [])
-                report.details.setdefault(result.kind, result.detail)
-                if save is not None and len(numbers) < 3:
-                    folder = save / target.name
-                    folder.mkdir(parents=True, exist_ok=True)
-                    (folder / f"{seed}-{index}.bin").write_bytes(data)
-                numbers.append(index)
+            report.add(index, result, data, save, f"{seed}-{index}.bin")
     finally:
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-    report.seconds = time.perf_counter() - began
-    report.rss_peak_kib = memory_kib()[1]
+    report.end()
     return report
 
 
