@@ -59,9 +59,11 @@ def dumps(document: Any) -> bytes:
 def loads(data: bytes) -> Any:
     """Parse a JSON document; accept bare NaN/Infinity tokens written by other tools.
 
-    The lenient fallback is as strict as orjson on text: an escaped unpaired surrogate
-    (``"\\ud800"``) cannot be UTF-8 (zarr-v3-subset#2), so it is refused rather than handed
-    on as a ``str`` that no writer, file name or store key can encode."""
+    The lenient fallback refuses what orjson refuses besides those tokens, the same on every
+    Python version: nesting deeper than orjson's 1024 levels (the stdlib parser reads deeper
+    on Python 3.12 and raises RecursionError on 3.10), and an escaped unpaired surrogate
+    (``"\\ud800"``), which cannot be UTF-8 (zarr-v3-subset#2) and would be handed on as a
+    ``str`` that no writer, file name or store key can encode."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -69,36 +71,46 @@ def loads(data: bytes) -> Any:
     try:
         text = bytes(data).decode("utf-8")
         document = json.loads(text)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise _too_deep() from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidMetadataError(f"not a valid UTF-8 JSON document: {exc}", rule="zarr-v3-subset#2") from None
-    if _SURROGATE_ESCAPE.search(text) and _holds_unpaired_surrogate(document):
-        raise InvalidMetadataError("not a valid UTF-8 JSON document: a string holds an escaped unpaired "
-                                   "surrogate (\\ud800-\\udfff)", rule="zarr-v3-subset#2")
+    _check_fallback(document, _SURROGATE_ESCAPE.search(text) is not None)
     return document
 
 
+MAX_DEPTH = 1024  # levels of arrays and objects in a document: orjson's limit, kept by the fallback
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _holds_unpaired_surrogate(document: Any) -> bool:
-    """True when a key or string of the parsed document is not encodable as UTF-8 (walked
-    without recursion: the document may be deep)."""
-    stack = [document]
+def _too_deep() -> InvalidMetadataError:
+    return InvalidMetadataError(f"not a valid JSON document: nested too deeply (at most {MAX_DEPTH} levels)",
+                                rule="zarr-v3-subset#2")
+
+
+def _check_fallback(document: Any, surrogates: bool) -> None:
+    """Walk a document the stdlib parsed (without recursion: it may be deep): refuse nesting
+    beyond ``MAX_DEPTH`` and, when the text holds surrogate escapes, keys or strings that
+    are not encodable as UTF-8."""
+    stack = [(document, 1)]
     while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend(value.values())
-            texts: Any = value.keys()
-        elif isinstance(value, list):
-            stack.extend(value)
-            continue
+        value, depth = stack.pop()
+        texts: Any = ()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise _too_deep()
+            if isinstance(value, list):
+                stack.extend((item, depth + 1) for item in value)
+                continue
+            stack.extend((item, depth + 1) for item in value.values())
+            texts = value.keys()
         elif isinstance(value, str):
             texts = (value,)
-        else:
+        if not surrogates:
             continue
         for text in texts:
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
-                return True
-    return False
+                raise InvalidMetadataError("not a valid UTF-8 JSON document: a string holds an escaped unpaired "
+                                           "surrogate (\\ud800-\\udfff)", rule="zarr-v3-subset#2") from None

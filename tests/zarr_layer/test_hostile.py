@@ -233,11 +233,22 @@ def zstd_shorter_than_the_chunk():  # zarr-v3-subset#5.4
 @case
 def sharding_nested_too_deep():  # zarr-v3-subset#7: at most 8 levels, refused before recursing
     s = make([LE])
-    doc = json.loads(s._values["a/zarr.json"])
-    for _ in range(400):
-        doc["codecs"] = [{"name": "sharding_indexed", "configuration": {"chunk_shape": [8], "codecs": doc["codecs"]}}]
-    s._values["a/zarr.json"] = json.dumps(doc).encode()
+    levels = 300  # 900 JSON levels: a document orjson reads, a pipeline Python could not build
+    nested = '[{"name": "sharding_indexed", "configuration": {"chunk_shape": [8], "codecs": ' * levels
+    codecs = nested + json.dumps([LE]) + "}}]" * levels
+    doc = s._values["a/zarr.json"].decode()
+    start = doc.index('"codecs"')
+    end = doc.index('"attributes"')
+    s._values["a/zarr.json"] = (doc[:start] + '"codecs": ' + codecs + ", " + doc[end:]).encode()
     return s, UnsupportedFeatureError
+
+
+@case
+def metadata_nested_beyond_orjson_with_nan():  # zarr-v3-subset#2: the fallback keeps orjson's 1024 levels
+    s = make([LE])
+    s._values["a/zarr.json"] = s._values["a/zarr.json"].replace(
+        b'"attributes": {}', b'"attributes": {"x": [NaN, ' + b"[" * 1100 + b"]" * 1100 + b"]}")
+    return s, InvalidMetadataError
 
 
 @case
