@@ -30,6 +30,7 @@ import zstandard
 from molrec_raw.errors import CorruptDataError, MolrecError, StoreError
 from molrec_raw.zarr.array import Array
 from molrec_raw.zarr.codecs.crc32c_codec import crc32c_of
+from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
 from molrec_raw.zarr.metadata import ArrayMetadata, parse_metadata
 from molrec_raw.zarr.store import Store, _slice_range, _validate_prefix, list_dir_of_keys
 
@@ -37,6 +38,10 @@ __all__ = ["Snapshot", "capture", "SnapshotView", "Action", "restore_plan", "app
 
 _MAGIC = b"MOLREC-RAW SNAPSHOT 1\n"
 _RULE = "zarr-v3-subset#7"
+# A snapshot's decompressed size, at most: the zarr.json files and tail index pages of one
+# subtree, a few KiB per array (a 500-array trajectory: about 3 MiB).  What a hostile
+# checkpoint can make a reader allocate is about twice this (orjson copies what it parses).
+_MAX_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -65,18 +70,22 @@ class Snapshot:
         packed = raw[len(_MAGIC) + 4:]
         if crc32c_of(packed) != int.from_bytes(raw[len(_MAGIC):len(_MAGIC) + 4], "little"):
             raise bad("checksum mismatch")
+        try:  # the zstd codec's bounded reader: a declared size is checked before it is allocated
+            body = bytes(ZstdCodec(3, False).decode(packed, None, _MAX_BYTES))
+        except CorruptDataError as exc:
+            raise bad(exc.message) from None
         try:
-            body = zstandard.ZstdDecompressor().decompress(packed, max_output_size=1 << 30)
-            head, _, data = body.partition(b"\n")
-            directory = orjson.loads(head)
+            cut = body.find(b"\n")
+            directory = orjson.loads(body[:cut] if cut >= 0 else body)
+            data = memoryview(body)[cut + 1:] if cut >= 0 else memoryview(b"")  # no copy of the saved bytes
             metadata: Dict[str, bytes] = {}
             shards: Dict[str, Tuple[int, bytes]] = {}
             pos = 0
             for key, length in directory["metadata"]:
-                metadata[str(key)] = data[pos:pos + int(length)]
+                metadata[str(key)] = bytes(data[pos:pos + int(length)])
                 pos += int(length)
             for key, size, length in directory["shards"]:
-                shards[str(key)] = (int(size), data[pos:pos + int(length)])
+                shards[str(key)] = (int(size), bytes(data[pos:pos + int(length)]))
                 pos += int(length)
         except (zstandard.ZstdError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise bad(str(exc)) from None

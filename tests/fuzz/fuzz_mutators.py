@@ -17,15 +17,17 @@ import zlib
 from random import Random
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import crc32c
 import numpy as np
 import zstandard
 
 from molrec_raw.errors import MolrecError
 from molrec_raw.zarr.codecs import CodecPipeline
-from molrec_raw.zarr.codecs.sharding import EMPTY, ShardingCodec
+from molrec_raw.zarr.codecs.sharding import EMPTY, STAMP_SIZE, ShardingCodec
 
 __all__ = [
-    "mutate_bytes", "edit_json", "edit_zarr_json", "edit_wal_lines", "edit_zip", "edit_value", "Bombs", "MAX_INPUT",
+    "mutate_bytes", "edit_json", "edit_zarr_json", "edit_wal_lines", "edit_zip", "edit_value", "edit_checkpoint",
+    "Bombs", "MAX_INPUT",
 ]
 
 MAX_INPUT = 4 << 20  # no mutated input grows beyond this
@@ -365,6 +367,40 @@ def edit_zip(rng: Random, data: bytes, donors: Sequence[bytes] = ()) -> bytes:
     return bytes(b[:MAX_INPUT])
 
 
+# -- trajectory checkpoints -----------------------------------------------------------------
+
+_SNAPSHOT_MAGIC = b"MOLREC-RAW SNAPSHOT 1\n"
+
+
+def edit_checkpoint(rng: Random, data: bytes, bombs: "Bombs") -> bytes:
+    """One edit of a snapshot (magic line, crc32c, one zstd frame of a JSON directory and
+    the saved bytes): the directory or the saved bytes edited and compressed again, the zstd
+    frame edited (sizes, flags, a bomb), or its bytes mutated — the checksum recomputed
+    (nine times in ten) so the parser below it is reached."""
+    start = len(_SNAPSHOT_MAGIC) + 4
+    if not data.startswith(_SNAPSHOT_MAGIC) or len(data) < start:
+        return mutate_bytes(rng, data)
+    packed = data[start:]
+    op = rng.randrange(3)
+    if op == 0:
+        try:
+            body = zstandard.ZstdDecompressor().decompress(packed, max_output_size=MAX_INPUT)
+        except (zstandard.ZstdError, MemoryError):
+            return mutate_bytes(rng, data)
+        head, _, rest = body.partition(b"\n")
+        if rng.random() < 0.6:
+            head = edit_json(rng, head).replace(b"\n", b" ")
+        else:
+            rest = mutate_bytes(rng, rest)
+        packed = zstandard.ZstdCompressor(level=1, write_content_size=rng.random() < 0.8).compress(head + b"\n" + rest)
+    elif op == 1:
+        packed = _edit_zstd(rng, None, packed, bombs) or mutate_bytes(rng, packed)
+    else:
+        packed = mutate_bytes(rng, packed)
+    checksum = crc32c.crc32c(packed) if rng.random() < 0.9 else rng.randrange(1 << 32)
+    return _SNAPSHOT_MAGIC + checksum.to_bytes(4, "little") + packed[:MAX_INPUT]
+
+
 # -- codec layers (chunks, shards, vlen-utf8) ------------------------------------------------
 
 class Bombs:
@@ -520,7 +556,13 @@ def _edit_shard(rng: Random, codec: ShardingCodec, data: bytes, bombs: Bombs) ->
     if start < 0 or start + nbytes > len(data):
         return None
     index = np.frombuffer(data, "<u8", 2 * n, start).reshape(n, 2).copy()
-    op = rng.randrange(4)
+    stamped = codec.index_location == "start" and len(data) >= codec.index_size + STAMP_SIZE
+    op = rng.randrange(5 if stamped else 4)
+    if op == 4:  # the written-rows stamp after a start index: a lying row count, its crc32c redone
+        b = bytearray(data)
+        at = codec.index_size
+        b[at:at + 8] = interesting_int(rng, 8, len(b), int.from_bytes(b[at:at + 8], "little")).to_bytes(8, "little")
+        return _restamp(codec, bytes(b)) if rng.random() < 0.8 else bytes(b)
     if op == 0:  # an inner chunk through its own codecs, the shard laid out again
         present = [i for i in range(n) if index[i, 0] != EMPTY and int(index[i, 0]) + int(index[i, 1]) <= len(data)]
         if not present:
@@ -546,8 +588,15 @@ def _edit_shard(rng: Random, codec: ShardingCodec, data: bytes, bombs: Bombs) ->
             index[i, rng.randrange(2)] = EMPTY  # half empty
     encoded = bytes(memoryview(codec.index_pipeline.encode(index.reshape(codec.chunks_per_shard + (2,)))).cast("B"))
     if codec.index_location == "start":
-        return encoded + data[codec.index_size:]
+        edited = encoded + data[codec.index_size:]
+        return _restamp(codec, edited) if stamped and rng.random() < 0.5 else edited
     return data[:start] + encoded
+
+
+def _restamp(codec: ShardingCodec, data: bytes) -> bytes:
+    """The stamp's crc32c recomputed over the index and row count in front of it."""
+    at = codec.index_size + 8
+    return data[:at] + crc32c.crc32c(data[:at]).to_bytes(4, "little") + data[at + 4:]
 
 
 _EDITS: Dict[str, Callable[[Random, Any, bytes, Bombs], Optional[bytes]]] = {"zstd": _edit_zstd, "gzip": _edit_gzip, "vlen-utf8": _edit_vlen, "sharding_indexed": _edit_shard}

@@ -17,7 +17,8 @@ the library does, and the outcome is either
 
 Seeds come from one small record written here (the demo record with deterministic metrics),
 its packed ``*.mrec.zip``, zips written by ``write_zip`` (also ZIP64), synthetic arrays for
-every codec chain, WAL files and documents.  Built once per process.
+every codec chain, WAL files, documents, and the checkpoints of a live trajectory.  Built
+once per process.
 """
 from __future__ import annotations
 
@@ -41,20 +42,23 @@ import numpy as np
 import orjson
 
 from fuzz_mutators import (
-    Bombs, MAX_INPUT, edit_json, edit_value, edit_wal_lines, edit_zarr_json, edit_zip, mutate_bytes,
+    Bombs, MAX_INPUT, edit_checkpoint, edit_json, edit_value, edit_wal_lines, edit_zarr_json, edit_zip,
+    mutate_bytes,
 )
-from molrec_raw import MetaValue, MetricsWriter, pack_mrec_zip
+from molrec_raw import Block, Box, Frame, MetaValue, MetricsWriter, MrecWriter, pack_mrec_zip
 from molrec_raw.demo import write_demo
 from molrec_raw.errors import MolrecError, StoreError
 from molrec_raw.record import typed_json
 from molrec_raw.record.metrics.series import fold, merge
 from molrec_raw.record.metrics.wal import complete_part, parse_wal
 from molrec_raw.record.trajectory.meta import meta_value
+from molrec_raw.record.trajectory.recovery import CHECKPOINT
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import Array, Limits, MemoryStore, ZipStore, open_array
 from molrec_raw.zarr.array import ValueReader
 from molrec_raw.zarr.codecs import CodecPipeline
 from molrec_raw.zarr.group import open_node
+from molrec_raw.zarr.snapshot import Snapshot, SnapshotView
 from molrec_raw.zarr import jsonio
 from molrec_raw.zarr.zipstore import write_zip
 
@@ -373,7 +377,8 @@ def _shape_of(local: Tuple[Any, ...]) -> Tuple[int, ...]:
 def _run_chunk(context: ChunkContext, payload: bytes) -> None:
     """Read the value as ``Array`` does, chunk by chunk (without its safety net): every
     selection through ``read_into`` (with and without a memo, i.e. as an immutable store
-    reads a shard), then the general ``decode`` of the whole value when it is small."""
+    reads a shard), then the general ``decode`` of the whole value when it is small, and a
+    positional shard's written-rows stamp as the recovery reader parses it."""
     store = MemoryStore()
     store.set(context.key, payload)
     pipeline = context.pipeline
@@ -384,6 +389,10 @@ def _run_chunk(context: ChunkContext, payload: bytes) -> None:
     nbytes = prod(pipeline.spec.shape) * (pipeline.spec.dtype.itemsize or 16)
     if nbytes <= 1 << 20:
         pipeline.decode(payload)
+    sharding = pipeline.sharding
+    if sharding is not None and sharding.index_location == "start":  # the recovery reader's stamp
+        offset, length = sharding.stamp_range()
+        sharding.written_rows(payload[offset:offset + length])
 
 
 def _chunk_slots(store: MemoryStore, names: Sequence[str], label: str) -> List[Slot]:
@@ -657,6 +666,59 @@ def _schema_target(c: Corpus) -> Target:
                   edits=(lambda rng, data, slot, donors: edit_json(rng, data, donors),), structured=0.9)
 
 
+# -- trajectory checkpoints ------------------------------------------------------------------
+
+def _checkpoint_states() -> List[Tuple[Dict[str, bytes], bytes]]:
+    """(record files, checkpoint) of a live trajectory after its first and its second durable
+    flush: atoms with precision and a nullable column, bonds with targets, a changing box,
+    per-step meta."""
+    with tempfile.TemporaryDirectory(prefix="molrec-fuzz-ckpt-") as tmp:
+        path = Path(tmp) / "live.mrec"
+        schema = (SequenceSchema().declare_column("atoms", "x", "f64").declare_precision("atoms", "x", 1e-3)
+                  .declare_column("atoms", "q", "f64").declare_nullable("atoms", "q")
+                  .declare_column("bonds", "i", "u64").declare_target("bonds", "i", "atoms")
+                  .declare_meta("pe", "f64").declare_meta_with_fill("note", "", "string"))
+        states = []
+        with MrecWriter(path, schema) as writer:
+            for i in range(12):
+                blocks = {"atoms": Block({"x": np.arange(4.0) + i, "q": np.full(4, 0.5 * i)},
+                                         masks={"q": np.arange(4) % 2 == 0})}
+                if i % 5 == 0:
+                    blocks["bonds"] = Block({"i": np.arange(i % 3 + 1, dtype=np.uint64)})
+                meta = {"pe": -1.0 * i, **({"note": f"frame {i}"} if i % 4 == 0 else {})}
+                writer.append(Frame(meta, blocks, Box(np.eye(3) * (10.0 + i // 4))), step=10 * i)
+                if i in (4, 10):
+                    writer.flush()
+                    files = {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*"))
+                             if p.is_file()}
+                    states.append((files, files.pop(CHECKPOINT)))
+    return states
+
+
+def _run_checkpoint(record: MemoryStore, payload: bytes) -> None:
+    """What a reader falling back to a trajectory's checkpoint does: parse it, then read the
+    trajectory through its view (the saved zarr.json files; tail shards cut to their saved
+    size under their saved index pages)."""
+    snapshot = Snapshot.from_bytes(payload, CHECKPOINT)
+    view = SnapshotView(record, snapshot, "trajectory/")
+    for key in list(view.list("trajectory/"))[:512]:
+        view.size(key)
+        view.get_range(key, 0, 64)
+        view.get_range(key, -16)
+    for path in snapshot.nodes()[:64]:
+        node = open_node(view, path, read_only=True, limits=FUZZ_LIMITS, threads=1)
+        if isinstance(node, Array):
+            _read_some(node)
+
+
+def _checkpoint_target() -> Target:
+    bombs = _bombs()
+    slots = [Slot(f"after flush {number + 1}", MemoryStore(files, read_only=True), [checkpoint])
+             for number, (files, checkpoint) in enumerate(_checkpoint_states())]
+    return Target("checkpoint", slots, _run_checkpoint,
+                  edits=(lambda rng, data, slot, donors: edit_checkpoint(rng, data, bombs),))
+
+
 # -- all of them ----------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1)
@@ -673,6 +735,7 @@ def targets() -> Dict[str, Target]:
         _wal_target(c),
         _typed_meta_target(c),
         _schema_target(c),
+        _checkpoint_target(),
     ]
     return {t.name: t for t in targets}
 
