@@ -21,6 +21,7 @@ from molrec_raw.record.model import Block, Box, Frame, MetaValue
 from molrec_raw.record.molrec import RawSection, read_mrec
 from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.zarr import Array, Group, Store, open_group
+from molrec_raw.zarr.group import as_store
 
 __all__ = ["dump_record"]
 
@@ -128,8 +129,14 @@ def dump_record(path: RecordSource) -> Dict[str, Any]:
     """The decoded content of the record at ``path`` (a ``*.mrec`` directory, a
     ``*.mrec.zip``, a URL or an open store) in the canonical form; raises the reader's
     error (a ``MolrecError`` naming the rule) for a record a reader must refuse."""
-    rec = read_mrec(path)
-    root = open_group(record_source(path), mode="r")
+    store = path if isinstance(path, Store) else as_store(record_source(path), "r")
+    try:
+        rec = read_mrec(store)  # one store for every section, closed below
+    except BaseException:
+        if not isinstance(path, Store):
+            store.close()
+        raise
+    root = open_group(store, mode="r")
     try:
         doc: Dict[str, Any] = {"molrec_dump": FORMAT,
                                "sections": sorted(name for name, node in root.members() if isinstance(node, Group)),
@@ -161,4 +168,4 @@ def dump_record(path: RecordSource) -> Dict[str, Any]:
         if rec.trajectory is not None:
             rec.trajectory.close()
         if not isinstance(path, Store):
-            root.store.close()
+            store.close()

@@ -24,7 +24,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from molrec_raw.errors import InvalidValueError, MolrecError, NodeNotFoundError
+from molrec_raw.errors import (CorruptDataError, InvalidMetadataError, InvalidValueError, MolrecError,
+                               NodeNotFoundError, UnsupportedFeatureError)
 from molrec_raw.record import typed_json
 from molrec_raw.record.doors import RecordSource, record_source
 from molrec_raw.record.metrics.dense import WAL_NAME
@@ -261,6 +262,8 @@ def explain(path: RecordSource, node: Optional[str] = None, *, chunk: Optional[s
         if frame is not None:
             return _explain_frame(label, store, frame)
         return _explain_node(label, store, rel, chunk)
+    except (CorruptDataError, InvalidMetadataError, UnsupportedFeatureError) as exc:  # reading the value itself
+        return Explanation(label, rel or "/", "unreadable value", None, [], fault_of(exc))
     finally:
         if not isinstance(path, Store):
             store.close()

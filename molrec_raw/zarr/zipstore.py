@@ -149,12 +149,13 @@ class FileSource:
 
 
 class _Entry:
-    __slots__ = ("flags", "method", "crc", "csize", "usize", "offset", "name_len", "data_start")
+    __slots__ = ("flags", "method", "crc", "csize", "usize", "offset", "name_len", "data_start", "central_at")
 
     def __init__(self, flags: int, method: int, crc: int, csize: int, usize: int, offset: int,
-                 name_len: int) -> None:
+                 name_len: int, central_at: int) -> None:
         self.flags, self.method, self.crc = flags, method, crc
         self.csize, self.usize, self.offset, self.name_len = csize, usize, offset, name_len
+        self.central_at = central_at  # where its central directory record lies (fault offsets)
         self.data_start: Optional[int] = None  # filled lazily from the local header
 
 
@@ -249,7 +250,7 @@ class ZipStore(ReadOnlyStore):
     def _load(self) -> Dict[str, _Entry]:
         eocd_pos, (_, disk, cd_disk, n_disk, n_total, cd_size, cd_offset, _) = self._find_eocd()
         cd_end = eocd_pos
-        cd_fields_at = eocd_pos + 12  # where the central directory's size and offset are stated
+        cd_fields_at = eocd_pos + 16  # where the central directory's offset is stated
         if eocd_pos >= _LOC64.size:
             loc_at = eocd_pos - _LOC64.size
             located = _LOC64.unpack(self._read(loc_at, _LOC64.size))
@@ -266,7 +267,7 @@ class ZipStore(ReadOnlyStore):
                     raise self._corrupt("bad ZIP64 end-of-central-directory signature", offset=z64_offset)
                 self._record("ZIP64 end of central directory", z64_offset, _EOCD64.size, _EOCD64_FIELDS, rec)
                 disk, cd_disk, n_disk, n_total, cd_size, cd_offset = rec[4:10]
-                cd_end, cd_fields_at = z64_offset, z64_offset + 40
+                cd_end, cd_fields_at = z64_offset, z64_offset + 48
         # Without a locator, 0xFFFF/0xFFFFFFFF are taken literally (as Python's zipfile does).
         if disk != 0 or cd_disk != 0 or n_disk != n_total:
             raise self._unsupported("multi-disk zip archives are not supported", offset=eocd_pos + 4)
@@ -325,7 +326,7 @@ class ZipStore(ReadOnlyStore):
             if not is_dir:
                 if name in entries:
                     self.duplicate_names.add(name)
-                entries[name] = _Entry(flags, method, crc, csize, usize, offset, n)  # last record wins
+                entries[name] = _Entry(flags, method, crc, csize, usize, offset, n, at)  # last record wins
         if count != n_total:
             raise self._corrupt(f"central directory holds {count} records, end record says {n_total}",
                                 offset=eocd_pos + 10)
@@ -378,7 +379,7 @@ class ZipStore(ReadOnlyStore):
             raise self._corrupt("local header lies past end of archive", key, entry.offset)
         if entry.offset + _LOCAL.size + entry.usize > self._size:  # refused before any read
             raise self._corrupt(f"entry of {entry.usize} bytes extends past end of archive (lying size)", key,
-                                entry.offset)
+                                entry.central_at + 24)
         guess_end = min(self._size, entry.offset + _LOCAL.size + entry.name_len + _LOCAL_SLACK + hi)
         head = self._read(entry.offset, guess_end - entry.offset, key, exact=False)
         local = self._local_header(head, entry, key)
@@ -397,14 +398,18 @@ class ZipStore(ReadOnlyStore):
             raise self._corrupt("bad local header signature", key, entry.offset)
         start = entry.offset + _LOCAL.size + local[9] + local[10]
         if start + entry.usize > self._size:
-            raise self._corrupt("entry extends past end of archive", key, entry.offset + 26)
+            raise self._corrupt(f"entry of {entry.usize} bytes extends past end of archive (lying size)", key,
+                                entry.central_at + 24)
         if entry.csize != entry.usize:
             raise self._corrupt("STORED entry with different compressed and uncompressed sizes", key, entry.offset)
         return local
 
-    def local_record(self, key: str) -> ZipRecord:
+    def local_record(self, key: str, layout: Optional[List[ZipRecord]] = None,
+                     verify_up_to: Optional[int] = None) -> ZipRecord:
         """The local header of entry ``key`` as a record (fields with their offsets) and
-        where its data lies, read and checked as a read of the entry does."""
+        where its data lies, read and checked as a read of the entry does; appended to
+        ``layout`` before any check of its data.  ``verify_up_to``: also check the CRC-32
+        of an entry of at most that many bytes (as a whole-entry read does)."""
         entry = self._entries.get(validate_key(key))
         if entry is None:
             raise self._corrupt(f"no entry {key!r}", key)
@@ -413,6 +418,8 @@ class ZipStore(ReadOnlyStore):
         n, m = local[9], local[10]
         record = ZipRecord("local header", entry.offset, _LOCAL.size + n + m,
                            struct_parts(_LOCAL_FIELDS, local, entry.offset, _RULE), key)
+        if layout is not None:
+            layout.append(record)
         record.parts.append(Part("name", head[_LOCAL.size:_LOCAL.size + n].decode("utf-8", "replace"), "",
                                  entry.offset + _LOCAL.size, n, _RULE))
         if m:
@@ -421,6 +428,18 @@ class ZipStore(ReadOnlyStore):
         data_at = entry.offset + _LOCAL.size + n + m
         record.parts.append(Part("data", f"{entry.usize} bytes", "STORED: the value itself" if entry.method == 0
                                  else f"method {entry.method}: not readable by range", data_at, entry.usize, _RULE))
+        if entry.flags & 0x1 or entry.method != 0:
+            raise self._unsupported("encrypted zip entries are not supported" if entry.flags & 0x1 else
+                                    "compressed zip entries are not supported; pack with STORED entries", key,
+                                    entry.central_at + (8 if entry.flags & 0x1 else 10))
+        if verify_up_to is not None and entry.usize <= verify_up_to:
+            data = self._read(data_at, entry.usize, key)
+            crc = zlib.crc32(data)
+            record.parts.append(Part("crc32 computed", f"0x{crc:08x}", "matches the central record" if crc == entry.crc
+                                     else f"differs from the central record's 0x{entry.crc:08x}", rule=_RULE))
+            if crc != entry.crc:
+                raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE,
+                                            offset=data_at)
         return record
 
     def entry_info(self, key: str) -> Tuple[int, int, int, int]:
@@ -444,7 +463,8 @@ class ZipStore(ReadOnlyStore):
             return None
         data = self._entry_bytes(entry, key, 0, entry.usize)
         if zlib.crc32(data) != entry.crc:
-            raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE)
+            raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE,
+                                        offset=entry.data_start)
         return data
 
     def get_range(self, key: str, start: int, length: Optional[int] = None) -> Optional[bytes]:
