@@ -277,7 +277,14 @@ def _explain_node(label: str, store: Store, rel: str, chunk: Optional[str]) -> E
     meta_key = f"{rel}/zarr.json" if rel else "zarr.json"
     raw = store.get(meta_key)
     if raw is not None and chunk is None:
-        return _explain_metadata(label, rel, meta_key, raw)
+        report = _explain_metadata(label, rel, meta_key, raw)
+        if report.kind == "group metadata":
+            files, children = store.list_dir(f"{rel}/" if rel else "")
+            report.sections[0].parts.append(Part("members", children, "child directories (nodes have a zarr.json)"))
+            others = [f for f in files if f != "zarr.json"]
+            if others:
+                report.sections[0].parts.append(Part("files", others, "other files beside zarr.json"))
+        return report
     if raw is not None:
         return _explain_array_chunk(label, store, rel, raw, chunk or "")
     if chunk is not None:

@@ -131,32 +131,20 @@ def _part_json(part: Part) -> Dict[str, Any]:
             "length": part.length, "rule": part.rule}
 
 
-def _where(offset: Optional[int], length: Optional[int]) -> str:
-    if offset is None:
-        return ""
-    return f"@{offset}" + (f" +{length}" if length is not None else "")
+def _line(head: str, offset: Optional[int], length: Optional[int], *tails: str) -> str:
+    """``head``, then ``@offset +length`` when it is a byte range, then the non-empty tails."""
+    where = "" if offset is None else f"@{offset}" + (f" +{length}" if length is not None else "")
+    return "  ".join([head, *(t for t in (where, *tails) if t)])
 
 
 def _section_lines(section: Section, indent: str, lines: List[str]) -> None:
-    head = f"{indent}{section.title}"
-    where = _where(section.offset, section.length)
-    if where:
-        head += f"  {where}"
-    if section.note:
-        head += f"  — {section.note}"
-    lines.append(head)
+    lines.append(_line(f"{indent}{section.title}", section.offset, section.length,
+                       f"— {section.note}" if section.note else ""))
     for part in section.parts:
         value = _json_value(part.value)
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        line = f"{indent}  {part.name} = {shown}"
-        where = _where(part.offset, part.length)
-        if where:
-            line += f"  {where}"
-        if part.meaning:
-            line += f"  ({part.meaning})"
-        if part.rule:
-            line += f"  [{part.rule}]"
-        lines.append(line)
+        lines.append(_line(f"{indent}  {part.name} = {shown}", part.offset, part.length,
+                           f"({part.meaning})" if part.meaning else "", f"[{part.rule}]" if part.rule else ""))
     for sub in section.sections:
         _section_lines(sub, indent + "  ", lines)
 

@@ -67,6 +67,9 @@ def test_issue16_explain_zarr_json_fields_meanings_and_rules():
     assert part(array, "precision").rule == "frame-and-types#14.20"
     meta = explain(case("valid/meta-scalar-tags"), "frame")
     assert "tag u64" in part(meta, "id").meaning and part(meta, "_meta_types").rule == "frame-and-types#14.15"
+    root = explain(case("valid/unknown-root-section"))
+    assert part(root, "members", "node").value == ["frame", "future", "meta"]
+    assert part(explain(case("valid/unknown-root-section"), "future"), "files", "node").value == ["notes.bin"]
     block = explain(case("valid/structural-shape"), "frame/grid")
     assert part(block, "count").rule == "frame-and-types#14.4"
     assert part(block, "structural_shape").value == [2, 2, 2]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -51,46 +51,73 @@ for _name, _value, _what in (("version-newer", "3", "3, newer than the newest su
             "(README#decision-1)")(_meta_version(_value))
 
 
-@invalid("block-no-count", f"{_FT}#14.4", "a block group without its count attribute")
-def _no_count(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/bonds", lambda a: a.pop("count"))
+def _edited(node: str, change: Callable[[Dict[str, Any]], object]) -> Callable[[Path], None]:
+    def build(rec: Path) -> None:
+        frame_base(rec)
+        edit_attrs(rec, node, change)
+    return build
 
 
-@invalid("block-count-negative", f"{_FT}#14.5", "count -1 is not a non-negative integer")
-def _count_negative(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/bonds", lambda a: a.update({"count": -1}))
+def _relaid(node: str, values: np.ndarray) -> Callable[[Path], None]:
+    def build(rec: Path) -> None:
+        frame_base(rec)
+        relay(rec, node, values)
+    return build
 
 
-@invalid("block-count-real", f"{_FT}#14.5", "count 2.0 is a real, not a JSON integer")
-def _count_real(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/bonds", lambda a: a.update({"count": 2.0}))
-
-
-@invalid("column-length-mismatch", f"{_FT}#14.6", "a column of 3 rows in a block whose count is 2")
-def _length(rec: Path) -> None:
-    frame_base(rec)
-    relay(rec, "frame/bonds/atomj", np.array([1, 2, 2], dtype=np.uint64))
-
-
-@invalid("structural-shape-mismatch", f"{_FT}#14.7", "structural_shape [2, 2] over a block of 3 rows")
-def _structural(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/atoms", lambda a: a.update({"structural_shape": [2, 2]}))
-
-
-@invalid("mask-not-bool", f"{_FT}#14.8", "a validity mask stored as uint8, not bool")
-def _mask_u8(rec: Path) -> None:
-    frame_base(rec)
-    relay(rec, "frame/atoms/_validity/mol_id", np.array([1, 0, 1], dtype=np.uint8))
-
-
-@invalid("mask-wrong-length", f"{_FT}#14.9", "a validity mask of 2 flags for a block of 3 rows")
-def _mask_length(rec: Path) -> None:
-    frame_base(rec)
-    relay(rec, "frame/atoms/_validity/mol_id", np.array([True, False]))
+# (name, rule, about, node, how its attributes change), each on the base frame
+_ATTRIBUTE_EDITS: List[Tuple[str, str, str, str, Callable[[Dict[str, Any]], object]]] = [
+    ("block-no-count", f"{_FT}#14.4", "a block group without its count attribute",
+     "frame/bonds", lambda a: a.pop("count")),
+    ("block-count-negative", f"{_FT}#14.5", "count -1 is not a non-negative integer",
+     "frame/bonds", lambda a: a.update({"count": -1})),
+    ("block-count-real", f"{_FT}#14.5", "count 2.0 is a real, not a JSON integer",
+     "frame/bonds", lambda a: a.update({"count": 2.0})),
+    ("structural-shape-mismatch", f"{_FT}#14.7", "structural_shape [2, 2] over a block of 3 rows",
+     "frame/atoms", lambda a: a.update({"structural_shape": [2, 2]})),
+    ("target-block-missing", f"{_FT}#14.11", "a row reference into a block the section does not have",
+     "frame/members", lambda a: a.update({"targets": {"ibead": "beads"}})),
+    ("target-into-trajectory", f"{_FT}#14.13", "a row reference pointing into /trajectory/",
+     "frame/members", lambda a: a.update({"targets": {"ibead": "/trajectory/atoms"}})),
+    ("target-not-u64", f"{_FT}#14.14", "a row reference held by an f64 column",
+     "frame/atoms", lambda a: a.update({"targets": {"x": "bonds"}})),
+    ("meta-types-not-object", f"{_FT}#14.15", "_meta_types is a list, not an object",
+     "frame", lambda a: a.update({"_meta_types": ["string"]})),
+    ("meta-unknown-tag", f"{_FT}#14.15", "a meta key tagged f32, which is not one of the 16 tags",
+     "frame", lambda a: (a.update({"e": 1.5}), a["_meta_types"].update({"e": "f32"}))),
+    ("meta-wrong-form", f"{_FT}#14.16", "a meta value 1.5 under the tag i32 (a real for an integer tag)",
+     "frame", lambda a: (a.update({"n": 1.5}), a["_meta_types"].update({"n": "i32"}))),
+    ("meta-vector-length", f"{_FT}#14.16", "an f64x3 meta value with two elements",
+     "frame", lambda a: (a.update({"com": [0.0, 1.0]}), a["_meta_types"].update({"com": "f64x3"}))),
+    ("cell-defined-not-bool", f"{_FT}#14.17", "cell_defined is the string \"no\", not a JSON boolean",
+     "frame/box", lambda a: a.update({"cell_defined": "no"})),
+    ("precision-on-integer", f"{_FT}#14.20", "a precision attribute on a u64 column",
+     "frame/bonds/atomi", lambda a: a.update({"precision": 0.001})),
+    ("precision-zero", f"{_FT}#14.20", "a declared precision of 0 (below 2^-1000)",
+     "frame/atoms/x", lambda a: a.update({"precision": 0.0})),
+]
+# (name, rule, about, array node, the values it is re-laid with), each on the base frame
+_RELAID: List[Tuple[str, str, str, str, np.ndarray]] = [
+    ("column-length-mismatch", f"{_FT}#14.6", "a column of 3 rows in a block whose count is 2",
+     "frame/bonds/atomj", np.array([1, 2, 2], dtype=np.uint64)),
+    ("mask-not-bool", f"{_FT}#14.8", "a validity mask stored as uint8, not bool",
+     "frame/atoms/_validity/mol_id", np.array([1, 0, 1], dtype=np.uint8)),
+    ("mask-wrong-length", f"{_FT}#14.9", "a validity mask of 2 flags for a block of 3 rows",
+     "frame/atoms/_validity/mol_id", np.array([True, False])),
+    ("target-out-of-range", f"{_FT}#14.12", "a row reference 3 into a block of 3 rows",
+     "frame/members/ibead", np.array([0, 3], dtype=np.uint64)),
+    ("box-vectors-shape", f"{_FT}#14.19", "box vectors stored as 2 x 2", "frame/box/vectors", np.eye(2)),
+    ("narrow-float-column", f"{_FT}#14.1", "a column stored as float32: never widened",
+     "frame/atoms/x", np.array([0.0, 1.0, 2.0], dtype=np.float32)),
+    ("float16-column", f"{_FT}#14.1", "a column stored as float16",
+     "frame/atoms/x", np.array([0.0, 1.0, 2.0], dtype=np.float16)),
+    ("canonical-key-narrow", f"{_FT}#14.3", "the endpoint atomi stored as uint32 (canonical u64)",
+     "frame/bonds/atomi", np.array([0, 1], dtype=np.uint32)),
+]
+for _name, _rule, _about, _node, _change in _ATTRIBUTE_EDITS:
+    invalid(_name, _rule, _about)(_edited(_node, _change))
+for _name, _rule, _about, _node, _values in _RELAID:
+    invalid(_name, _rule, _about)(_relaid(_node, _values))
 
 
 @invalid("mask-without-column", f"{_FT}#14.10", "a validity mask named for a column the block does not have")
@@ -101,60 +128,6 @@ def _mask_orphan(rec: Path) -> None:
         np.array([True, False, False])
 
 
-@invalid("target-block-missing", f"{_FT}#14.11", "a row reference into a block the section does not have")
-def _target_missing(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/members", lambda a: a.update({"targets": {"ibead": "beads"}}))
-
-
-@invalid("target-out-of-range", f"{_FT}#14.12", "a row reference 3 into a block of 3 rows")
-def _target_range(rec: Path) -> None:
-    frame_base(rec)
-    relay(rec, "frame/members/ibead", np.array([0, 3], dtype=np.uint64))
-
-
-@invalid("target-into-trajectory", f"{_FT}#14.13", "a row reference pointing into /trajectory/")
-def _target_traj(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/members", lambda a: a.update({"targets": {"ibead": "/trajectory/atoms"}}))
-
-
-@invalid("target-not-u64", f"{_FT}#14.14", "a row reference held by an f64 column")
-def _target_f64(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/atoms", lambda a: a.update({"targets": {"x": "bonds"}}))
-
-
-@invalid("meta-types-not-object", f"{_FT}#14.15", "_meta_types is a list, not an object")
-def _types_list(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame", lambda a: a.update({"_meta_types": ["string"]}))
-
-
-@invalid("meta-unknown-tag", f"{_FT}#14.15", "a meta key tagged f32, which is not one of the 16 tags")
-def _tag_f32(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame", lambda a: (a.update({"e": 1.5}), a["_meta_types"].update({"e": "f32"})))
-
-
-@invalid("meta-wrong-form", f"{_FT}#14.16", "a meta value 1.5 under the tag i32 (a real for an integer tag)")
-def _wrong_form(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame", lambda a: (a.update({"n": 1.5}), a["_meta_types"].update({"n": "i32"})))
-
-
-@invalid("meta-vector-length", f"{_FT}#14.16", "an f64x3 meta value with two elements")
-def _vector_length(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame", lambda a: (a.update({"com": [0.0, 1.0]}), a["_meta_types"].update({"com": "f64x3"})))
-
-
-@invalid("cell-defined-not-bool", f"{_FT}#14.17", "cell_defined is the string \"no\", not a JSON boolean")
-def _cell_defined(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/box", lambda a: a.update({"cell_defined": "no"}))
-
-
 @invalid("undefined-cell-periodic", f"{_FT}#14.18", "an undefined cell with a periodic direction")
 def _undefined_periodic(rec: Path) -> None:
     frame_base(rec)
@@ -163,48 +136,12 @@ def _undefined_periodic(rec: Path) -> None:
         np.array([True, False, False])
 
 
-@invalid("box-vectors-shape", f"{_FT}#14.19", "box vectors stored as 2 x 2")
-def _vectors_2x2(rec: Path) -> None:
-    frame_base(rec)
-    relay(rec, "frame/box/vectors", np.eye(2))
-
-
-@invalid("precision-on-integer", f"{_FT}#14.20", "a precision attribute on a u64 column")
-def _precision_int(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/bonds/atomi", lambda a: a.update({"precision": 0.001}))
-
-
-@invalid("precision-zero", f"{_FT}#14.20", "a declared precision of 0 (below 2^-1000)")
-def _precision_zero(rec: Path) -> None:
-    frame_base(rec)
-    edit_attrs(rec, "frame/atoms/x", lambda a: a.update({"precision": 0.0}))
-
-
-@invalid("narrow-float-column", f"{_FT}#14.1", "a column stored as float32: never widened")
-def _float32(rec: Path) -> None:
-    frame_base(rec)
-    relay(rec, "frame/atoms/x", np.array([0.0, 1.0, 2.0], dtype=np.float32))
-
-
-@invalid("float16-column", f"{_FT}#14.1", "a column stored as float16")
-def _float16(rec: Path) -> None:
-    frame_base(rec)
-    relay(rec, "frame/atoms/x", np.array([0.0, 1.0, 2.0], dtype=np.float16))
-
-
 @invalid("fixed-length-string-column", f"{_FT}#14.2", "a column of Zarr type fixed_length_utf32, which is not a "
          "column dtype")
 def _fixed_string(rec: Path) -> None:
     frame_base(rec)
     edit_json(rec, "frame/atoms/x/zarr.json", lambda d: d.update({"data_type": "fixed_length_utf32",
                                                                   "fill_value": ""}))
-
-
-@invalid("canonical-key-narrow", f"{_FT}#14.3", "the endpoint atomi stored as uint32 (canonical u64)")
-def _narrow_atomi(rec: Path) -> None:
-    frame_base(rec)
-    relay(rec, "frame/bonds/atomi", np.array([0, 1], dtype=np.uint32))
 
 
 @invalid("status-without-state", "documents#9.5", "a status document without its required state")
