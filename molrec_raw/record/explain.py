@@ -422,8 +422,17 @@ def _explain_frame(label: str, store: Store, i: int) -> Explanation:
     out = Explanation(label, target, "frame resolution")
     try:
         reader = MrecReader(store)
-    except MolrecError as exc:
+    except MolrecError as exc:  # the trajectory does not open: explain the value it stopped at
         out.fault = fault_of(exc)
+        if exc.key:
+            try:
+                inner = _explain_node(label, store, exc.key, None)
+            except MolrecError:
+                return out
+            out.sections.append(Section(f"{inner.kind} {inner.target}", note="the trajectory does not open: the "
+                                        "reader stopped in this value", sections=inner.sections))
+            if inner.fault is not None:
+                out.fault = inner.fault
         return out
     with reader:
         tgroup = reader.root.get("trajectory")

@@ -551,6 +551,8 @@ def locate_rows(array: Any, lo: int, hi: int) -> Tuple[List[Part], Optional[Faul
                 raw = array.store.get_range(key, start, sharding.index_size)
                 index = sharding.index_pipeline.decode(raw).reshape(sharding.n_chunks, 2)
                 sharding.check_index(index, size)
+            except ChecksumMismatchError as exc:  # the index's crc32c: its stored value ends the index
+                return parts, fault_of(exc.add_context(key=key), start + sharding.index_size - 4)
             except MolrecError as exc:
                 return parts, fault_of(exc.add_context(key=key))
             inner = sharding.chunk_shape[0]

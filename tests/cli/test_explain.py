@@ -209,6 +209,15 @@ def test_issue16_explain_frame_of_a_ragged_trajectory_with_cell_and_meta():
     assert "absent at frame 1" in next(s for s in late.sections if s.title == "block ions").note
 
 
+def test_issue16_explain_frame_over_a_torn_shard_index_stops_there():
+    """Opening the trajectory checks each shard's written-rows stamp, so the reader stops at
+    the torn index: the frame explanation shows that shard up to its fault."""
+    report = explain(case("invalid/shard-index-torn"), frame=1)
+    assert report.fault is not None and report.fault.rule == "zarr-v3-subset#5.5" and report.fault.offset == 4080
+    assert report.sections[0].title == "shard trajectory/atoms/x/c/0"
+    assert part(report, "crc32c stored", "crc32c").offset == 4080
+
+
 def test_issue16_explain_frame_past_the_marker_is_a_fault():
     report = explain(case("valid/traj-uncommitted-tail"), frame=3)
     assert report.fault is not None and "3 committed frame(s)" in report.fault.message
