@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import stat
-import struct
 from pathlib import Path
 from typing import Dict, List, Tuple
 
