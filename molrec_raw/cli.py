@@ -1,5 +1,6 @@
 """``molrec-raw``: write a sample record, look into, check, pack, unpack, convert and follow
-records from the command line.
+records from the command line; explain their bytes, dump their content in the canonical
+JSON form and run another implementation over the conformance corpus.
 
 Argument parsing and printing only; the work is done by the record layer.  Errors print one
 line (no traceback) and exit 2; ``validate`` exits 1 when it finds violations.  Long work
@@ -323,6 +324,46 @@ def cmd_cat(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from molrec_raw.record.explain import explain
+
+    report = explain(args.path, args.node, chunk=args.chunk, frame=args.frame)
+    print(json.dumps(report.to_json(), indent=1, ensure_ascii=False) if args.json else report.text())
+    return 0
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    from molrec_raw.conformance import canonical_bytes, dump_record
+
+    sys.stdout.buffer.write(canonical_bytes(dump_record(args.path)))
+    sys.stdout.flush()
+    return 0
+
+
+def _default_corpus() -> Optional[Path]:
+    from molrec_raw.conformance.build import default_frozen_source
+
+    return default_frozen_source()
+
+
+def cmd_conform(args: argparse.Namespace) -> int:
+    from molrec_raw.conformance.runner import command_reader, run_corpus
+
+    corpus = args.corpus if args.corpus is not None else _default_corpus()
+    if corpus is None:
+        raise MolrecError("no corpus here: give --corpus DIR (tests/conformance/corpus of a molrec_raw checkout)")
+    if not (Path(corpus) / "index.json").is_file():
+        raise MolrecError(f"{corpus}: not a conformance corpus (no index.json)")
+    shown = (lambda o: print(o.line(), flush=True)) if args.verbose else (
+        lambda o: None if o.passed else print(o.line(), flush=True))
+    outcomes = run_corpus(Path(corpus), command_reader(args.reader, args.timeout), only=args.case,
+                          strict_rules=args.strict_rules, progress=shown)
+    failed = sum(not o.passed for o in outcomes)
+    cases = len({o.case for o in outcomes})
+    print(f"{len(outcomes) - failed}/{len(outcomes)} passed ({cases} cases: valid ones as a directory and a zip)")
+    return 1 if failed else 0
+
+
 _WHERE = "a record: *.mrec, *.mrec.zip, or a URL (https://.../x.mrec.zip, s3://.../x.mrec with molrec-raw[remote])"
 
 
@@ -388,6 +429,31 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--block", default=None)
     p.add_argument("--rows", type=int, default=20)
     p.set_defaults(run=cmd_cat)
+    p = sub.add_parser("explain", help="what every byte means: a zarr.json, a chunk or shard, a zip, a frame")
+    p.add_argument("path", help=_WHERE)
+    p.add_argument("node", nargs="?", default=None,
+                   help="a node (frame/atoms/x), a store key (frame/atoms/x/c/0, trajectory/__molrec_checkpoint, "
+                        "metrics/metrics.jsonl); default: the root (of a *.mrec.zip: its zip container)")
+    p.add_argument("--chunk", default=None, metavar="COORDS", help="a chunk of the array NODE: grid coordinates "
+                   "(0, 0.1) or its key (c/0)")
+    p.add_argument("--frame", type=int, default=None, metavar="I", help="how trajectory frame I is resolved")
+    p.add_argument("--json", action="store_true", help="the explanation as a JSON document (spec-notes/cli.md)")
+    p.set_defaults(run=cmd_explain)
+    p = sub.add_parser("dump", help="a record's decoded content in the canonical JSON form (conformance corpus)")
+    p.add_argument("path", help=_WHERE)
+    p.set_defaults(run=cmd_dump)
+    p = sub.add_parser("conform", help="run another implementation's dumper over the conformance corpus")
+    p.add_argument("--reader", required=True, metavar="COMMAND",
+                   help='the dumper as a command line, {path} standing for the record, e.g. "mydump {path}"')
+    p.add_argument("--corpus", type=Path, default=None, help="the corpus (default: tests/conformance/corpus of "
+                   "this checkout)")
+    p.add_argument("--case", action="append", default=None, metavar="PATTERN",
+                   help="only cases matching this shell pattern (repeatable), e.g. 'valid/traj-*'")
+    p.add_argument("--strict-rules", action="store_true",
+                   help="an invalid case passes only when the dumper's stderr names its rule id")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per run of the dumper (default 120)")
+    p.add_argument("--verbose", action="store_true", help="print every case, not only the failures")
+    p.set_defaults(run=cmd_conform)
     return parser
 
 

@@ -236,6 +236,17 @@ class MrecReader:
         return self._nstep
 
     @property
+    def root(self) -> Group:
+        """The record root this reader reads: the live store, or a read-only view of the
+        trajectory's checkpoint when ``source == "checkpoint"`` (``molrec-raw explain``)."""
+        return self._root
+
+    def cell_updates(self) -> np.ndarray:
+        """Frame ordinals of the cell's committed updates (trajectory §7): one entry per
+        change, ``[0]`` for the fixed-cell attribute form, empty without a cell."""
+        return self._box.ordinals.copy()
+
+    @property
     def schema(self) -> SequenceSchema:
         return self._schema.copy()
 
