@@ -725,10 +725,12 @@ class MrecReader:
             except MolrecError as exc:
                 problem = exc
                 continue
-            if fresh.recovery_reason is not None and attempt < _LIVE_ATTEMPTS - 1:
+            if fresh.recovery_reason is not None and (attempt < _LIVE_ATTEMPTS - 1 or fresh._nstep < self._nstep):
+                # most likely a commit caught half-read: read it again (the checkpoint's
+                # older state is taken only at the last attempt, and never to go back)
                 problem = CorruptDataError(f"the live state did not match its commit: {fresh.recovery_reason}",
                                            node="/trajectory", rule=recovery.RULE)
-                continue  # most likely a commit caught half-read: read it again
+                continue
             self._adopt(fresh, seen)
             return self._nstep
         assert problem is not None
