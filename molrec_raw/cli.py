@@ -137,12 +137,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         return 0
     clear = sys.stdout.isatty() and not args.json
     with MrecReader(args.path) as reader:  # its refresh is what tells a commit
+        drawn: List[Any] = []
+
+        def draw(n: int) -> None:
+            lines = _inspect_lines(args.path, args.json)
+            state = (reader.run_status() or {}).get("state")
+            lines.append(f"run: {state or 'no status document'}; {n} committed frames")
+            print(("\x1b[H\x1b[2J" if clear else "") + "\n".join(lines) + ("" if clear else "\n"), flush=True)
+            drawn[:] = [state]
         try:
             for n in reader.watch(args.interval, args.timeout, stop_after=args.stop_after):
-                lines = _inspect_lines(args.path, args.json)
-                state = (reader.run_status() or {}).get("state")
-                lines.append(f"run: {state or 'no status document'}; {n} committed frames")
-                print(("\x1b[H\x1b[2J" if clear else "") + "\n".join(lines) + ("" if clear else "\n"), flush=True)
+                draw(n)
+            if drawn and (reader.run_status() or {}).get("state") != drawn[0]:
+                draw(len(reader))  # the run ended after its last commit: once more, with its state
         except KeyboardInterrupt:
             pass
     return 0

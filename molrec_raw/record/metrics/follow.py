@@ -6,7 +6,8 @@ fragment waits for its newline; a zero-filled tail (a power cut) is not a line
 (``complete_part``).  Lines are checked by the one WAL parser (``parse_wal``: a complete
 line that is not a well-formed event is refused, naming its line and byte offset, as
 ``read_metrics`` does) and handed out one event at a time, in log order.  A file found
-shorter than the offset was truncated outside its writer: it is followed from its new end.
+shorter than the offset, or whose byte before the offset no longer ends a line, was
+truncated or rewritten outside its writer: it is followed from its new end.
 
 Sources: a record (``*.mrec`` directory; its ``metrics/metrics.jsonl``, which a record
 writer keeps whole when it densifies) or a host WAL file (``*.mlp.jsonl``, which may not
@@ -143,8 +144,8 @@ def follow_metrics(path: RecordSource, poll: float = 0.5, timeout: Optional[floa
     def news() -> List[MetricEvent]:
         nonlocal offset, line
         size = wal.size()
-        if size < offset:  # truncated outside its writer: follow from the new end
-            offset = wal.line_start(size)
+        if size < offset or (offset and size > offset and wal.read(offset - 1, offset) != b"\n"):
+            offset = wal.line_start(size)  # truncated or rewritten outside its writer: from the new end
             line = 1 + wal.lines_before(offset)
         if size == offset:
             return []
