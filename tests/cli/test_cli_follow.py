@@ -53,8 +53,30 @@ def test_cat_follow_from_the_newest_frame(tmp_path: Path) -> None:
 
 
 def test_inspect_follow_redraws_the_summary_after_each_commit(tmp_path: Path) -> None:
-    out = _follow(["inspect"], tmp_path / "i.mrec", 4)
-    runs = [line for line in out.splitlines() if line.startswith("run: ")]
-    assert runs[-1] == "run: succeeded; 4 committed frames"
-    assert len(runs) >= 2 and "run: running; 1 committed frames" in runs  # redrawn as it grew
-    assert "trajectory: 4 committed frames" in out
+    """Each commit is made only once the previous drawing is out (no timing assumption)."""
+    path = tmp_path / "i.mrec"
+    w = mr.MrecWriter(path, mr.SequenceSchema.from_frames([frame(0)]), flush_every=1)
+    w.append(frame(0), step=0, time=0.0)
+    proc = subprocess.Popen([sys.executable, "-m", "molrec_raw", "inspect", str(path), "--follow", "--interval",
+                             "0.02", "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    out: list = []
+
+    def drawn(n: int) -> None:
+        while True:
+            line = proc.stdout.readline()
+            assert line, f"the follower ended early: {proc.stderr.read() if proc.stderr else ''}"
+            out.append(line)
+            if line.startswith("run: "):
+                assert line.rstrip("\n") == f"run: running; {n} committed frames", line
+                return
+    for i in range(1, 4):
+        drawn(i)
+        w.append(frame(i), step=10 * i, time=0.5 * i)
+    drawn(4)
+    w.close()
+    rest, err = proc.communicate(timeout=60)  # ends by itself, after one more drawing with the end state
+    assert proc.returncode == 0, err
+    runs = [line for line in rest.splitlines() if line.startswith("run: ")]
+    assert runs == ["run: succeeded; 4 committed frames"]
+    assert "trajectory: 4 committed frames" in "".join(out) + rest

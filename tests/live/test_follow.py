@@ -186,7 +186,9 @@ def test_follow_without_an_end_signal_stops_at_the_timeout(tmp_path: Path) -> No
         assert list(reader.watch(poll=0.01, stop_after=0.05)) == [3]  # stop_after: seconds in all
 
 
-def test_timeout_counts_silence_not_time_in_all(tmp_path: Path) -> None:
+def test_timeout_counts_silence_not_the_consumers_time(tmp_path: Path) -> None:
+    """The consumer spends longer than ``timeout`` on each length; the next commit comes
+    0.2 s after it is done: still within the timeout, since its own time is not silence."""
     path = tmp_path / "q.mrec"
     w = mr.MrecWriter(path, schema(), flush_every=1)
     w.append(frame(0))
@@ -194,10 +196,10 @@ def test_timeout_counts_silence_not_time_in_all(tmp_path: Path) -> None:
         lengths = []
         for n in reader.watch(poll=0.01, timeout=1.0):
             lengths.append(n)
-            if n < 4:
-                time.sleep(0.3)  # slower than nothing: a commit arrives within the timeout each time
-                w.append(frame(n))
-    assert lengths == [1, 2, 3, 4]
+            if n < 3:
+                time.sleep(1.2)  # longer than the timeout
+                threading.Timer(0.2, w.append, args=(frame(n),)).start()
+    assert lengths == [1, 2, 3]
     w.close()
 
 
