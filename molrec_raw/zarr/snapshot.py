@@ -27,7 +27,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 import orjson
 import zstandard
 
-from molrec_raw.errors import CorruptDataError, MolrecError, StoreError
+from molrec_raw.errors import CorruptDataError, MolrecError, ResourceLimitError, StoreError
 from molrec_raw.zarr.array import Array
 from molrec_raw.zarr.codecs.crc32c_codec import crc32c_of
 from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
@@ -39,9 +39,12 @@ __all__ = ["Snapshot", "capture", "SnapshotView", "Action", "restore_plan", "app
 _MAGIC = b"MOLREC-RAW SNAPSHOT 1\n"
 _RULE = "zarr-v3-subset#7"
 # A snapshot's decompressed size, at most: the zarr.json files and tail index pages of one
-# subtree, a few KiB per array (a 500-array trajectory: about 3 MiB).  What a hostile
-# checkpoint can make a reader allocate is about twice this (orjson copies what it parses).
-_MAX_BYTES = 32 << 20
+# subtree, a few KiB per array (a 500-array trajectory: about 3 MiB), and of that the JSON
+# directory line (about 50 bytes per file).  A reader holds the body and a copy of the saved
+# bytes; parsed JSON costs ~20x its size in Python objects, hence the directory's own bound:
+# what a hostile checkpoint can make a reader allocate stays near 2 x 16 + 20 MiB.
+_MAX_BYTES = 16 << 20
+_MAX_DIRECTORY_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,10 @@ class Snapshot:
                      "shards": [[k, self.shards[k][0], len(self.shards[k][1])] for k in shard_keys]}
         body = b"".join([orjson.dumps(directory), b"\n", *(self.metadata[k] for k in keys),
                          *(self.shards[k][1] for k in shard_keys)])
+        if len(body) > _MAX_BYTES or body.index(b"\n") > _MAX_DIRECTORY_BYTES:
+            raise ResourceLimitError(f"a snapshot of {len(keys)} nodes and {len(shard_keys)} shards takes "
+                             f"{len(body)} bytes, more than a reader accepts ({_MAX_BYTES} bytes, "
+                             f"{_MAX_DIRECTORY_BYTES} of them the directory)", rule=_RULE)
         packed = zstandard.ZstdCompressor(level=3, write_content_size=True).compress(body)
         return _MAGIC + crc32c_of(packed).to_bytes(4, "little") + packed
 
@@ -75,7 +82,9 @@ class Snapshot:
         except CorruptDataError as exc:
             raise bad(exc.message) from None
         try:
-            cut = body.find(b"\n")
+            cut = body.find(b"\n", 0, _MAX_DIRECTORY_BYTES + 1)
+            if cut < 0 and len(body) > _MAX_DIRECTORY_BYTES:
+                raise bad(f"its directory is longer than {_MAX_DIRECTORY_BYTES} bytes")
             directory = orjson.loads(body[:cut] if cut >= 0 else body)
             data = memoryview(body)[cut + 1:] if cut >= 0 else memoryview(b"")  # no copy of the saved bytes
             metadata: Dict[str, bytes] = {}

@@ -377,3 +377,42 @@ def test_error_messages_show_a_hostile_value_briefly():
     with pytest.raises(InvalidMetadataError) as info:
         read(s)
     assert len(info.value.message) < 300
+
+
+def _snapshot_of(body: bytes) -> bytes:
+    """Snapshot bytes around ``body`` with a valid checksum (what a hostile checkpoint can be)."""
+    import zstandard
+
+    from molrec_raw.zarr.codecs.crc32c_codec import crc32c_of
+    from molrec_raw.zarr.snapshot import _MAGIC
+
+    packed = zstandard.ZstdCompressor(level=3, write_content_size=True).compress(body)
+    return _MAGIC + crc32c_of(packed).to_bytes(4, "little") + packed
+
+
+def test_zarr_v3_subset_7_a_checkpoint_directory_beyond_its_bound_is_refused_before_parsing():
+    """Parsed JSON costs ~20x its size in Python objects: a checkpoint whose directory line is
+    longer than 1 MiB (a wide trajectory's is ~50 bytes per file) is refused unparsed, so a
+    hostile one cannot make a reader allocate a few hundred MiB (found by bench/fuzz.py's
+    checkpoint target: +142 MiB RSS from a 32 MiB directory of empty entries)."""
+    from molrec_raw.zarr.snapshot import _MAX_DIRECTORY_BYTES, Snapshot
+
+    entries = b",".join([b'["",0]'] * (_MAX_DIRECTORY_BYTES // 6 + 1))
+    with pytest.raises(CorruptDataError, match="directory is longer") as caught:
+        Snapshot.from_bytes(_snapshot_of(b'{"metadata":[' + entries + b'],"shards":[]}\n'), "ckpt")
+    assert caught.value.rule == "zarr-v3-subset#7" and caught.value.key == "ckpt"
+
+
+def test_zarr_v3_subset_7_a_snapshot_too_large_for_a_reader_is_refused_when_written():
+    """The writer never leaves a checkpoint its own reader would refuse: beyond the bounds,
+    taking the snapshot fails with ResourceLimitError (a clear error at the flush)."""
+    from molrec_raw.errors import ResourceLimitError
+    from molrec_raw.zarr.snapshot import _MAX_BYTES, Snapshot
+
+    small = Snapshot({"a/zarr.json": b"{}"})
+    assert Snapshot.from_bytes(small.to_bytes()) == small
+    with pytest.raises(ResourceLimitError, match="more than a reader accepts"):
+        Snapshot({"a/zarr.json": bytes(_MAX_BYTES)}).to_bytes()
+    wide = {f"n{i:07d}/zarr.json": b"" for i in range(50_000)}  # a directory line over 1 MiB
+    with pytest.raises(ResourceLimitError):
+        Snapshot(wide).to_bytes()
