@@ -162,14 +162,23 @@ class ChunkCache:
             following = (run[1], min(end, run[1] + min(2 * (run[1] - run[0]), self._longest(arr))))
             self._pending[arr.path] = (following, self.executor.submit(self.fetch, arr, following, limit))
 
-    def rows(self, arr: Array, lo: int, hi: int, limit: int) -> np.ndarray:
-        """A copy of rows ``lo:hi`` (``hi <= limit``)."""
+    def rows(self, arr: Array, lo: int, hi: int, limit: int, consume: bool = False) -> np.ndarray:
+        """A copy of rows ``lo:hi`` (``hi <= limit``).  ``consume`` (a sequential pass that
+        will not come back): rows that are exactly one cached chunk are handed over instead
+        of copied, and leave the cache."""
         run = self.plan(arr, lo, hi, limit)
         if run is not None:
             self.keep(arr, *self.load(arr, run, limit), limit)
         if hi <= lo or not arr.ndim:
             return np.asarray(arr[lo:hi] if arr.ndim else arr[...])
         size = arr.chunks[0]
+        if consume and lo % size == 0 and hi - lo == size:
+            whole = self._chunks.pop((arr.path, lo // size), None)
+            if whole is not None and whole.shape[0] == size:
+                self._bytes -= whole.nbytes
+                return whole
+            if whole is not None:  # the array's last chunk, cut at the end: not a whole chunk
+                self._chunks[(arr.path, lo // size)] = whole
         parts: List[np.ndarray] = []
         for c in range(lo // size, (hi - 1) // size + 1):
             chunk = self._chunks.get((arr.path, c))

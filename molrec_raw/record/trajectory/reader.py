@@ -304,7 +304,10 @@ class MrecReader:
             wanted.setdefault(block, []).append(column)
         return self._frame(self._index(i), wanted)
 
-    def _frame(self, i: int, wanted: Optional[Dict[str, List[str]]]) -> Frame:
+    def _frame(self, i: int, wanted: Optional[Dict[str, List[str]]], consume: bool = False) -> Frame:
+        """Frame ``i`` (only the ``wanted`` columns).  ``consume``: part of a pass over every
+        frame in order, so rows that are exactly one inner chunk (a frame per chunk, as for
+        large systems) are handed over as decoded, not copied out of the cache."""
         self._prefetch(i, wanted)
         blocks: Dict[str, Block] = {}
         for name, b in self._blocks.items():
@@ -316,7 +319,7 @@ class MrecReader:
             lo, hi = b.rows(j)
             limit = int(b.offsets[-1])
             names = list(b.spec.columns) if wanted is None else [c for c in b.spec.columns if c in wanted[name]]
-            columns = {c: self._chunks.rows(b.columns[c], lo, hi, limit) for c in names}
+            columns = {c: self._chunks.rows(b.columns[c], lo, hi, limit, consume) for c in names}
             masks = {}
             for c in names:
                 if c in b.masks:
@@ -390,7 +393,7 @@ class MrecReader:
     def __iter__(self) -> Iterator[Frame]:
         self._expect_sequential()
         for i in range(self._nstep):
-            yield self._frame(i, None)
+            yield self._frame(i, None, consume=True)
 
     def _expect_sequential(self) -> None:
         """Every frame in order follows: let the chunk cache read ahead at full length."""

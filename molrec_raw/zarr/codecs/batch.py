@@ -32,8 +32,10 @@ __all__ = ["DecodeJob", "Item", "WAVE_BYTES", "decode_batch", "encode_batch", "i
 # An encoded value, whole or in parts whose concatenation it is (crc32c appends its
 # checksum as a part of its own, so the shard assembly copies each chunk once).
 Item = Union[Buffer, Tuple[Buffer, ...]]
-# Decoded bytes per wave (bounds the intermediate buffers of one batch).
-WAVE_BYTES = 64 * 1024 * 1024
+# Decoded bytes per wave: each stage runs over a wave while it is still in the CPU's caches
+# (a 2 MiB wave decoded W7 1.3-1.5x faster than 64 MiB ones; spec-notes/zarr.md), and the
+# intermediate buffers of a batch stay that small.
+WAVE_BYTES = 2 * 1024 * 1024
 
 
 def join_item(item: Item) -> Buffer:
@@ -68,15 +70,38 @@ def _serialized(pipeline: Any, chunks: Sequence[np.ndarray]) -> Any:
 def encode_batch(groups: Sequence[Tuple[Any, Sequence[np.ndarray]]], threads: int = 1) -> List[List[Item]]:
     """Encode ``groups`` of ``(pipeline, chunks)`` — each chunk of its pipeline's full chunk
     shape, ``chunks`` a stacked array or a list — into one list of encoded items per group,
-    in order.  Chunks of every group pass through each stage together; zstd stages with the
-    same settings share one batch call on up to ``threads`` threads."""
+    in order.  Chunks of every group pass through each stage together, a wave of at most
+    ``WAVE_BYTES`` at a time; zstd stages with the same settings share one batch call on up
+    to ``threads`` threads."""
+    out: List[List[Item]] = [[] for _ in groups]
+    wave: List[Tuple[int, Any, Any]] = []
+    size = 0
+    for g, (pipeline, chunks) in enumerate(groups):
+        count = len(chunks)
+        each = max(1, pipeline.spec.nbytes or 1)
+        lo = 0
+        while lo < count:
+            take = max(1, min(count - lo, (WAVE_BYTES - size) // each))
+            wave.append((g, pipeline, chunks[lo:lo + take]))
+            size += take * each
+            lo += take
+            if size >= WAVE_BYTES:
+                _encode_wave(wave, threads, out)
+                wave, size = [], 0
+    if wave:
+        _encode_wave(wave, threads, out)
+    return out
+
+
+def _encode_wave(pieces: List[Tuple[int, Any, Any]], threads: int, out: List[List[Item]]) -> None:
+    """All stages over one wave of ``(group, pipeline, chunks)`` pieces; results appended."""
     from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
 
-    states = [_serialized(pipeline, chunks) for pipeline, chunks in groups]
-    depth = max((len(pipeline.bytes_codecs) for pipeline, _ in groups), default=0)
+    states = [_serialized(pipeline, chunks) for _, pipeline, chunks in pieces]
+    depth = max((len(pipeline.bytes_codecs) for _, pipeline, _ in pieces), default=0)
     for stage in range(depth):
         batches: Dict[Tuple[int, bool], Tuple[Any, List[int]]] = {}
-        for g, (pipeline, _) in enumerate(groups):
+        for g, (_, pipeline, _) in enumerate(pieces):
             codecs = pipeline.bytes_codecs
             if stage >= len(codecs):
                 continue
@@ -93,7 +118,8 @@ def encode_batch(groups: Sequence[Tuple[Any, Sequence[np.ndarray]]], threads: in
                 count = len(states[g])
                 states[g] = outputs[at:at + count]
                 at += count
-    return [list(state) for state in states]
+    for (g, _, _), state in zip(pieces, states):
+        out[g].extend(state)
 
 
 # ----------------------------------------------------------------------------- decode
@@ -158,12 +184,41 @@ def _waves(jobs: Sequence[DecodeJob]) -> List[Sequence[DecodeJob]]:
     return waves
 
 
+# Below this many decoded bytes a wave is decoded chunk by chunk through each pipeline's
+# scratch buffer (no allocation per chunk): cheaper than a batch call for a frame's few chunks.
+SMALL_WAVE_BYTES = 256 * 1024
+
+
 def decode_batch(jobs: Sequence[DecodeJob], threads: int = 1) -> None:
     """Decode every job into its target; zstd stages of all jobs share one batch call per
     wave on up to ``threads`` threads.  Raises the first failing job's error (naming its
     key); the targets of other jobs may then be partly written."""
     for wave in _waves(jobs) if jobs else []:
-        _decode_wave(wave, threads)
+        if sum(job.pipeline.spec.nbytes or SMALL_WAVE_BYTES for job in wave) < SMALL_WAVE_BYTES:
+            for job in wave:
+                _decode_one(job)
+        else:
+            _decode_wave(wave, threads)
+
+
+def _decode_one(job: DecodeJob) -> None:
+    try:
+        if job.pipeline.direct and job.whole:
+            job.pipeline.decode_to(job.data, job.target)
+        else:
+            _finish(job, _bytes_decoded(job))
+    except _DECODE_ERRORS as exc:
+        raise _failed(job, exc) from None
+
+
+def _bytes_decoded(job: DecodeJob) -> Buffer:
+    """The job's value through every bytes->bytes codec (the array->bytes input)."""
+    pipeline = job.pipeline
+    data = job.data
+    limit = pipeline.spec.limits.max_chunk_bytes
+    for codec, size in zip(reversed(pipeline.bytes_codecs), reversed(pipeline.stage_sizes)):
+        data = codec.decode(data, size, limit)
+    return data
 
 
 def _decode_wave(jobs: Sequence[DecodeJob], threads: int) -> None:

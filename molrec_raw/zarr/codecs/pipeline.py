@@ -162,6 +162,26 @@ class CodecPipeline:
             )
         target[:] = memoryview(data).cast("B")
 
+    def decode_to(self, data: Buffer, out: np.ndarray) -> None:
+        """Decode a whole chunk into ``out`` (chunk shape and dtype, any strides) with the
+        per-thread scratch buffer for intermediate steps: the path for a few chunks, where a
+        batch call costs more than it saves.  The last step writes into ``out`` directly when
+        it is the byte shuffle (a strided target is filled plane by plane)."""
+        from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
+
+        first = self.bytes_codecs[0] if self.bytes_codecs else None
+        if out.flags.c_contiguous:
+            self.decode_into(data, out)
+        elif (self.direct and isinstance(first, ShuffleCodec) and first.elementsize == out.itemsize):
+            steps = list(zip(reversed(self.bytes_codecs[1:]), reversed(self._sizes[1:-1])))
+            for codec, size in steps:
+                data = codec.decode(data, size, self.spec.limits.max_chunk_bytes)
+            first.unshuffle_into(data, out)
+        else:
+            scratch = np.empty(self.spec.shape, self.spec.dtype.numpy)
+            self.decode_into(data, scratch)
+            out[...] = scratch
+
     # -- selections -------------------------------------------------------
     def read_into(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray, each: Any = map) -> None:
         """Fill ``out`` with ``chunk[local]``; a missing value reads as the fill value.
