@@ -22,7 +22,7 @@ from molrec_raw.errors import (
 )
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline
 from molrec_raw.zarr.codecs.base import Buffer
-from molrec_raw.zarr.codecs.batch import WAVE_BYTES, DecodeJob, Item, decode_batch, encode_batch, join_item
+from molrec_raw.zarr.codecs.batch import DecodeJob, Item, decode_batch, encode_batch, join_item
 from molrec_raw.zarr.codecs.sharding import ShardWrite
 from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
 from molrec_raw.zarr.indexing import covers, finish, normalize_selection, project, selection_shape
@@ -92,12 +92,17 @@ def _encode_groups(groups: List[Tuple[CodecPipeline, Any]], threads: int) -> Lis
     return out
 
 
+# Chunk data planned per write wave: a wave's encoded chunks are held until its values are
+# written (encoding itself runs in smaller waves, codecs/batch.py).
+PLAN_WAVE_BYTES = 64 * 1024 * 1024
+
+
 def _waves(plans: List[Any]) -> List[List[Any]]:
-    """Consecutive plans of at most ``WAVE_BYTES`` of chunk data each (one at least)."""
+    """Consecutive plans of at most ``PLAN_WAVE_BYTES`` of chunk data each (one at least)."""
     waves: List[List[Any]] = [[]]
     size = 0
     for plan in plans:
-        if waves[-1] and size + plan.nbytes > WAVE_BYTES:
+        if waves[-1] and size + plan.nbytes > PLAN_WAVE_BYTES:
             waves.append([])
             size = 0
         waves[-1].append(plan)

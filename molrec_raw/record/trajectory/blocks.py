@@ -91,12 +91,20 @@ class ColumnBuffer:
         self.dtype, self.trailing = dtype, trailing
         self.data = np.empty((0,) + trailing, dtype)
         self.used = 0
+        self._rounded: Optional[np.ndarray] = None  # the rounded rows of a precision column
 
     def reserve(self, rows: int) -> None:
         if rows > self.data.shape[0]:
             grown = np.empty((max(rows, 2 * self.data.shape[0]),) + self.trailing, self.dtype)
             grown[:self.used] = self.data[:self.used]
             self.data = grown
+
+    def rounded(self, precision: float) -> np.ndarray:
+        """The held rows on the precision grid, in a second buffer reused from commit to
+        commit (valid until the next commit's rounding)."""
+        if self._rounded is None or self._rounded.shape[0] < self.data.shape[0]:
+            self._rounded = np.empty_like(self.data)
+        return round_to_precision(self.rows(), precision, out=self._rounded[:self.used])
 
     def add(self, values: np.ndarray) -> np.ndarray:
         """Copy ``values`` in after the rows held; their view in the buffer."""
@@ -180,7 +188,7 @@ class BlockWriter:
             if buffer is None:
                 values[column] = np.concatenate([u.columns[column] for u in ups]) if ups else np.empty(0, object)
             elif cspec.precision is not None:
-                values[column] = round_to_precision(buffer.rows(), cspec.precision)
+                values[column] = buffer.rounded(cspec.precision)
             else:
                 values[column] = buffer.rows()
         keep = self._repeats(ups, values)

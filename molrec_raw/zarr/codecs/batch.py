@@ -36,6 +36,9 @@ Item = Union[Buffer, Tuple[Buffer, ...]]
 # (a 2 MiB wave decoded W7 1.3-1.5x faster than 64 MiB ones; spec-notes/zarr.md), and the
 # intermediate buffers of a batch stay that small.
 WAVE_BYTES = 2 * 1024 * 1024
+# Chunk bytes per encoding wave: larger, as each zstd batch call starts its threads anew and
+# on a busy machine a new thread may wait for a core (a whole W1 commit, 4 MB, in one call).
+ENCODE_WAVE_BYTES = 8 * 1024 * 1024
 
 
 def join_item(item: Item) -> Buffer:
@@ -67,11 +70,12 @@ def _serialized(pipeline: Any, chunks: Sequence[np.ndarray]) -> Any:
     return out
 
 
-def encode_batch(groups: Sequence[Tuple[Any, Sequence[np.ndarray]]], threads: int = 1) -> List[List[Item]]:
+def encode_batch(groups: Sequence[Tuple[Any, Sequence[np.ndarray]]], threads: int = 1,
+                 wave_bytes: int = ENCODE_WAVE_BYTES) -> List[List[Item]]:
     """Encode ``groups`` of ``(pipeline, chunks)`` — each chunk of its pipeline's full chunk
     shape, ``chunks`` a stacked array or a list — into one list of encoded items per group,
     in order.  Chunks of every group pass through each stage together, a wave of at most
-    ``WAVE_BYTES`` at a time; zstd stages with the same settings share one batch call on up
+    ``wave_bytes`` at a time; zstd stages with the same settings share one batch call on up
     to ``threads`` threads."""
     out: List[List[Item]] = [[] for _ in groups]
     wave: List[Tuple[int, Any, Any]] = []
@@ -81,11 +85,11 @@ def encode_batch(groups: Sequence[Tuple[Any, Sequence[np.ndarray]]], threads: in
         each = max(1, pipeline.spec.nbytes or 1)
         lo = 0
         while lo < count:
-            take = max(1, min(count - lo, (WAVE_BYTES - size) // each))
+            take = max(1, min(count - lo, (wave_bytes - size) // each))
             wave.append((g, pipeline, chunks[lo:lo + take]))
             size += take * each
             lo += take
-            if size >= WAVE_BYTES:
+            if size >= wave_bytes:
                 _encode_wave(wave, threads, out)
                 wave, size = [], 0
     if wave:
@@ -172,12 +176,12 @@ def _finish(job: DecodeJob, data: Buffer) -> None:
     job.target[...] = chunk if job.local is None else chunk[job.local]
 
 
-def _waves(jobs: Sequence[DecodeJob]) -> List[Sequence[DecodeJob]]:
+def _waves(jobs: Sequence[DecodeJob], wave_bytes: int) -> List[Sequence[DecodeJob]]:
     waves: List[Sequence[DecodeJob]] = []
     first, size = 0, 0
     for k, job in enumerate(jobs):
         size += job.pipeline.spec.nbytes or 0
-        if size > WAVE_BYTES and k > first:
+        if size > wave_bytes and k > first:
             waves.append(jobs[first:k])
             first, size = k, job.pipeline.spec.nbytes or 0
     waves.append(jobs[first:])
@@ -189,11 +193,12 @@ def _waves(jobs: Sequence[DecodeJob]) -> List[Sequence[DecodeJob]]:
 SMALL_WAVE_BYTES = 256 * 1024
 
 
-def decode_batch(jobs: Sequence[DecodeJob], threads: int = 1) -> None:
+def decode_batch(jobs: Sequence[DecodeJob], threads: int = 1, wave_bytes: int = WAVE_BYTES) -> None:
     """Decode every job into its target; zstd stages of all jobs share one batch call per
-    wave on up to ``threads`` threads.  Raises the first failing job's error (naming its
-    key); the targets of other jobs may then be partly written."""
-    for wave in _waves(jobs) if jobs else []:
+    wave (at most ``wave_bytes`` decoded) on up to ``threads`` threads.  Raises the first
+    failing job's error (naming its key); the targets of other jobs may then be partly
+    written."""
+    for wave in _waves(jobs, wave_bytes) if jobs else []:
         if sum(job.pipeline.spec.nbytes or SMALL_WAVE_BYTES for job in wave) < SMALL_WAVE_BYTES:
             for job in wave:
                 _decode_one(job)

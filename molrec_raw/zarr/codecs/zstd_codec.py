@@ -128,7 +128,9 @@ def decompress_many(items: Sequence[Buffer], sizes: Sequence[int], threads: int 
             declared = zstandard.frame_content_size(item)
         except zstandard.ZstdError:
             declared = -1
-        if declared == size and size > 0:
+        # the batch API decodes the first frame only and ignores what follows it: anything but
+        # one whole frame of the declared size takes the careful path (which refuses or reads on)
+        if declared == size and size > 0 and frame_end(item) == memoryview(item).nbytes:
             batch.append(k)
         else:
             out[k] = _careful(careful, item, size)
@@ -157,11 +159,40 @@ def decompress_many(items: Sequence[Buffer], sizes: Sequence[int], threads: int 
     return out
 
 
-def _careful(codec: ZstdCodec, item: Buffer, size: int) -> Union[Buffer, Exception]:
+def frame_end(data: Buffer) -> int:
+    """Where the first zstd frame of ``data`` ends (its header, blocks and checksum walked as
+    RFC 8878 §3.1.1 lays them out), or -1 when that cannot be told: a value whose frame does
+    not end exactly at its end holds more (or less) than one frame."""
+    view = memoryview(data).cast("B")
     try:
-        return codec.decode(item, size, size)
+        at = zstandard.frame_header_size(view)
+    except zstandard.ZstdError:
+        return -1
+    if len(view) < 5:
+        return -1
+    checksum = 4 if view[4] & 0x04 else 0
+    while at + 3 <= len(view):
+        header = view[at] | view[at + 1] << 8 | view[at + 2] << 16
+        kind, size = (header >> 1) & 3, header >> 3
+        if kind == 3:
+            return -1
+        at += 3 + (1 if kind == 1 else size)
+        if header & 1:
+            return at + checksum
+    return -1
+
+
+def _careful(codec: ZstdCodec, item: Buffer, size: int) -> Union[Buffer, Exception]:
+    """``ZstdCodec.decode`` to exactly ``size`` bytes (a truncated frame is refused here, as
+    ``decode_into`` refuses it), or its error."""
+    try:
+        out = codec.decode(item, size, size)
     except CorruptDataError as exc:
         return exc
+    if len(out) != size:
+        return CorruptDataError(f"zstd: decompressed size differs from the chunk's {size} bytes",
+                                rule="zarr-v3-subset#5.4")
+    return out
 
 
 def _declared_size(data: Buffer, bound: int) -> int:
