@@ -46,10 +46,11 @@ from molrec_raw.zarr.fileops import FileOps
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
-# No Python thread pool: a streaming commit encodes ~K small inner chunks per column, and
-# measured on 2 cores a pool made appends 20-25 % slower (GIL hand-offs outweigh parallel
-# zstd).  A commit's chunks go through zstandard's batch API instead, which threads inside C
-# (COMMIT_THREADS; spec-notes/trajectory.md "Append performance").
+# No Python thread pool for encoding: a streaming commit encodes ~K small inner chunks per
+# column, and measured on 2 cores a pool made appends 20-25 % slower (GIL hand-offs outweigh
+# parallel zstd).  A commit's chunks go through zstandard's batch API instead, which threads
+# inside C (COMMIT_THREADS), every column of a block in one call (spec-notes/trajectory.md,
+# "Append performance").
 WRITE_THREADS = 1
 COMMIT_THREADS = 2
 
