@@ -9,7 +9,7 @@ from molrec_raw.record.doors import (
     write_mrec_forcefield, write_mrec_frame, write_mrec_system,
 )
 from molrec_raw.record.forcefield import ForceFieldSection
-from molrec_raw.record.metrics import MetricsWriter, Series, discover_metrics, read_metrics
+from molrec_raw.record.metrics import MetricEvent, MetricsWriter, Series, discover_metrics, follow_metrics, read_metrics
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
 from molrec_raw.record.molrec import MolRec, read_mrec, validate, write_mrec
 from molrec_raw.record.observables import Observable
@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Block", "Box", "ForceFieldSection", "Frame", "MetaValue", "MetricsWriter", "MolRec", "MrecReader",
     "MrecWriter", "Observable", "SequenceSchema", "Series", "Trajectory", "Violation", "discover_metrics",
-    "read_metrics", "read_mrec_trajectory", "write_mrec_trajectory",
+    "read_metrics", "follow_metrics", "MetricEvent", "read_mrec_trajectory", "write_mrec_trajectory",
     "errors", "pack_mrec_zip", "unpack_mrec_zip", "repair_mrec", "RepairReport", "read_mrec", "read_mrec_forcefield", "read_mrec_frame", "read_mrec_meta",
     "read_mrec_system", "section_names", "validate", "write_mrec", "write_mrec_forcefield",
     "write_mrec_frame", "write_mrec_system", "__version__",

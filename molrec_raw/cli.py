@@ -1,5 +1,6 @@
 """``molrec-raw``: write a sample record, look into, check, pack, unpack, convert and follow
-records from the command line.
+records from the command line; explain their bytes, dump their content in the canonical
+JSON form and run another implementation over the conformance corpus.
 
 Argument parsing and printing only; the work is done by the record layer.  Errors print one
 line (no traceback) and exit 2; ``validate`` exits 1 when it finds violations.  Long work
@@ -21,9 +22,8 @@ import numpy as np
 
 from molrec_raw.errors import MolrecError
 from molrec_raw.record.doors import open_record
-from molrec_raw.record.metrics import read_metrics
-from molrec_raw.record.metrics.dense import WAL_NAME
-from molrec_raw.record.metrics.wal import complete_part, parse_wal
+from molrec_raw.record import typed_json
+from molrec_raw.record.metrics import follow_metrics, read_metrics
 from molrec_raw.record.molrec import validate
 from molrec_raw.record.pack import pack_mrec_zip, unpack_mrec_zip
 from molrec_raw.record.repair import repair_mrec
@@ -133,7 +133,26 @@ def _inspect_lines(path: str, as_json: bool) -> List[str]:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    print("\n".join(_inspect_lines(args.path, args.json)))
+    if not args.follow:
+        print("\n".join(_inspect_lines(args.path, args.json)))
+        return 0
+    clear = sys.stdout.isatty() and not args.json
+    with MrecReader(args.path) as reader:  # its refresh is what tells a commit
+        drawn: List[Any] = []
+
+        def draw(n: int) -> None:
+            lines = _inspect_lines(args.path, args.json)
+            state = (reader.run_status() or {}).get("state")
+            lines.append(f"run: {state or 'no status document'}; {n} committed frames")
+            print(("\x1b[H\x1b[2J" if clear else "") + "\n".join(lines) + ("" if clear else "\n"), flush=True)
+            drawn[:] = [state]
+        try:
+            for n in reader.watch(args.interval, args.timeout, stop_after=args.stop_after):
+                draw(n)
+            if drawn and (reader.run_status() or {}).get("state") != drawn[0]:
+                draw(len(reader))  # the run ended after its last commit: once more, with its state
+        except KeyboardInterrupt:
+            pass
     return 0
 
 
@@ -226,44 +245,20 @@ def _metrics_table(path: str) -> List[str]:
             for row in rows]
 
 
-def _wal_of(path: str) -> Path:
-    p = Path(path)
-    return p if p.is_file() else p / "metrics" / WAL_NAME
-
-
-def _follow(wal: Path, interval: float, stop_after: Optional[float]) -> None:
-    """Print every complete event line appended to ``wal`` from now on (``step key value``);
-    a torn last line waits for its newline; a truncated file is followed from its new end."""
-    offset = wal.stat().st_size if wal.exists() else 0
-    deadline = None if stop_after is None else time.monotonic() + stop_after
-    print(f"following {wal} (Ctrl-C to stop)", flush=True)
-    while deadline is None or time.monotonic() < deadline:
-        size = wal.stat().st_size if wal.exists() else 0
-        if size < offset:
-            offset = size
-        if size > offset:
-            with open(wal, "rb") as fh:
-                fh.seek(offset)
-                data = complete_part(fh.read(size - offset))
-            if data:
-                parsed = parse_wal(data, source=str(wal), first_offset=offset, lenient=True)
-                events = [(int(s.steps[j]) if s.steps is not None else None, key, float(s.values[j]))
-                          for key, s in parsed.series.items() for j in range(len(s.values))]
-                for step, key, value in sorted(events, key=lambda e: (e[0] is None, e[0] or 0)):
-                    print(f"{'-' if step is None else step}\t{key}\t{value:.6g}", flush=True)
-                for line, at, reason in parsed.skipped:
-                    print(f"skipped a bad line at byte {at}: {reason}", file=sys.stderr)
-                offset += len(data)
-        time.sleep(interval)
-
-
 def cmd_metrics(args: argparse.Namespace) -> int:
+    """The table, then (``--follow``) every event logged from now on (``step key value``),
+    through ``follow_metrics``: a torn last line waits for its newline, a bad complete line
+    is an error, the run's end (a record's status) or ``--timeout`` stops it."""
     if args.follow and is_url(args.path):
         raise MolrecError("--follow tails the WAL of a local record; a record named by URL is read once")
+    events = follow_metrics(args.path, args.interval, args.timeout, stop_after=args.stop_after) \
+        if args.follow else None  # the offset is taken before the table: nothing logged meanwhile is missed
     print("\n".join(_metrics_table(args.path)), flush=True)
-    if args.follow:
+    if events is not None:
+        print(f"following {args.path} (Ctrl-C to stop)", flush=True)
         try:
-            _follow(_wal_of(args.path), args.interval, args.stop_after)
+            for event in events:
+                print(f"{'-' if event.step is None else event.step}\t{event.key}\t{event.value:.6g}", flush=True)
         except KeyboardInterrupt:
             pass
     return 0
@@ -299,9 +294,45 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _meta_text(tag: str, value: Any) -> str:
+    """A per-step meta value on one line: f64 as %.6g, the rest as compact typed JSON."""
+    if tag == "f64" and isinstance(value, float):
+        return f"{value:.6g}"
+    if value is None:
+        return "-"
+    plain = getattr(value, "value", value)  # a MetaValue carries its tag beside the value
+    return json.dumps(typed_json.encode_value(tag, plain), separators=(",", ":"))
+
+
+def _cat_follow(args: argparse.Namespace) -> int:
+    """One line per committed frame (index, step, time, each per-step meta key) from
+    ``--frame`` (default 0; negative: from the end), then one per new commit; only the
+    meta is decoded, never the blocks."""
+    with MrecReader(args.path) as reader:
+        keys = reader.schema.meta_keys()
+        print("\t".join(["frame", "step", "time", *(k for k, _ in keys)]), flush=True)
+        following: Optional[int] = None  # the next frame to print
+        try:
+            for n in reader.watch(args.interval, args.timeout, stop_after=args.stop_after):
+                if following is None:
+                    start = args.frame or 0
+                    following = start if start >= 0 else max(0, n + start)
+                steps, times = reader.step, reader.time
+                while following < n:
+                    i, following = following, following + 1
+                    meta = reader.read_columns(i, []).meta
+                    cells = [str(i), str(steps[i]), "-" if times is None else f"{times[i]:.6g}"]
+                    print("\t".join(cells + [_meta_text(tag, meta.get(k)) for k, tag in keys]), flush=True)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 def cmd_cat(args: argparse.Namespace) -> int:
     from molrec_raw.record.doors import read_mrec_frame
 
+    if args.follow:
+        return _cat_follow(args)
     root = open_record(args.path)
     if args.frame is None:
         frame = read_mrec_frame(args.path)
@@ -323,7 +354,55 @@ def cmd_cat(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from molrec_raw.record.explain import explain
+
+    report = explain(args.path, args.node, chunk=args.chunk, frame=args.frame)
+    print(json.dumps(report.to_json(), indent=1, ensure_ascii=False) if args.json else report.text())
+    return 0
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    from molrec_raw.conformance import canonical_bytes, dump_record
+
+    sys.stdout.buffer.write(canonical_bytes(dump_record(args.path)))
+    sys.stdout.flush()
+    return 0
+
+
+def _default_corpus() -> Optional[Path]:
+    from molrec_raw.conformance.build import default_frozen_source
+
+    return default_frozen_source()
+
+
+def cmd_conform(args: argparse.Namespace) -> int:
+    from molrec_raw.conformance.runner import command_reader, run_corpus
+
+    corpus = args.corpus if args.corpus is not None else _default_corpus()
+    if corpus is None:
+        raise MolrecError("no corpus here: give --corpus DIR (tests/conformance/corpus of a molrec_raw checkout)")
+    if not (Path(corpus) / "index.json").is_file():
+        raise MolrecError(f"{corpus}: not a conformance corpus (no index.json)")
+    shown = (lambda o: print(o.line(), flush=True)) if args.verbose else (
+        lambda o: None if o.passed else print(o.line(), flush=True))
+    outcomes = run_corpus(Path(corpus), command_reader(args.reader, args.timeout), only=args.case,
+                          strict_rules=args.strict_rules, progress=shown)
+    failed = sum(not o.passed for o in outcomes)
+    cases = len({o.case for o in outcomes})
+    print(f"{len(outcomes) - failed}/{len(outcomes)} passed ({cases} cases: valid ones as a directory and a zip)")
+    return 1 if failed else 0
+
+
 _WHERE = "a record: *.mrec, *.mrec.zip, or a URL (https://.../x.mrec.zip, s3://.../x.mrec with molrec-raw[remote])"
+
+
+def _follow_options(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--follow", action="store_true", help=what)
+    p.add_argument("--interval", type=float, default=0.5, help="seconds between polls when following")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="stop following after this many seconds without news (a killed writer never says it ended)")
+    p.add_argument("--stop-after", type=float, default=None, help="stop following after this many seconds in all")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -333,9 +412,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--frames", type=int, default=300, help="frames of the sample run (default 300)")
     p.set_defaults(run=cmd_demo)
-    p = sub.add_parser("inspect", help="a readable tree of a record")
+    p = sub.add_parser("inspect", help="a readable tree of a record; --follow redraws it as a run commits")
     p.add_argument("path", help=_WHERE)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _follow_options(p, "redraw the summary after every commit until the run is over")
     p.set_defaults(run=cmd_inspect)
     p = sub.add_parser("validate", help="every violated rule (exit 0 clean, 1 violations, 2 unreadable)")
     p.add_argument("path", help=_WHERE)
@@ -363,9 +443,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_convert)
     p = sub.add_parser("metrics", help="latest value of every metric series; --follow tails the WAL")
     p.add_argument("path", help="a record (*.mrec, *.mrec.zip, or a URL of one) or a local host WAL (*.mlp.jsonl)")
-    p.add_argument("--follow", action="store_true", help="then print events as they are appended")
-    p.add_argument("--interval", type=float, default=0.5, help="seconds between polls when following")
-    p.add_argument("--stop-after", type=float, default=None, help="stop following after this many seconds")
+    _follow_options(p, "then print events as they are appended, until the run is over")
     p.set_defaults(run=cmd_metrics)
     p = sub.add_parser("plot", help="draw every per-step meta and metrics series, one panel per key")
     p.add_argument("path", help="a record (*.mrec, *.mrec.zip) or a host WAL (*.mlp.jsonl)")
@@ -387,7 +465,34 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--frame", type=int, default=None, help="trajectory frame (default: the frame section)")
     p.add_argument("--block", default=None)
     p.add_argument("--rows", type=int, default=20)
+    _follow_options(p, "print each frame's step, time and per-step meta, then each new one as it commits "
+                       "(from --frame, default 0), until the run is over")
     p.set_defaults(run=cmd_cat)
+    p = sub.add_parser("explain", help="what every byte means: a zarr.json, a chunk or shard, a zip, a frame")
+    p.add_argument("path", help=_WHERE)
+    p.add_argument("node", nargs="?", default=None,
+                   help="a node (frame/atoms/x), a store key (frame/atoms/x/c/0, trajectory/__molrec_checkpoint, "
+                        "metrics/metrics.jsonl); default: the root (of a *.mrec.zip: its zip container)")
+    p.add_argument("--chunk", default=None, metavar="COORDS", help="a chunk of the array NODE: grid coordinates "
+                   "(0, 0.1) or its key (c/0)")
+    p.add_argument("--frame", type=int, default=None, metavar="I", help="how trajectory frame I is resolved")
+    p.add_argument("--json", action="store_true", help="the explanation as a JSON document (spec-notes/cli.md)")
+    p.set_defaults(run=cmd_explain)
+    p = sub.add_parser("dump", help="a record's decoded content in the canonical JSON form (conformance corpus)")
+    p.add_argument("path", help=_WHERE)
+    p.set_defaults(run=cmd_dump)
+    p = sub.add_parser("conform", help="run another implementation's dumper over the conformance corpus")
+    p.add_argument("--reader", required=True, metavar="COMMAND",
+                   help='the dumper as a command line, {path} standing for the record, e.g. "mydump {path}"')
+    p.add_argument("--corpus", type=Path, default=None, help="the corpus (default: tests/conformance/corpus of "
+                   "this checkout)")
+    p.add_argument("--case", action="append", default=None, metavar="PATTERN",
+                   help="only cases matching this shell pattern (repeatable), e.g. 'valid/traj-*'")
+    p.add_argument("--strict-rules", action="store_true",
+                   help="an invalid case passes only when the dumper's stderr names its rule id")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per run of the dumper (default 120)")
+    p.add_argument("--verbose", action="store_true", help="print every case, not only the failures")
+    p.set_defaults(run=cmd_conform)
     return parser
 
 

@@ -2,7 +2,8 @@
 
 Every layer raises these and nothing else for bad input.  Each error can carry
 where it happened — the store, the node (array or group path), the store key
-(chunk key) and the spec rule — and prints them after its message, so a
+(chunk key), the byte offset of the fault inside that value (when a parser knows it) and
+the spec rule — and prints them after its message, so a
 failure on a large record points at the exact place on disk.
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ class MolrecError(Exception):
         node: Optional[str] = None,
         key: Optional[str] = None,
         rule: Optional[str] = None,
+        offset: Optional[int] = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -45,10 +47,11 @@ class MolrecError(Exception):
         self.node = node
         self.key = key
         self.rule = rule
+        self.offset = offset  # byte offset of the fault inside the value named by ``key``
 
     def add_context(self, **context: Any) -> "MolrecError":
         """Fill in location fields that are still unknown; return self for ``raise``."""
-        for name in ("store", "node", "key", "rule"):
+        for name in ("store", "node", "key", "rule", "offset"):
             value = context.get(name)
             if value is not None and getattr(self, name) is None:
                 setattr(self, name, value)
@@ -62,6 +65,8 @@ class MolrecError(Exception):
             where.append(f"node={self.node or '/'}")
         if self.key is not None:
             where.append(f"key={self.key}")
+        if self.offset is not None:
+            where.append(f"offset={self.offset}")
         if self.rule is not None:
             where.append(f"rule={self.rule}")
         return f"{self.message} [{', '.join(where)}]" if where else self.message

@@ -64,7 +64,8 @@ def record_source(source: RecordSource) -> StoreLike:
     """What a reading door opens: an open ``Store`` as given; a URL (``http(s)://``,
     ``s3://``, ``gs://``, ... — see ``molrec_raw.zarr.remote``) with its name checked like a
     path; else a local path (:func:`check_record_path`).  A directory record over plain HTTP
-    is refused: HTTP has no listing, and a record's sections are found by listing."""
+    is refused: HTTP has no listing, and a record's sections are found by listing.  A local
+    path that does not exist is refused as such ("no such file or directory")."""
     if isinstance(source, Store):
         return source
     if is_url(source):
@@ -77,7 +78,10 @@ def record_source(source: RecordSource) -> StoreLike:
                 "(molrec-raw pack) and serve the *.mrec.zip, or put it on an object store and open an "
                 "s3://, gs://, az://... URL (pip install 'molrec-raw[remote]')", store=redact(url))
         return url
-    return check_record_path(source)
+    local = check_record_path(source)
+    if not local.exists():
+        raise NodeNotFoundError(f"{local}: no such file or directory", store=str(local))
+    return local
 
 
 def open_record(path: RecordSource) -> Group:

@@ -61,8 +61,16 @@ def loads(data: bytes) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
+    text = ""
     try:
         text = bytes(data).decode("utf-8")
         return json.loads(text)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InvalidMetadataError(f"not a valid UTF-8 JSON document: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidMetadataError(f"not a valid UTF-8 JSON document: {exc}", offset=exc.start,
+                                   rule="zarr-v3-subset#2") from None
+    except json.JSONDecodeError as exc:  # the byte offset of the fault (exc.pos counts characters)
+        at = len(text[:exc.pos].encode("utf-8"))
+        raise InvalidMetadataError(f"not a valid UTF-8 JSON document: {exc}", offset=at,
+                                   rule="zarr-v3-subset#2") from None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidMetadataError(f"not a valid UTF-8 JSON document: {exc}", rule="zarr-v3-subset#2") from None

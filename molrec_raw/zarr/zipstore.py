@@ -29,6 +29,7 @@ from molrec_raw.errors import (
     UnsupportedFeatureError,
 )
 from molrec_raw.zarr.fileops import FileOps
+from molrec_raw.zarr.parts import Part, ZipRecord, struct_parts
 from molrec_raw.zarr.store import ReadOnlyStore, _slice_range, _validate_prefix, list_dir_of_keys, validate_key
 
 __all__ = ["ZipStore", "RangeSource", "FileSource", "write_zip"]
@@ -48,6 +49,31 @@ _PREAD_CHUNK = 1 << 30
 # Bytes beyond the central record's name length read with a local header, so that a local
 # extra field (20 B for our ZIP64 entries, timestamps for other tools) comes in the same read.
 _LOCAL_SLACK = 64
+
+# Field layouts (name, size, meaning) of the records, for ``layout=`` (molrec-raw explain).
+_EOCD_FIELDS = (("signature", 4, "50 4b 05 06"), ("disk", 2, "this disk"), ("central directory disk", 2, ""),
+                ("entries on this disk", 2, "0xffff: see the ZIP64 record"), ("entries", 2, "0xffff: see the ZIP64 record"),
+                ("central directory size", 4, "0xffffffff: see the ZIP64 record"),
+                ("central directory offset", 4, "0xffffffff: see the ZIP64 record"), ("comment length", 2, ""))
+_LOC64_FIELDS = (("signature", 4, "50 4b 06 07"), ("disk", 4, ""), ("ZIP64 end record offset", 8, ""),
+                 ("disks", 4, "1: a single-volume archive"))
+_EOCD64_FIELDS = (("signature", 4, "50 4b 06 06"), ("record size", 8, "bytes after this field"),
+                  ("version made by", 2, ""), ("version needed", 2, "45: ZIP64"), ("disk", 4, ""),
+                  ("central directory disk", 4, ""), ("entries on this disk", 8, ""), ("entries", 8, ""),
+                  ("central directory size", 8, ""), ("central directory offset", 8, ""))
+_CEN_FIELDS = (("signature", 4, "50 4b 01 02"), ("version made by", 2, ""), ("version needed", 2, ""),
+               ("flags", 2, "bit 0 encrypted, bit 3 data descriptor, bit 11 UTF-8 name"),
+               ("method", 2, "0 = STORED (the only one read)"), ("time", 2, "DOS time"), ("date", 2, "DOS date"),
+               ("crc32", 4, "CRC-32 of the entry (checked on a whole-entry read)"),
+               ("compressed size", 4, "0xffffffff: in the ZIP64 extra"), ("size", 4, "0xffffffff: in the ZIP64 extra"),
+               ("name length", 2, ""), ("extra length", 2, ""), ("comment length", 2, ""),
+               ("disk start", 2, ""), ("internal attributes", 2, ""), ("external attributes", 4, "Unix mode << 16"),
+               ("local header offset", 4, "0xffffffff: in the ZIP64 extra"))
+_LOCAL_FIELDS = (("signature", 4, "50 4b 03 04"), ("version needed", 2, ""), ("flags", 2, ""),
+                 ("method", 2, "0 = STORED"), ("time", 2, ""), ("date", 2, ""),
+                 ("crc32", 4, "0 with a data descriptor (flag bit 3): the central value counts"),
+                 ("compressed size", 4, ""), ("size", 4, "0xffffffff: in the ZIP64 extra"),
+                 ("name length", 2, ""), ("extra length", 2, "may differ from the central record's"))
 
 
 class RangeSource(Protocol):
@@ -123,12 +149,13 @@ class FileSource:
 
 
 class _Entry:
-    __slots__ = ("flags", "method", "crc", "csize", "usize", "offset", "name_len", "data_start")
+    __slots__ = ("flags", "method", "crc", "csize", "usize", "offset", "name_len", "data_start", "central_at")
 
     def __init__(self, flags: int, method: int, crc: int, csize: int, usize: int, offset: int,
-                 name_len: int) -> None:
+                 name_len: int, central_at: int) -> None:
         self.flags, self.method, self.crc = flags, method, crc
         self.csize, self.usize, self.offset, self.name_len = csize, usize, offset, name_len
+        self.central_at = central_at  # where its central directory record lies (fault offsets)
         self.data_start: Optional[int] = None  # filled lazily from the local header
 
 
@@ -139,8 +166,13 @@ class ZipStore(ReadOnlyStore):
 
     immutable = True
 
-    def __init__(self, source: Union[str, "os.PathLike[str]", RangeSource]) -> None:
+    def __init__(self, source: Union[str, "os.PathLike[str]", RangeSource], *,
+                 layout: Optional[List[ZipRecord]] = None) -> None:
+        """``layout``: a list that receives every record as it is parsed (end records,
+        central directory headers with their fields and offsets), so a caller that explains
+        an archive sees what was read up to a fault (the error names its ``offset``)."""
         self.duplicate_names: Set[str] = set()  # names with more than one central record
+        self._layout = layout
         self._source: Optional[RangeSource] = None
         self._path = str(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else source.describe()
         opened = FileSource(source) if isinstance(source, (str, os.PathLike)) else source
@@ -162,11 +194,21 @@ class ZipStore(ReadOnlyStore):
     def describe(self) -> str:
         return self._path
 
-    def _corrupt(self, message: str, key: Optional[str] = None) -> CorruptDataError:
-        return CorruptDataError(message, store=self._path, key=key, rule=_RULE)
+    def _corrupt(self, message: str, key: Optional[str] = None, offset: Optional[int] = None) -> CorruptDataError:
+        return CorruptDataError(message, store=self._path, key=key, rule=_RULE, offset=offset)
 
-    def _unsupported(self, message: str, key: Optional[str] = None) -> UnsupportedFeatureError:
-        return UnsupportedFeatureError(message, store=self._path, key=key, rule=_RULE)
+    def _unsupported(self, message: str, key: Optional[str] = None,
+                     offset: Optional[int] = None) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(message, store=self._path, key=key, rule=_RULE, offset=offset)
+
+    def _record(self, kind: str, offset: int, length: int, fields: Sequence[Tuple[str, int, str]],
+                values: Sequence[object], name: Optional[str] = None) -> Optional[ZipRecord]:
+        """Keep a parsed record for ``layout`` (nothing is kept without one)."""
+        if self._layout is None:
+            return None
+        record = ZipRecord(kind, offset, length, struct_parts(fields, values, offset, _RULE), name)
+        self._layout.append(record)
+        return record
 
     def _opened(self, key: Optional[str]) -> RangeSource:
         if self._source is None:
@@ -198,89 +240,119 @@ class ZipStore(ReadOnlyStore):
             if pos + _EOCD.size <= len(tail):
                 fields = _EOCD.unpack_from(tail, pos)
                 if pos + _EOCD.size + fields[7] == len(tail):
+                    self._record("end of central directory", self._tail_at + pos, _EOCD.size + fields[7],
+                                 _EOCD_FIELDS, fields)
                     return self._tail_at + pos, fields
             pos = tail.rfind(_SIG_EOCD, 0, pos)
-        raise self._corrupt("not a zip archive (no end-of-central-directory record)")
+        raise self._corrupt("not a zip archive (no end-of-central-directory record ending the file)",
+                            offset=self._size)
 
     def _load(self) -> Dict[str, _Entry]:
         eocd_pos, (_, disk, cd_disk, n_disk, n_total, cd_size, cd_offset, _) = self._find_eocd()
         cd_end = eocd_pos
+        cd_fields_at = eocd_pos + 16  # where the central directory's offset is stated
         if eocd_pos >= _LOC64.size:
-            sig, loc_disk, z64_offset, n_disks = _LOC64.unpack(self._read(eocd_pos - _LOC64.size, _LOC64.size))
+            loc_at = eocd_pos - _LOC64.size
+            located = _LOC64.unpack(self._read(loc_at, _LOC64.size))
+            sig, loc_disk, z64_offset, n_disks = located
             if sig == _SIG_LOC64:
+                self._record("ZIP64 end of central directory locator", loc_at, _LOC64.size, _LOC64_FIELDS, located)
                 if loc_disk != 0 or n_disks > 1:
-                    raise self._unsupported("multi-disk zip archives are not supported")
+                    raise self._unsupported("multi-disk zip archives are not supported", offset=loc_at)
                 if z64_offset + _EOCD64.size > eocd_pos - _LOC64.size:
-                    raise self._corrupt("ZIP64 end-of-central-directory record lies outside the archive")
+                    raise self._corrupt("ZIP64 end-of-central-directory record lies outside the archive",
+                                        offset=loc_at + 8)
                 rec = _EOCD64.unpack(self._read(z64_offset, _EOCD64.size))
                 if rec[0] != _SIG_EOCD64:
-                    raise self._corrupt("bad ZIP64 end-of-central-directory signature")
+                    raise self._corrupt("bad ZIP64 end-of-central-directory signature", offset=z64_offset)
+                self._record("ZIP64 end of central directory", z64_offset, _EOCD64.size, _EOCD64_FIELDS, rec)
                 disk, cd_disk, n_disk, n_total, cd_size, cd_offset = rec[4:10]
-                cd_end = z64_offset
+                cd_end, cd_fields_at = z64_offset, z64_offset + 48
         # Without a locator, 0xFFFF/0xFFFFFFFF are taken literally (as Python's zipfile does).
         if disk != 0 or cd_disk != 0 or n_disk != n_total:
-            raise self._unsupported("multi-disk zip archives are not supported")
+            raise self._unsupported("multi-disk zip archives are not supported", offset=eocd_pos + 4)
         if cd_offset + cd_size > cd_end:
-            raise self._corrupt("central directory lies outside the archive")
+            raise self._corrupt(f"central directory ({cd_size} bytes at {cd_offset}) lies outside the archive "
+                                f"(lying size or offset)", offset=cd_fields_at)
         cd = self._read(cd_offset, cd_size)
         entries: Dict[str, _Entry] = {}
         pos = count = 0
         while pos < len(cd):
+            at = cd_offset + pos
             if pos + _CEN.size > len(cd):
-                raise self._corrupt("truncated central directory record")
+                raise self._corrupt("truncated central directory record", offset=at)
+            fields = _CEN.unpack_from(cd, pos)
             (sig, _, _, flags, method, _, _, crc, csize, usize,
-             n, m, k, disk_start, _, _, offset) = _CEN.unpack_from(cd, pos)
+             n, m, k, disk_start, _, _, offset) = fields
             if sig != _SIG_CEN:
-                raise self._corrupt(f"bad central directory signature at record {count}")
+                raise self._corrupt(f"bad central directory signature at record {count}", offset=at)
             name_at = pos + _CEN.size
             pos = name_at + n + m + k
             if pos > len(cd):
-                raise self._corrupt("central directory record runs past the central directory (lying length field)")
+                raise self._corrupt("central directory record runs past the central directory (lying length field)",
+                                    offset=at + 28)
             raw_name = cd[name_at:name_at + n]
+            record = self._record("central directory header", at, pos - (at - cd_offset), _CEN_FIELDS, fields,
+                                  raw_name.decode("utf-8", "replace"))
+            if record is not None:
+                record.parts.append(Part("name", raw_name.decode("utf-8", "replace"), "the store key",
+                                         cd_offset + name_at, n, _RULE))
+                if m:
+                    record.parts.append(Part("extra", cd[name_at + n:name_at + n + m].hex(),
+                                             "extra fields (id 0x0001: ZIP64 sizes and offset)",
+                                             cd_offset + name_at + n, m, _RULE))
             if _U32 in (csize, usize, offset) or disk_start == _U16:
                 usize, csize, offset, disk_start = self._zip64_extra(
-                    cd[name_at + n:name_at + n + m], usize, csize, offset, disk_start)
+                    cd[name_at + n:name_at + n + m], usize, csize, offset, disk_start, cd_offset + name_at + n)
+                if record is not None:
+                    record.parts.append(Part("ZIP64 values", {"size": usize, "compressed size": csize,
+                                                              "local header offset": offset}, "from the ZIP64 extra",
+                                             rule=_RULE))
             if disk_start != 0:
-                raise self._unsupported("multi-disk zip archives are not supported")
+                raise self._unsupported("multi-disk zip archives are not supported", offset=at + 34)
             try:
                 name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
             except UnicodeDecodeError:
-                raise self._corrupt(f"zip entry name {raw_name!r} is flagged UTF-8 but is not") from None
+                raise self._corrupt(f"zip entry name {raw_name!r} is flagged UTF-8 but is not",
+                                    offset=cd_offset + name_at) from None
             count += 1
             is_dir = name.endswith("/")
             try:
                 validate_key(name[:-1] if is_dir else name)
             except InvalidKeyError:
                 raise self._corrupt(f"zip entry name {name!r} is not a safe store key "
-                                    "(absolute, '.'/'..', backslash, empty segment or NUL)") from None
+                                    "(absolute, '.'/'..', backslash, empty segment or NUL)",
+                                    offset=cd_offset + name_at) from None
             if not is_dir:
                 if name in entries:
                     self.duplicate_names.add(name)
-                entries[name] = _Entry(flags, method, crc, csize, usize, offset, n)  # last record wins
+                entries[name] = _Entry(flags, method, crc, csize, usize, offset, n, at)  # last record wins
         if count != n_total:
-            raise self._corrupt(f"central directory holds {count} records, end record says {n_total}")
+            raise self._corrupt(f"central directory holds {count} records, end record says {n_total}",
+                                offset=eocd_pos + 10)
         return entries
 
-    def _zip64_extra(self, extra: bytes, usize: int, csize: int, offset: int, disk: int) -> Tuple[int, int, int, int]:
+    def _zip64_extra(self, extra: bytes, usize: int, csize: int, offset: int, disk: int,
+                     extra_at: int = 0) -> Tuple[int, int, int, int]:
         """Replace 0xFFFFFFFF/0xFFFF fields by the values of the ZIP64 extra (id 0x0001)."""
         pos = 0
         while pos + _EXTRA.size <= len(extra):
             tag, length = _EXTRA.unpack_from(extra, pos)
             body = extra[pos + _EXTRA.size:pos + _EXTRA.size + length]
             if len(body) != length:
-                raise self._corrupt("zip extra field runs past its record")
+                raise self._corrupt("zip extra field runs past its record", offset=extra_at + pos)
             if tag == 1:
                 values, at = [], 0
                 for value in (usize, csize, offset):
                     if value == _U32:
                         if at + 8 > length:
-                            raise self._corrupt("ZIP64 extra field too short")
+                            raise self._corrupt("ZIP64 extra field too short", offset=extra_at + pos)
                         value = struct.unpack_from("<Q", body, at)[0]
                         at += 8
                     values.append(value)
                 if disk == _U16:
                     if at + 4 > length:
-                        raise self._corrupt("ZIP64 extra field too short")
+                        raise self._corrupt("ZIP64 extra field too short", offset=extra_at + pos)
                     disk = struct.unpack_from("<I", body, at)[0]
                 return values[0], values[1], values[2], disk
             pos += _EXTRA.size + length
@@ -304,24 +376,78 @@ class ZipStore(ReadOnlyStore):
         if entry.data_start is not None:
             return None
         if entry.offset + _LOCAL.size > self._size:
-            raise self._corrupt("local header lies past end of archive", key)
+            raise self._corrupt("local header lies past end of archive", key, entry.offset)
         if entry.offset + _LOCAL.size + entry.usize > self._size:  # refused before any read
-            raise self._corrupt("entry extends past end of archive", key)
+            raise self._corrupt(f"entry of {entry.usize} bytes extends past end of archive (lying size)", key,
+                                entry.central_at + 24)
         guess_end = min(self._size, entry.offset + _LOCAL.size + entry.name_len + _LOCAL_SLACK + hi)
         head = self._read(entry.offset, guess_end - entry.offset, key, exact=False)
-        if len(head) < _LOCAL.size:
-            raise self._corrupt("unexpected end of archive (truncated?)", key)
-        local = _LOCAL.unpack_from(head, 0)
-        if local[0] != _SIG_LOCAL:
-            raise self._corrupt("bad local header signature", key)
+        local = self._local_header(head, entry, key)
         start = entry.offset + _LOCAL.size + local[9] + local[10]
-        if start + entry.usize > self._size:
-            raise self._corrupt("entry extends past end of archive", key)
-        if entry.csize != entry.usize:
-            raise self._corrupt("STORED entry with different compressed and uncompressed sizes", key)
         entry.data_start = start
         at = start - entry.offset
         return head[at + lo:at + hi] if at + hi <= len(head) else None
+
+    def _local_header(self, head: bytes, entry: _Entry, key: str) -> Tuple[int, ...]:
+        """The fields of ``entry``'s local header from the bytes ``head`` read at its offset,
+        checked: signature, the data inside the archive, equal sizes of a STORED entry."""
+        if len(head) < _LOCAL.size:
+            raise self._corrupt("unexpected end of archive (truncated?)", key, entry.offset)
+        local = _LOCAL.unpack_from(head, 0)
+        if local[0] != _SIG_LOCAL:
+            raise self._corrupt("bad local header signature", key, entry.offset)
+        start = entry.offset + _LOCAL.size + local[9] + local[10]
+        if start + entry.usize > self._size:
+            raise self._corrupt(f"entry of {entry.usize} bytes extends past end of archive (lying size)", key,
+                                entry.central_at + 24)
+        if entry.csize != entry.usize:
+            raise self._corrupt("STORED entry with different compressed and uncompressed sizes", key, entry.offset)
+        return local
+
+    def local_record(self, key: str, layout: Optional[List[ZipRecord]] = None,
+                     verify_up_to: Optional[int] = None) -> ZipRecord:
+        """The local header of entry ``key`` as a record (fields with their offsets) and
+        where its data lies, read and checked as a read of the entry does; appended to
+        ``layout`` before any check of its data.  ``verify_up_to``: also check the CRC-32
+        of an entry of at most that many bytes (as a whole-entry read does)."""
+        entry = self._entries.get(validate_key(key))
+        if entry is None:
+            raise self._corrupt(f"no entry {key!r}", key)
+        head = self._read(entry.offset, min(self._size - entry.offset, _LOCAL.size + 0xFFFF * 2), key, exact=False)
+        local = self._local_header(head, entry, key)
+        n, m = local[9], local[10]
+        record = ZipRecord("local header", entry.offset, _LOCAL.size + n + m,
+                           struct_parts(_LOCAL_FIELDS, local, entry.offset, _RULE), key)
+        if layout is not None:
+            layout.append(record)
+        record.parts.append(Part("name", head[_LOCAL.size:_LOCAL.size + n].decode("utf-8", "replace"), "",
+                                 entry.offset + _LOCAL.size, n, _RULE))
+        if m:
+            record.parts.append(Part("extra", head[_LOCAL.size + n:_LOCAL.size + n + m].hex(), "",
+                                     entry.offset + _LOCAL.size + n, m, _RULE))
+        data_at = entry.offset + _LOCAL.size + n + m
+        record.parts.append(Part("data", f"{entry.usize} bytes", "STORED: the value itself" if entry.method == 0
+                                 else f"method {entry.method}: not readable by range", data_at, entry.usize, _RULE))
+        if entry.flags & 0x1 or entry.method != 0:
+            raise self._unsupported("encrypted zip entries are not supported" if entry.flags & 0x1 else
+                                    "compressed zip entries are not supported; pack with STORED entries", key,
+                                    entry.central_at + (8 if entry.flags & 0x1 else 10))
+        if verify_up_to is not None and entry.usize <= verify_up_to:
+            data = self._read(data_at, entry.usize, key)
+            crc = zlib.crc32(data)
+            record.parts.append(Part("crc32 computed", f"0x{crc:08x}", "matches the central record" if crc == entry.crc
+                                     else f"differs from the central record's 0x{entry.crc:08x}", rule=_RULE))
+            if crc != entry.crc:
+                raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE,
+                                            offset=data_at)
+        return record
+
+    def entry_info(self, key: str) -> Tuple[int, int, int, int]:
+        """(method, flags, CRC-32, size) of entry ``key`` from its central record."""
+        entry = self._entries.get(validate_key(key))
+        if entry is None:
+            raise self._corrupt(f"no entry {key!r}", key)
+        return entry.method, entry.flags, entry.crc, entry.usize
 
     def _entry_bytes(self, entry: _Entry, key: str, lo: int, hi: int) -> bytes:
         data = self._locate(entry, key, lo, hi)
@@ -337,7 +463,8 @@ class ZipStore(ReadOnlyStore):
             return None
         data = self._entry_bytes(entry, key, 0, entry.usize)
         if zlib.crc32(data) != entry.crc:
-            raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE)
+            raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE,
+                                        offset=entry.data_start)
         return data
 
     def get_range(self, key: str, start: int, length: Optional[int] = None) -> Optional[bytes]:

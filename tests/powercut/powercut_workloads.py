@@ -35,6 +35,7 @@ import numpy as np
 
 import molrec_raw as mr
 from molrec_raw.errors import MolrecError
+from molrec_raw.record import live
 from molrec_raw.record.precision import round_to_precision
 from powercut_sim import CrashModel, Recorder, State, Tree, check_replay, materialize, snapshot, tree_digest
 
@@ -284,6 +285,12 @@ class TrajectoryWorkload(Workload):
             return verdict
         if durable is None:  # the record was still being created: only the reader is judged
             return self._after_creation_started(root, path)
+        try:  # the run's status document (issue 12): always readable, "succeeded" once close() returned
+            state = (live.read_status(mr.zarr.open_group(path)) or {}).get("state")
+        except Exception as exc:
+            return symptom_of("status unreadable", exc)
+        if durable == TRAJ_FRAMES and state != "succeeded":
+            return "status lost", f"state {state!r} after close() returned"
         # recovery twice gives identical bytes, and reads the same frames
         repaired = root.parent / (root.name + "-repaired")
         shutil.copytree(root, repaired, symlinks=True)

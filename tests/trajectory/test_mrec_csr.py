@@ -43,12 +43,20 @@ def test_trajectory_I1_ragged_offsets_are_prefix_sums(path):
             r[3]
 
 
-def test_trajectory_root_layout_and_meta(path):
+def test_trajectory_root_layout_and_meta(path, tmp_path):
+    """Sections {meta, trajectory} as the reference writes them, plus the run's status
+    document a streaming writer records (record/live.py); ``status=False`` and the
+    whole-sequence door write exactly the reference's two."""
     write(path, [ragged(0, 2)], meta={"creator": {"name": "test"}, "molrec_version": 1})
     root = open_group(path)
-    assert sorted(n for n, _ in root.members()) == ["meta", "trajectory"]
+    assert sorted(n for n, _ in root.members()) == ["meta", "status", "trajectory"]
+    assert dict(root["status"].attrs) == {"state": "succeeded"}
     assert dict(root["meta"].attrs) == {"creator": {"name": "test"}, "molrec_version": 2}
     assert tattrs(path)["sequence_schema"] == SequenceSchema.from_frames([ragged(0, 2)]).to_json()
+    write(tmp_path / "plain.mrec", [ragged(0, 2)], status=False)
+    write_mrec_trajectory(tmp_path / "door.mrec", [ragged(0, 2)])
+    for other in ("plain.mrec", "door.mrec"):
+        assert sorted(n for n, _ in open_group(tmp_path / other).members()) == ["meta", "trajectory"]
 
 
 def test_trajectory_I2_three_states_and_carry_forward(path):

@@ -32,8 +32,12 @@ def test_trajectory_I4_regular_run_costs_one_array_per_column(path):
         f.box = cube()
         frames.append(f)
     write(path, frames, steps=[10 * i for i in range(6)], times=[0.5 * i for i in range(6)])
-    files = [p for p in path.rglob("*") if p.is_file()]
-    assert len(files) == 16, sorted(str(p.relative_to(path)) for p in files)
+    files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+    # the reference's 16 files, and the run's status document (a streaming writer's, record/live.py)
+    assert len(files) == 17 and "status/zarr.json" in files, files
+    plain = path.with_name("plain.mrec")
+    write(plain, frames, steps=[10 * i for i in range(6)], times=[0.5 * i for i in range(6)], status=False)
+    assert len([p for p in plain.rglob("*") if p.is_file()]) == 16
     attrs = dict(open_group(path)["trajectory"].attrs)
     assert attrs["nstep"] == 6 and attrs["step_progression"] == {"start": 0, "stride": 10}
     assert attrs["time_progression"] == {"start": 0.0, "stride": 0.5}

@@ -162,6 +162,22 @@ class ChunkCache:
             following = (run[1], min(end, run[1] + min(2 * (run[1] - run[0]), self._longest(arr))))
             self._pending[arr.path] = (following, self.executor.submit(self.fetch, arr, following, limit))
 
+    def retain(self, chunk_rows: Dict[str, int]) -> None:
+        """After the reader re-read a growing record: keep only the whole inner chunks of
+        the arrays named (path -> rows per inner chunk, layout unchanged).  Committed chunk
+        bytes are never rewritten (trajectory §10), so a whole chunk stays valid; a chunk
+        cut at the old committed length, and every chunk of an array not named, is
+        dropped.  Read-ahead starts afresh."""
+        for key in list(self._chunks):
+            rows = chunk_rows.get(key[0])
+            if rows is None or self._chunks[key].shape[0] != rows:
+                self._bytes -= self._chunks.pop(key).nbytes
+        for _, future in self._pending.values():
+            future.cancel()
+        self._pending.clear()
+        self._ahead.clear()
+        self._behind.clear()
+
     def rows(self, arr: Array, lo: int, hi: int, limit: int, consume: bool = False) -> np.ndarray:
         """A copy of rows ``lo:hi`` (``hi <= limit``).  ``consume`` (a sequential pass that
         will not come back): rows that are exactly one cached chunk are handed over instead

@@ -7,15 +7,16 @@ row count over many frames as one array, each needed inner chunk decoded once.
 """
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, MolrecError
+from molrec_raw.errors import CorruptDataError, InvalidValueError, MolrecError, StoreError
 from molrec_raw.record.doors import RecordSource
-from molrec_raw.record import typed_json
+from molrec_raw.record import live, typed_json
 from molrec_raw.record.columns import ZARR_TO_COLUMN
 from molrec_raw.record.model import Block, Frame
 from molrec_raw.record.trajectory import recovery
@@ -110,23 +111,33 @@ class MrecReader:
         self._open(root)
         return self
 
-    def _open(self, root: Group) -> None:
+    def _open(self, root: Group, verified: Optional[Dict[str, int]] = None) -> None:
         """Open the live state, or the checkpoint's when the live one cannot prove its
-        commit (a power cut; trajectory/recovery.py).  Nothing is written."""
+        commit (a power cut; trajectory/recovery.py).  Nothing is written.  ``verified``:
+        rows an earlier state of this reader already proved (a refresh decodes only the
+        rows committed since, trajectory/live.py)."""
         self.source, self.recovery_reason = "live", None
+        self._origin = root  # the record as it is on disk: what a refresh re-reads
         attempts = recovery.candidates(root)
         for n, attempt in enumerate(attempts):
             try:
                 self._load(attempt.root)
-                tgroup = attempt.root.get(TRAJ)
+                tgroup = self._marker_group  # verified against the marker it was loaded from
                 if isinstance(tgroup, Group):
-                    recovery.verify_state(tgroup, self._logical, self._arrays, attempt.since, attempt.strict)
+                    since = attempt.since
+                    if since is not None and verified:
+                        since = dict(since)
+                        for path, rows in verified.items():
+                            rel = path[len(TRAJ) + 1:]
+                            since[rel] = max(since.get(rel, 0), rows)
+                    recovery.verify_state(tgroup, self._logical, self._arrays, since, attempt.strict)
             except MolrecError as exc:
                 if n == len(attempts) - 1:
                     raise
                 self.recovery_reason = f"the live state is not what its commit says ({exc})"
                 continue
             self._root, self.source = attempt.root, attempt.source
+            self._seen = self._marker  # the marker as this state found it (refresh compares)
             return
 
     def _load(self, root: Group) -> None:
@@ -144,11 +155,14 @@ class MrecReader:
         self._needs_check = False
         self._logical: Dict[str, int] = {}  # array path -> committed rows this reader reads
         self._arrays: Dict[str, Array] = {}  # ... and the arrays it opened for them
+        self._marker_group = tgroup if isinstance(tgroup, Group) else None  # the commit read
+        self._marker: Optional[Dict[str, Any]] = None  # ... and its attributes (refresh compares them)
         if not isinstance(tgroup, Group):
             return
         if tgroup.get("frames") is not None:
             raise spec_error("R2", "legacy layout (trajectory/frames/, written by molrs <= 0.13); re-write it with 0.13")
         attrs = dict(tgroup.attrs)
+        self._marker = attrs
         nstep = read_nstep(tgroup, attrs)
         if "sequence_schema" in attrs:
             self._schema = SequenceSchema.from_json(attrs["sequence_schema"])
@@ -240,6 +254,17 @@ class MrecReader:
         return self._nstep
 
     @property
+    def root(self) -> Group:
+        """The record root this reader reads: the live store, or a read-only view of the
+        trajectory's checkpoint when ``source == "checkpoint"`` (``molrec-raw explain``)."""
+        return self._root
+
+    def cell_updates(self) -> np.ndarray:
+        """Frame ordinals of the cell's committed updates (trajectory §7): one entry per
+        change, ``[0]`` for the fixed-cell attribute form, empty without a cell."""
+        return self._box.ordinals.copy()
+
+    @property
     def schema(self) -> SequenceSchema:
         return self._schema.copy()
 
@@ -293,7 +318,8 @@ class MrecReader:
         return np.asarray(arr[0:self._nstep])
 
     def read_frame(self, i: int) -> Frame:
-        return self._frame(self._index(i), None)
+        j = self._index(i)
+        return self._read_retrying(lambda: self._frame(j, None))
 
     def read_columns(self, i: int, pairs: Iterable[Tuple[str, str]]) -> Frame:
         """Frame ``i`` with only the named ``(block, column)`` pairs decoded."""
@@ -302,7 +328,8 @@ class MrecReader:
             if not self._schema.has_block(block) or column not in self._schema.column_names(block):
                 raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
             wanted.setdefault(block, []).append(column)
-        return self._frame(self._index(i), wanted)
+        j = self._index(i)
+        return self._read_retrying(lambda: self._frame(j, wanted))
 
     def _frame(self, i: int, wanted: Optional[Dict[str, List[str]]], consume: bool = False) -> Frame:
         """Frame ``i`` (only the ``wanted`` columns).  ``consume``: part of a pass over every
@@ -719,6 +746,130 @@ class MrecReader:
                           f"readers here use its checkpoint ({self._nstep} committed frames), other readers "
                           f"would not ({len(plan.actions)} change(s); run `molrec-raw repair`)")]
 
+    # ------------------------------------------------------------ live reading
+    def refresh(self) -> int:
+        """Re-read the commit marker (trajectory §10) and return the committed length.
+
+        Frames below the old length read exactly as before (committed bytes are never
+        rewritten) and the new ones become readable.  The new state is read whole, beside
+        the current one, which stays in use until it is adopted: a read that meets a commit
+        in progress (a shard index torn by its in-place rewrite fails its checksum; a live
+        state that does not match its manifest) is read again from the marker, a bounded
+        number of times, then a ``CorruptDataError`` names the node.  The chunk cache keeps
+        the whole inner chunks of arrays whose layout did not change and drops the rest
+        (the tail chunk cut at the old length).  A record that shrank or changed its pin
+        was replaced: ``StoreError``.  An archive or a URL cannot change: the same length,
+        nothing read.  No lock is taken (record/live.py)."""
+        origin = self._origin
+        if origin.store.immutable:
+            return self._nstep
+        problem: Optional[MolrecError] = None
+        for attempt in range(_LIVE_ATTEMPTS):
+            if attempt:
+                time.sleep(_retry_pause(attempt))
+            try:
+                tgroup = origin.get(TRAJ)
+                seen = dict(tgroup.attrs) if isinstance(tgroup, Group) else None
+                if seen == self._seen:
+                    return self._nstep  # nothing committed since
+                fresh = MrecReader.__new__(MrecReader)
+                fresh._owns_store, fresh._pool, fresh._workers = False, None, self._workers
+                fresh._cache_bytes = self._cache_bytes
+                fresh._open(origin, verified=self._logical)
+            except MolrecError as exc:
+                problem = exc
+                continue
+            if fresh.recovery_reason is not None and (attempt < _LIVE_ATTEMPTS - 1 or fresh._nstep < self._nstep):
+                # most likely a commit caught half-read: read it again (the checkpoint's
+                # older state is taken only at the last attempt, and never to go back)
+                problem = CorruptDataError(f"the live state did not match its commit: {fresh.recovery_reason}",
+                                           node="/trajectory", rule=recovery.RULE)
+                continue
+            self._adopt(fresh, seen)
+            return self._nstep
+        assert problem is not None
+        problem.message = f"{problem.message} (the trajectory read {_LIVE_ATTEMPTS} times while it changed)"
+        problem.args = (problem.message,)
+        raise problem.add_context(store=origin.store.describe(), node="/trajectory")
+
+    def _adopt(self, fresh: "MrecReader", seen: Optional[Dict[str, Any]]) -> None:
+        """Take over the state ``fresh`` read (refused when it is not a continuation of
+        this one), keeping this reader's pool, store ownership and still-valid chunks."""
+        where = self._origin.store.describe()
+        if fresh._nstep < self._nstep:
+            raise StoreError(f"the trajectory went from {self._nstep} to {fresh._nstep} committed frames: the "
+                             "record was replaced or rolled back; open it again", store=where, node="/trajectory")
+        if self._nstep and fresh._schema != self._schema:
+            raise StoreError("the trajectory's sequence_schema changed (a pin never changes, trajectory#I13): "
+                             "the record was replaced; open it again", store=where, node="/trajectory")
+        old, new = _cached_arrays(self), _cached_arrays(fresh)
+        chunks = self._chunks
+        chunks.retain({path: int(arr.chunks[0]) for path, arr in new.items()
+                       if path in old and old[path].metadata.with_shape(arr.shape) == arr.metadata})
+        pool, owns = self._pool, self._owns_store
+        self.__dict__.update(fresh.__dict__)
+        self._pool, self._owns_store, self._chunks, self._seen = pool, owns, chunks, seen
+
+    def _read_retrying(self, read: Callable[[], Frame]) -> Frame:
+        """``read()``, again when it meets bytes a writer is rewriting in place (a shard
+        index torn by a concurrent commit fails its checksum), a bounded number of times on
+        a store that can change; the last error says how often it was read."""
+        attempts = 1 if self._origin.store.immutable else _LIVE_ATTEMPTS
+        for attempt in range(attempts):
+            try:
+                return read()
+            except CorruptDataError as exc:
+                if attempt == attempts - 1:
+                    if attempts > 1:
+                        exc.message = f"{exc.message} (read {attempts} times)"
+                        exc.args = (exc.message,)
+                    raise
+            time.sleep(_retry_pause(attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def run_status(self) -> Optional[Dict[str, Any]]:
+        """The record's status document as it is now (None: it has none); its ``state``
+        says where the run is (documents §2; what ``MrecWriter`` records: record/live.py)."""
+        return live.read_status(self._origin)
+
+    def watch(self, poll: float = 0.5, timeout: Optional[float] = None, *,
+              stop_after: Optional[float] = None) -> Iterator[int]:
+        """The committed length now, then each new one as commits land (a :meth:`refresh`
+        every ``poll`` seconds), until the run is over (its status ``state`` is one of
+        ``live.FINISHED_STATES``), ``timeout`` seconds pass without a commit, or
+        ``stop_after`` seconds in all.  On an archive or a URL: the length now, then stop."""
+        live.check_follow_args(poll, timeout, stop_after)
+        shown = [-1]
+
+        def news() -> List[int]:
+            n = self.refresh()
+            if n == shown[0]:
+                return []
+            shown[0] = n
+            return [n]
+        return live.follow_loop(news, live.finished_or_unreadable(self._origin), poll=poll, timeout=timeout,
+                                stop_after=stop_after, can_change=not self._origin.store.immutable)
+
+    def follow(self, poll: float = 0.5, timeout: Optional[float] = None, *, start: int = 0,
+               stop_after: Optional[float] = None) -> Iterator[Tuple[int, Frame]]:
+        """``(index, frame)`` for every committed frame from ``start`` (negative: from the end
+        at the first look), then for each new one as it commits, until the run is over or
+        ``timeout`` seconds pass without a commit (see :meth:`watch`).  A killed writer cannot
+        record its end: give a ``timeout`` when that matters."""
+        if not is_int(start):
+            raise InvalidValueError(f"start must be an integer frame index, got {start!r}")
+        lengths = self.watch(poll, timeout, stop_after=stop_after)
+
+        def frames() -> Iterator[Tuple[int, Frame]]:
+            i: Optional[int] = None
+            for n in lengths:
+                if i is None:
+                    i = int(start) if start >= 0 else max(0, n + int(start))
+                while i < n:
+                    yield i, self.read_frame(i)
+                    i += 1
+        return frames()
+
     def close(self) -> None:
         """Release the reader's threads, and its store unless the caller passed it in."""
         pool, self._pool = self._pool, None
@@ -732,6 +883,22 @@ class MrecReader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+_LIVE_ATTEMPTS = 5  # reads of a changing record before its error is believed
+
+
+def _retry_pause(attempt: int) -> float:
+    """Seconds before attempt ``attempt`` (1, 2, ...): 1, 4, 16, 64 ms — a writer rewrites a
+    shard index page in one ``pwrite``, so the first retry nearly always sees it whole."""
+    return 0.001 * float(4 ** (attempt - 1))
+
+
+def _cached_arrays(reader: MrecReader) -> Dict[str, Array]:
+    """Path -> array of every array ``reader`` reads through its chunk cache."""
+    out = {arr.path: arr for b in reader._blocks.values() for arr in (*b.columns.values(), *b.masks.values())}
+    out.update((arr.path, arr) for _, arr in reader._meta.values() if arr is not None)
+    return out
 
 
 def derive_schema(tgroup: Group) -> SequenceSchema:

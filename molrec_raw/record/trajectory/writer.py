@@ -16,6 +16,11 @@ first irregular update, then CSR (``step_index`` + ``offset``, §8.1); the cell 
 land before their first ``zarr.json``, so a crash never leaves one half-filled.  Within a
 commit a block's index arrays precede its rows, and ``box/vectors`` follows the other box
 arrays: what a reader goes by is always written last.
+
+The run's lifecycle goes into the record's ``status`` document (documents §2; unless
+``status=False``): ``running`` at creation and reopening, ``succeeded`` after the last
+commit of ``close()``, ``failed`` / ``cancelled`` when a ``with`` block exits by an
+exception (record/live.py) — what a reader following the run stops on.
 """
 from __future__ import annotations
 
@@ -24,8 +29,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, SpecViolationError, StoreError
-from molrec_raw.record import documents
+from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError, StoreError
+from molrec_raw.record import documents, live
 from molrec_raw.record.doors import check_record_path, replace_record
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory import extents as ext
@@ -60,14 +65,17 @@ class MrecWriter:
 
     ``flush_every`` (None = automatic cadence K, §14) commits non-durably when that many
     frames are buffered; ``flush()`` and ``close()`` are durable unless ``durable=False``.
+    ``status`` (default True): record the run's state in the ``status`` document (see the
+    module docstring); False leaves ``status/`` to the caller.
     """
 
     def __init__(self, path: PathLike, schema: SequenceSchema, *, flush_every: Optional[int] = None,
                  compression: Optional[str] = None, durable: bool = True,
-                 meta: Optional[Dict[str, Any]] = None, fileops: Optional[FileOps] = None) -> None:
+                 meta: Optional[Dict[str, Any]] = None, fileops: Optional[FileOps] = None,
+                 status: bool = True) -> None:
         if not isinstance(schema, SequenceSchema):
             raise InvalidValueError(f"schema must be a SequenceSchema, got {type(schema).__name__}")
-        self._init_common(flush_every, durable)
+        self._init_common(flush_every, durable, status)
         self._compression = ext.parse_compression(compression)
         self._schema = schema.copy()
         target = check_record_path(path)
@@ -99,6 +107,8 @@ class MrecWriter:
                                                overwrite=True)
         self._path = target
         self._setup_state()
+        if self._status:
+            live.record_state(self._root, live.RUNNING, durable=durable)
         if durable:  # the created record, with its first checkpoint (0 frames)
             self._first_durable_point()
         refuse_aligned_system_names(self._schema, self._root, "W13")
@@ -106,12 +116,13 @@ class MrecWriter:
         self._system = SystemCounterparts(self._schema, self._root)
 
     # ------------------------------------------------------------------ construction
-    def _init_common(self, flush_every: Optional[int], durable: bool) -> None:
+    def _init_common(self, flush_every: Optional[int], durable: bool, status: bool) -> None:
         if flush_every is not None and (not is_int(flush_every) or flush_every < 1):
             raise spec_error("W15", f"flush_every must be a positive integer, got {flush_every!r}")
         self._flush_every_arg = None if flush_every is None else int(flush_every)
         self._flush_every: Optional[int] = self._flush_every_arg
         self._durable = bool(durable)
+        self._status = bool(status)
         self._dirty = False  # automatic commits since the last durable point
         self._closed = False
         self._nstep = 0  # committed
@@ -130,11 +141,12 @@ class MrecWriter:
 
     @classmethod
     def open(cls, path: PathLike, *, flush_every: Optional[int] = None, durable: bool = True,
-             fileops: Optional[FileOps] = None) -> "MrecWriter":
+             fileops: Optional[FileOps] = None, status: bool = True) -> "MrecWriter":
         """Reopen a trajectory for append (§11): shrink every array back to its logical
-        length, rebuild the change-detection state, continue numbering."""
+        length, rebuild the change-detection state, continue numbering; the run is
+        ``running`` again (``status``)."""
         self = cls.__new__(cls)
-        self._init_common(flush_every, durable)
+        self._init_common(flush_every, durable, status)
         self._compression = None
         target = check_record_path(path)
         if target.suffix == ".zip" or not target.is_dir():
@@ -170,6 +182,8 @@ class MrecWriter:
             self._reopen_block(block, nstep)
         self._reopen_box(nstep)
         self._reopen_meta(nstep)
+        if self._status:
+            live.record_state(root, live.RUNNING, durable=durable)
         if durable:  # the reopened state (arrays maybe shrunk) is the new durable point
             self._sync_data()
             self._durable_point()
@@ -597,22 +611,41 @@ class MrecWriter:
         self._commit(durable=self._durable)
 
     def close(self) -> None:
-        """The last durable flush; idempotent."""
+        """The last durable flush, then the run's ``succeeded`` state; idempotent.  A close
+        that fails records ``failed``."""
         if self._closed:
             return
-        self._commit(durable=self._durable, closing=True)
-        if self._durable:  # closed and durable as it stands: the checkpoint has done its work
-            self._root.store.delete(recovery.CHECKPOINT)
+        try:
+            self._commit(durable=self._durable, closing=True)
+            if self._durable:  # closed and durable as it stands: the checkpoint has done its work
+                self._root.store.delete(recovery.CHECKPOINT)
+        except BaseException as exc:
+            self._end(exc)
+            raise
         self._closed = True
+        if self._status:  # after the last commit: a reader that sees it then sees every frame
+            live.record_state(self._root, live.SUCCEEDED, durable=self._durable)
+
+    def _end(self, exc: BaseException) -> None:
+        """Closed by an exception: ``cancelled`` for a KeyboardInterrupt, else ``failed``
+        with the error; a failure to record it never hides the exception itself."""
+        self._closed = True
+        if not self._status:
+            return
+        state = live.CANCELLED if isinstance(exc, KeyboardInterrupt) else live.FAILED
+        try:
+            live.record_state(self._root, state, error=exc, durable=self._durable)
+        except (MolrecError, OSError):
+            pass
 
     def __enter__(self) -> "MrecWriter":
         return self
 
-    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, *rest: Any) -> None:
         if exc_type is None:
             self.close()
-        else:  # frames already committed stay committed; the buffer is dropped
-            self._closed = True
+        elif not self._closed:  # frames already committed stay committed; the buffer is dropped
+            self._end(exc if isinstance(exc, BaseException) else RuntimeError(getattr(exc_type, "__name__", "error")))
 
 
 def _refuse_existing_sequence(target: Path) -> None:
@@ -647,7 +680,7 @@ def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Option
         store = root.store
         assert isinstance(store, DirectoryStore), "replace_record builds in a directory"
         with MrecWriter(store.root, schema, flush_every=max(1, len(frame_list)), meta=meta, durable=False,
-                        fileops=store.fileops) as writer:
+                        fileops=store.fileops, status=False) as writer:  # a finished sequence, no run
             for i, frame in enumerate(frame_list):
                 writer.append(frame, None if step_list is None else step_list[i],
                               None if time_list is None else time_list[i])

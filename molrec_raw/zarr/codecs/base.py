@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Any, Callable, ClassVar, Dict, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Type
 
 import numpy as np
 
 from molrec_raw.errors import InvalidMetadataError, UnsupportedFeatureError
 from molrec_raw.zarr.dtypes import DataType
+from molrec_raw.zarr.parts import Part
 
 __all__ = [
     "ChunkSpec", "Codec", "ArrayArrayCodec", "ArrayBytesCodec", "BytesBytesCodec",
@@ -64,6 +65,13 @@ class Codec:
 
     def to_json(self) -> Dict[str, Any]:
         raise NotImplementedError
+
+    def describe(self, data: Any) -> List[Part]:
+        """What this codec finds in its encoded input (``data``: the bytes its decoder gets,
+        or the array for an array -> array codec) — header fields with their offsets inside
+        ``data``, checksums stored and computed — without decoding (``molrec-raw explain``).
+        Raises the decoder's error when the header itself is unreadable."""
+        return []
 
 
 class ArrayArrayCodec(Codec):

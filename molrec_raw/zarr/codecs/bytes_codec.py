@@ -1,12 +1,13 @@
 """``bytes``: fixed-width elements in C order, little or big endian (zarr-v3-subset#5.1)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Literal, Mapping, Optional
+from typing import Any, Dict, List, Literal, Mapping, Optional
 
 import numpy as np
 
 from molrec_raw.errors import CorruptDataError, InvalidMetadataError
 from molrec_raw.zarr.codecs.base import ArrayBytesCodec, Buffer, ChunkSpec, check_config, register
+from molrec_raw.zarr.parts import Part
 
 
 @register
@@ -38,6 +39,13 @@ class BytesCodec(ArrayBytesCodec):
 
     def encoded_size(self) -> Optional[int]:
         return self.spec.nbytes
+
+    def describe(self, data: Any) -> List[Part]:
+        size = memoryview(data).nbytes
+        rule = "zarr-v3-subset#5.1"
+        return [Part("endian", self.endian or "(none: 1-byte type)", "byte order of each element", rule=rule),
+                Part("elements", f"{self.spec.dtype.name} x {list(self.spec.shape)} in C order",
+                     f"{self.spec.nbytes} bytes expected, {size} present", 0, size, rule)]
 
     def encode(self, chunk: np.ndarray) -> Buffer:
         data = np.ascontiguousarray(chunk, dtype=self._stored)

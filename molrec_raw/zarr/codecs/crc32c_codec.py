@@ -1,16 +1,28 @@
 """``crc32c``: append a little-endian CRC-32C; verify it on every read (zarr-v3-subset#5.5)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import crc32c as _crc32c
 
 from molrec_raw.errors import ChecksumMismatchError, CorruptDataError
 from molrec_raw.zarr.codecs.base import Buffer, BytesBytesCodec, ChunkSpec, check_config, register
+from molrec_raw.zarr.parts import Part
+
+_RULE = "zarr-v3-subset#5.5"
 
 
 def crc32c_of(data: Buffer) -> int:
     return _crc32c.crc32c(data)
+
+
+def split_checksum(data: Buffer) -> Tuple[memoryview, int, int]:
+    """(body, stored checksum, checksum computed over the body) of a crc32c-encoded value."""
+    view = memoryview(data).cast("B")
+    if len(view) < 4:
+        raise CorruptDataError("crc32c: value shorter than its 4-byte checksum", rule=_RULE)
+    body = view[:-4]
+    return body, int.from_bytes(view[-4:], "little"), crc32c_of(body)
 
 
 @register
@@ -45,14 +57,14 @@ class Crc32cCodec(BytesBytesCodec):
         return out
 
     def decode(self, data: Buffer, expected_size: Optional[int], limit: int) -> Buffer:
-        view = memoryview(data).cast("B")
-        if len(view) < 4:
-            raise CorruptDataError("crc32c: value shorter than its 4-byte checksum", rule="zarr-v3-subset#5.5")
-        body, stored = view[:-4], int.from_bytes(view[-4:], "little")
-        actual = crc32c_of(body)
+        body, stored, actual = split_checksum(data)
         if actual != stored:
-            raise ChecksumMismatchError(
-                f"crc32c mismatch: stored {stored:#010x}, computed {actual:#010x}",
-                rule="zarr-v3-subset#5.5",
-            )
+            raise ChecksumMismatchError(f"crc32c mismatch: stored {stored:#010x}, computed {actual:#010x}", rule=_RULE)
         return body
+
+    def describe(self, data: Any) -> List[Part]:
+        body, stored, actual = split_checksum(data)
+        verdict = "matches" if stored == actual else "MISMATCH: the bytes are not what was written"
+        return [Part("body", f"{len(body)} bytes", "what the next codec decodes", 0, len(body), _RULE),
+                Part("crc32c stored", f"{stored:#010x}", "CRC-32C of the body, little-endian", len(body), 4, _RULE),
+                Part("crc32c computed", f"{actual:#010x}", f"over bytes [0, {len(body)}): {verdict}", rule=_RULE)]

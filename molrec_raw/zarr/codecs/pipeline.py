@@ -23,6 +23,7 @@ from molrec_raw.zarr.codecs.base import (
 )
 from molrec_raw.zarr.codecs.sharding import ShardingCodec
 from molrec_raw.zarr.indexing import Local, covers
+from molrec_raw.zarr.parts import Stage
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -137,6 +138,35 @@ class CodecPipeline:
         chunk = self.array_bytes.decode(data)
         for array_codec in reversed(self.array_codecs):
             chunk = array_codec.decode(chunk)
+        return chunk
+
+    def trace(self, data: Buffer, stages: List[Stage]) -> np.ndarray:
+        """Decode one whole chunk as :meth:`decode` does, appending to ``stages`` each codec's
+        step — what its ``describe`` finds in the bytes it gets, then its output size —
+        before the next one runs (``molrec-raw explain``).  A codec that fails is the last
+        stage recorded, and its error propagates: the chunk is explained up to that fault."""
+        limit = self.spec.limits.max_chunk_bytes
+        base: Optional[int] = 0
+        for codec, size in zip(reversed(self.bytes_codecs), reversed(self._sizes[:-1])):
+            stage = Stage(codec.name, codec.kind, codec.to_json().get("configuration", {}), len(memoryview(data)),
+                          base)
+            stages.append(stage)
+            stage.parts.extend(codec.describe(data))
+            data = codec.decode(data, size, limit)
+            stage.output_size = len(memoryview(data))
+            base = base if codec.decodes_to_view else None
+        stage = Stage(self.array_bytes.name, self.array_bytes.kind,
+                      self.array_bytes.to_json().get("configuration", {}), len(memoryview(data)), base)
+        stages.append(stage)
+        stage.parts.extend(self.array_bytes.describe(data))
+        chunk = self.array_bytes.decode(data)
+        stage.output_size = chunk.nbytes
+        for array_codec in reversed(self.array_codecs):
+            stage = Stage(array_codec.name, array_codec.kind, array_codec.to_json().get("configuration", {}), None, None)
+            stages.append(stage)
+            stage.parts.extend(array_codec.describe(chunk))
+            chunk = array_codec.decode(chunk)
+            stage.output_size = chunk.nbytes
         return chunk
 
     def decode_into(self, data: Buffer, out: np.ndarray) -> None:

@@ -20,7 +20,7 @@ fails one or both checks, never passes with a wrong count.
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -42,6 +42,19 @@ DEFAULT_INDEX_CODECS = [
     {"name": "bytes", "configuration": {"endian": "little"}},
     {"name": "crc32c"},
 ]
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """The 12 bytes after a start index read as a written-rows stamp: ``rows`` (u64), the
+    crc32c ``stored`` after it and the one ``computed`` over index + rows; ``valid`` when
+    they are a stamp (``why`` says what they are otherwise)."""
+
+    rows: int
+    stored: int
+    computed: int
+    valid: bool
+    why: str
 
 
 def _local_dims(local: Tuple[Local, ...]) -> List[DimSelection]:
@@ -125,13 +138,31 @@ class ShardingCodec(ArrayBytesCodec):
             )
         index = self.index_pipeline.decode(raw).reshape(self.n_chunks, 2)
         if shard_size is not None:
-            present = index[:, 0] != EMPTY
-            ends = index[present, 0] + index[present, 1]
-            if np.any(ends > shard_size) or np.any(ends < index[present, 0]):
-                raise CorruptDataError(
-                    "shard index points past the end of the shard", rule="zarr-v3-subset#7"
-                )
+            self.check_index(index, shard_size)
         return index
+
+    def decode_index(self, raw: Buffer, shard_size: Optional[int]) -> np.ndarray:
+        """The index decoded from its ``index_size`` bytes, ``(n_chunks, 2)`` uint64 pairs
+        (offset, nbytes) in C order of the inner chunks; checked against ``shard_size`` when
+        known (what the reader does; ``molrec-raw explain`` uses it too)."""
+        return self._decode_index(raw, shard_size)
+
+    def index_start(self, shard_size: int) -> int:
+        """Where the index lies inside a shard of ``shard_size`` bytes."""
+        return 0 if self.index_location == "start" else shard_size - self.index_size
+
+    def check_index(self, index: np.ndarray, shard_size: int) -> None:
+        """Refuse an entry whose byte range is not inside the shard, naming the offset of
+        that entry in the shard (zarr-v3-subset#7)."""
+        present = index[:, 0] != EMPTY
+        ends = index[:, 0] + index[:, 1]
+        bad = present & ((ends > shard_size) | (ends < index[:, 0]))
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise CorruptDataError(
+                f"shard index points past the end of the shard (entry {i}: {int(index[i, 1])} bytes at "
+                f"{int(index[i, 0])}, shard of {shard_size} bytes)", rule="zarr-v3-subset#7",
+                offset=self.index_start(shard_size) + 16 * i)
 
     def _flat(self, coords: Tuple[int, ...]) -> int:
         if len(coords) == 1:
@@ -183,6 +214,13 @@ class ShardingCodec(ArrayBytesCodec):
         the leading-axis rows landed when its index was written, or None when the shard
         carries no stamp (written before stamps, or by another writer).  A page whose
         index fails its checksum raises (CorruptDataError): nothing can be said of it."""
+        stamp = self.read_stamp(page)
+        return stamp.rows if stamp is not None and stamp.valid else None
+
+    def read_stamp(self, page: Optional[Buffer]) -> Optional["Stamp"]:
+        """The 12 bytes after a start index, read as a written-rows stamp (None when the
+        index is at the end, or the page ends before a stamp could lie there); ``valid``
+        says whether they are one.  A page whose index fails its checksum raises."""
         if self.index_location != "start":
             return None
         if page is None or len(page) < self.index_size:
@@ -191,13 +229,15 @@ class ShardingCodec(ArrayBytesCodec):
         index = self._decode_index(view[:self.index_size], None)
         if len(view) < self.index_size + STAMP_SIZE:
             return None
-        body = view[:self.index_size + 8]
-        if crc32c_of(body) != int.from_bytes(view[self.index_size + 8:self.index_size + STAMP_SIZE], "little"):
-            return None
+        rows = int.from_bytes(view[self.index_size:self.index_size + 8], "little")
+        stored = int.from_bytes(view[self.index_size + 8:self.index_size + STAMP_SIZE], "little")
+        computed = crc32c_of(view[:self.index_size + 8])
         present = index[:, 0] != EMPTY
         if present.any() and int(index[present, 0].min()) < self.index_size + STAMP_SIZE:
-            return None  # a chunk starts where a stamp would be: these bytes are chunk data
-        return int.from_bytes(view[self.index_size:self.index_size + 8], "little")
+            return Stamp(rows, stored, computed, False, "a chunk starts where a stamp would be: chunk data")
+        if stored != computed:
+            return Stamp(rows, stored, computed, False, "checksum differs: no stamp (written by another writer, or torn)")
+        return Stamp(rows, stored, computed, True, "a written-rows stamp")
 
     def encode(self, chunk: np.ndarray, threads: int = 1) -> Buffer:
         from molrec_raw.zarr.codecs.pipeline import is_all_fill

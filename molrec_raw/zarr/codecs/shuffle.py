@@ -1,12 +1,13 @@
 """``numcodecs.shuffle``: byte transposition by element size (zarr-v3-subset#5.6)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
 from molrec_raw.errors import CorruptDataError, InvalidValueError
 from molrec_raw.zarr.codecs.base import Buffer, BytesBytesCodec, ChunkSpec, check_config, is_int, register
+from molrec_raw.zarr.parts import Part
 
 
 @register
@@ -35,6 +36,12 @@ class ShuffleCodec(BytesBytesCodec):
                 rule="zarr-v3-subset#5.6",
             )
         return raw
+
+    def describe(self, data: Any) -> List[Part]:
+        size = memoryview(data).nbytes
+        planes = self.elementsize
+        return [Part("element size", planes, f"{planes} byte planes of {size // planes if planes else 0} bytes: "
+                     "plane j holds byte j of every element", rule="zarr-v3-subset#5.6")]
 
     def encode(self, data: Buffer) -> Buffer:
         raw = self._check(data, InvalidValueError)

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 import numpy as np
 
 from molrec_raw.errors import InvalidMetadataError
 from molrec_raw.zarr.codecs.base import ArrayArrayCodec, ChunkSpec, check_config, register
+from molrec_raw.zarr.parts import Part
 
 
 @register
@@ -42,6 +43,10 @@ class TransposeCodec(ArrayArrayCodec):
 
     def output_spec(self) -> ChunkSpec:
         return replace(self.spec, shape=tuple(self.spec.shape[i] for i in self.order))
+
+    def describe(self, data: Any) -> List[Part]:
+        return [Part("order", list(self.order), f"stored axes are the chunk's axes in this order; decoding "
+                     f"applies the inverse {list(self.inverse)}", rule="zarr-v3-subset#5.2")]
 
     def encode(self, chunk: np.ndarray) -> np.ndarray:
         return np.transpose(chunk, self.order)

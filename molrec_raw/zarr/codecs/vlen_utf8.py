@@ -9,6 +9,7 @@ import numpy as np
 
 from molrec_raw.errors import CorruptDataError, InvalidMetadataError, InvalidValueError
 from molrec_raw.zarr.codecs.base import ArrayBytesCodec, Buffer, ChunkSpec, check_config, register
+from molrec_raw.zarr.parts import Part
 
 _U32 = struct.Struct("<I")
 
@@ -44,6 +45,22 @@ class VlenUtf8Codec(ArrayBytesCodec):
         else:
             lengths = np.fromiter((len(v.encode("utf-8")) for v in values), dtype=np.int64, count=len(values))
         return _interleave(blob, lengths)
+
+    def describe(self, data: Any) -> List[Part]:
+        raw = bytes(data)
+        rule = "zarr-v3-subset#5.7"
+        if len(raw) < 4:
+            raise CorruptDataError("vlen-utf8: value shorter than its 4-byte count", rule=rule)
+        parts = [Part("count", _U32.unpack_from(raw, 0)[0], f"elements (the chunk holds {self.count})", 0, 4, rule)]
+        at = 4
+        for i in range(min(self.count, 3)):  # the first elements' length fields
+            if at + 4 > len(raw):
+                break
+            (length,) = _U32.unpack_from(raw, at)
+            parts.append(Part(f"element {i}", f"{length} bytes of UTF-8", "u32 length, then the bytes", at,
+                              4 + length, rule))
+            at += 4 + length
+        return parts
 
     def decode(self, data: Buffer) -> np.ndarray:
         raw = bytes(data)

@@ -13,6 +13,9 @@ import zstandard
 
 from molrec_raw.errors import CorruptDataError
 from molrec_raw.zarr.codecs.base import Buffer, BytesBytesCodec, ChunkSpec, check_config, is_int, register
+from molrec_raw.zarr.parts import Part
+
+_RULE = "zarr-v3-subset#5.4"
 
 # Below this many bytes (in or out) a batch runs on one thread: the batch API starts its
 # threads per call (~45 µs), and a single-threaded loop of plain calls is the faster way
@@ -92,6 +95,36 @@ class ZstdCodec(BytesBytesCodec):
                 rule="zarr-v3-subset#5.4",
             )
         return out
+
+    def describe(self, data: Any) -> List[Part]:
+        """The first frame's header (RFC 8878 §3.1.1): magic number, frame header descriptor,
+        window size, content size and the checksum flag, as zstd itself reads them."""
+        try:
+            header = zstandard.frame_header_size(data)
+            params = zstandard.get_frame_parameters(data)
+            declared = zstandard.frame_content_size(data)
+        except zstandard.ZstdError as exc:
+            raise CorruptDataError(f"zstd: not a zstd frame header ({exc})", rule=_RULE) from None
+        view = memoryview(data).cast("B")
+        descriptor = view[4]
+        return [
+            Part("magic", f"0x{int.from_bytes(view[0:4], 'little'):08x}", "zstd frame magic number 0xfd2fb528",
+                 0, 4, _RULE),
+            Part("frame header descriptor", f"0x{descriptor:02x}",
+                 f"single segment {bool(descriptor & 0x20)}, content checksum flag {bool(descriptor & 0x04)}, "
+                 f"dictionary id field {descriptor & 0x03}, content size field {descriptor >> 6}", 4, 1, _RULE),
+            Part("frame header", f"{header - 4} bytes", "descriptor, window descriptor, dictionary id, content size",
+                 4, header - 4, _RULE),
+            Part("window size", params.window_size, "bytes the decoder keeps in memory", rule=_RULE),
+            Part("content size", declared if declared >= 0 else "absent",
+                 "decompressed size declared in the header (checked before decompression)" if declared >= 0
+                 else "not declared: decoded by a bounded streaming reader", rule=_RULE),
+            Part("content checksum", params.has_checksum,
+                 "frame ends with the low 32 bits of its XXH64 (verified by zstd)" if params.has_checksum
+                 else "no frame checksum", rule=_RULE),
+            Part("compressed blocks", f"{len(view) - header} bytes", "then the frame's blocks", header,
+                 len(view) - header, _RULE),
+        ]
 
     def decode_into(self, data: Buffer, target: memoryview) -> None:
         """Decompress straight into ``target`` (no intermediate buffer)."""
