@@ -94,3 +94,21 @@ def test_trajectory_9_cache_stays_within_its_budget(tmp_path):
             assert reader._chunks._bytes <= budget
     with MrecReader(tmp_path / "t.mrec", cache_bytes=0) as reader:  # no cache: direct reads
         assert [f.blocks["atoms"].columns["x"][0] for f in reader] == list(range(1, 61))
+
+
+def test_trajectory_9_random_whole_chunk_frames_are_handed_over_not_shared(tmp_path):
+    """A frame that is exactly one inner chunk, fetched alone for a random access, is handed
+    to the caller (no copy, not kept); the caller's array is its own, so changing it does
+    not change what the next read of that frame returns."""
+    _write(tmp_path / "t.mrec", 100)
+    with MrecReader(tmp_path / "t.mrec") as reader:
+        first = reader[50].blocks["atoms"].columns["x"]
+        assert first[0] == 51 and not any(c == 50 for path, c in reader._chunks._chunks if path.endswith("atoms/x"))
+        assert reader[49].blocks["atoms"].columns["x"][0] == 50
+        first[:] = -1.0
+        again = reader[50].blocks["atoms"].columns["x"]
+        assert np.all(again == 51) and not np.shares_memory(first, again)
+        assert reader[51].blocks["atoms"].columns["x"][0] == 52  # a neighbour: read ahead, copied out
+        later = reader[52].blocks["atoms"].columns["x"]
+        later[:] = -1.0
+        assert np.all(reader[52].blocks["atoms"].columns["x"] == 53)
