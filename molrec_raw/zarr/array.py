@@ -22,7 +22,7 @@ from molrec_raw.errors import (
 )
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline
 from molrec_raw.zarr.codecs.base import Buffer
-from molrec_raw.zarr.codecs.batch import DecodeJob, Item, decode_batch, encode_batch, join_item
+from molrec_raw.zarr.codecs.batch import DecodeJob, Item, decode_batch, decode_each, encode_batch, join_item
 from molrec_raw.zarr.codecs.sharding import ShardWrite
 from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
 from molrec_raw.zarr.indexing import covers, finish, normalize_selection, project, selection_shape
@@ -73,12 +73,30 @@ def _runs(count: int, parts: int) -> List[Tuple[int, int]]:
     return [(i, min(count, i + size)) for i in range(0, count, size)]
 
 
+# A read or write of at least this many chunk bytes, with threads, is split into one
+# contiguous run of chunks per thread of a Python pool, each run coded on its thread (the
+# shuffle copies, zstd and crc32c all release the GIL).  Below it — a trajectory commit, a
+# frame's chunks — zstd's batch API threads inside C and no pool is started.  Measured on 2
+# cores (bench/zarr_layer.py W3, 256 MiB, same run): the batch path alone wrote the shuffle
+# chain in 400 ms and read it in 350 ms; the runs on a pool take 265 / 165-200 ms, as the
+# per-chunk path of main did (spec-notes/zarr.md, "Batch codec path").
+POOL_BYTES = 16 * 1024 * 1024
+
+
+def _pooled(nbytes: int, threads: int, count: int, chained_zstd: bool) -> bool:
+    """Code ``count`` chunks of ``nbytes`` in all as runs on a Python pool?  Always for a
+    chain without zstd (gzip releases the GIL, but has no batch API), for zstd from
+    ``POOL_BYTES`` on."""
+    return threads > 1 and count > 1 and (not chained_zstd or nbytes >= POOL_BYTES)
+
+
 def _encode_groups(groups: List[Tuple[CodecPipeline, Any]], threads: int) -> List[List[Item]]:
-    """``encode_batch`` of ``groups``; a chain without zstd (gzip releases the GIL, but has
-    no batch API) is split into one contiguous run of chunks per thread of a Python pool —
-    one task per thread: per-chunk tasks measured no faster than one thread on 2 cores."""
+    """``encode_batch`` of ``groups``, or (see :data:`POOL_BYTES`) one contiguous run of
+    chunks per thread of a Python pool — one task per thread: per-chunk tasks measured no
+    faster than one thread on 2 cores."""
     total = sum(len(chunks) for _, chunks in groups)
-    if threads <= 1 or total < 2 or any(_uses_zstd(pipeline) for pipeline, _ in groups):
+    nbytes = sum(len(chunks) * (pipeline.spec.nbytes or 0) for pipeline, chunks in groups)
+    if not _pooled(nbytes, threads, total, any(_uses_zstd(pipeline) for pipeline, _ in groups)):
         return encode_batch(groups, threads)
     pieces = [(g, lo, hi) for g, (_, chunks) in enumerate(groups) for lo, hi in _runs(len(chunks), threads)]
     spans = _runs(len(pieces), threads)
@@ -361,9 +379,10 @@ class Array(Node):
         """Decode the jobs of one read: one batch (zstd threaded inside zstandard), or for a
         chain without zstd one contiguous run of jobs per thread of a Python pool."""
         threads = self.threads if threads is None else threads
-        if threads > 1 and len(jobs) > 1 and not _uses_zstd(self.pipeline):
+        nbytes = sum(job.pipeline.spec.nbytes or 0 for job in jobs)
+        if _pooled(nbytes, threads, len(jobs), _uses_zstd(self.pipeline)):
             with ThreadPoolExecutor(max_workers=threads) as pool:
-                for _ in pool.map(lambda span: decode_batch(jobs[span[0]:span[1]], 1), _runs(len(jobs), threads)):
+                for _ in pool.map(lambda span: decode_each(jobs[span[0]:span[1]]), _runs(len(jobs), threads)):
                     pass
         elif jobs:
             decode_batch(jobs, threads)

@@ -190,3 +190,28 @@ def test_zarr_5_4_frame_end_finds_the_end_of_one_whole_frame(size, kind, checksu
     assert frame_end(frame + frame) == len(frame)
     assert frame_end(frame[:-1]) in (-1, len(frame))  # a cut checksum is not seen; the size check refuses it
     assert frame_end(b"\x00" * 8) == -1
+
+
+@pytest.mark.parametrize("chain", [
+    [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "numcodecs.shuffle", "configuration": {"elementsize": 8}},
+     {"name": "zstd", "configuration": {"level": 3, "checksum": False}}, {"name": "crc32c"}],
+    [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1, "checksum": True}}],
+])
+def test_zarr_7_a_large_write_on_a_pool_of_runs_writes_the_bytes_of_the_batch_path(tmp_path, chain):
+    """From POOL_BYTES on, a write or read with threads codes one run of chunks per thread of
+    a Python pool instead of one zstd batch; the stored bytes are those of the batch path
+    (threads=1) and each path reads the other's store back exactly."""
+    from molrec_raw.zarr.array import POOL_BYTES
+
+    n = POOL_BYTES // 8 + 3 * 65536 + 17  # above the threshold, a partial last shard and chunk
+    values = np.round(np.cumsum(np.random.default_rng(3).normal(size=n)) * 1024) / 1024
+    stores = {}
+    for threads in (1, 2):
+        path = tmp_path / f"t{threads}"
+        arr = open_array(str(path), mode="w", shape=(n,), dtype="float64", chunks=(65536,), shards=(1 << 20,),
+                         codecs=chain, fill_value=0.0, threads=threads)
+        arr[...] = values
+        stores[threads] = {p.relative_to(path): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    assert stores[1] == stores[2] and len(stores[1]) > 3
+    for threads in (1, 2):
+        assert np.array_equal(open_array(str(tmp_path / f"t{3 - threads}"), threads=threads)[...], values)

@@ -27,7 +27,7 @@ from molrec_raw.errors import CorruptDataError, MolrecError
 from molrec_raw.zarr.codecs.base import Buffer
 from molrec_raw.zarr.indexing import Local
 
-__all__ = ["DecodeJob", "Item", "WAVE_BYTES", "decode_batch", "encode_batch", "item_size", "join_item"]
+__all__ = ["DecodeJob", "Item", "WAVE_BYTES", "decode_batch", "decode_each", "encode_batch", "item_size", "join_item"]
 
 # An encoded value, whole or in parts whose concatenation it is (crc32c appends its
 # checksum as a part of its own, so the shard assembly copies each chunk once).
@@ -204,6 +204,13 @@ def decode_batch(jobs: Sequence[DecodeJob], threads: int = 1, wave_bytes: int = 
                 _decode_one(job)
         else:
             _decode_wave(wave, threads)
+
+
+def decode_each(jobs: Sequence[DecodeJob]) -> None:
+    """Decode the jobs one by one, each through its pipeline's per-thread scratch buffer
+    straight into its target (a thread's run of a large read, ``Array._decode``)."""
+    for job in jobs:
+        _decode_one(job)
 
 
 def _decode_one(job: DecodeJob) -> None:
