@@ -376,8 +376,9 @@ class Array(Node):
         return result, [job for jobs in planned for job in jobs]
 
     def _decode(self, jobs: List[DecodeJob], threads: Optional[int] = None) -> None:
-        """Decode the jobs of one read: one batch (zstd threaded inside zstandard), or for a
-        chain without zstd one contiguous run of jobs per thread of a Python pool."""
+        """Decode the jobs of one read: one batch (zstd threaded inside zstandard), or — a
+        chain without zstd, or from :data:`POOL_BYTES` on — one contiguous run of jobs per
+        thread of a Python pool, each job straight into its target."""
         threads = self.threads if threads is None else threads
         nbytes = sum(job.pipeline.spec.nbytes or 0 for job in jobs)
         if _pooled(nbytes, threads, len(jobs), _uses_zstd(self.pipeline)):
