@@ -181,16 +181,18 @@ class ChunkCache:
     def rows(self, arr: Array, lo: int, hi: int, limit: int, consume: bool = False) -> np.ndarray:
         """A copy of rows ``lo:hi`` (``hi <= limit``).  Rows that are exactly one cached
         chunk are handed over instead of copied, and leave the cache, when ``consume`` (a
-        sequential pass that will not come back) or when the chunk was fetched alone for
-        this read (a random access: a frame per inner chunk, as for large systems — reading
-        that frame again decodes it again, which costs less than copying every frame out)."""
+        sequential pass that will not come back) or, on a local store, when the chunk was
+        fetched alone for this read (a random access: a frame per inner chunk, as for large
+        systems — reading that frame again decodes it again, which costs less than copying
+        every frame out; on a latency-bound store it would cost a request, so it is kept)."""
         run = self.plan(arr, lo, hi, limit)
         if run is not None:
             self.keep(arr, *self.load(arr, run, limit), limit)
         if hi <= lo or not arr.ndim:
             return np.asarray(arr[lo:hi] if arr.ndim else arr[...])
         size = arr.chunks[0]
-        if lo % size == 0 and hi - lo == size and (consume or self._ahead.get(arr.path) == (lo // size + 1, 1)):
+        alone = self.executor is None and self._ahead.get(arr.path) == (lo // size + 1, 1)
+        if lo % size == 0 and hi - lo == size and (consume or alone):
             whole = self._chunks.pop((arr.path, lo // size), None)
             if whole is not None and whole.shape[0] == size:
                 self._bytes -= whole.nbytes
