@@ -1,22 +1,54 @@
 #!/usr/bin/env python
-"""Benchmark the trajectory writer/reader: molrec_raw vs zarr-python vs tensorstore.
+"""Benchmark the trajectory writer and reader against the limit and the peers (issue 11).
 
-Append: ATOMS atoms × FRAMES frames, columns x, y, z f64 with precision 1e-3 (a smooth random
-walk), appended one frame at a time through ``MrecWriter``. The peers store the same values
-(quantized by the same precision rule) in arrays of the same shape and chunk/shard geometry,
-taken from the record molrec_raw wrote, appended by resize + write per 50-frame batch.
-zarr-python uses the same codecs (bytes, numcodecs.shuffle, zstd 3, crc32c); tensorstore has
-no numcodecs.shuffle and runs bytes + zstd 3 + crc32c. Ratios are peer time / ours (> 1: ours
-faster) and rates are MB/s of raw float bytes. Random access: RANDOM random frames read back.
-Peak RSS of the molrec_raw writer is measured in a child process.
+Workloads (10,000-atom coordinates on the precision grid: a smooth random walk around random
+positions in a 50 Å box; x, y, z f64 with precision 1e-3):
 
-    python bench/trajectory.py [--atoms 10000] [--frames 500] [--random 200] [--repeats 3]
+  W1 append       ATOMS x FRAMES (10,000 x 500), one ``MrecWriter.append`` per frame, the
+                  default cadence K; durable (the default) and ``durable=False``
+  W2 random       RANDOM random frames of W1's record, ``reader[i]``
+  W5 small        64 atoms x 20,000 frames, one append per frame, default cadence
+  W6 sequential   every frame of W1's record in order, ``for frame in reader``
+  W7 whole block  ``reader.block_array("atoms")``: one (frames, rows, 3) array
+
+Peers, all in the same process and the same rounds (interleaved, so a slow phase of the
+shared machine hits every one of them):
+
+  limit          the same work as W1 with nothing else: the frames of each commit (K) gathered
+                 into one buffer, rounded by the same formula (x * 1/q, rint, * q, one finiteness
+                 check), the byte shuffle of every inner chunk in one vectorised step, zstd level
+                 3 through zstandard's C-threaded batch API (multi_compress_to_buffer, 2 threads),
+                 crc32c per inner chunk, one positional write per shard plus its index page
+                 (files kept open); "limit + fsync" also fsyncs every shard file at the end
+  decode limit   W6/W7's unavoidable work on W1's record: per shard one ranged read of its index
+                 and one of its chunks, crc32c check per chunk, multi_decompress_to_buffer
+                 (2 threads) of every chunk of the shard's three columns, the unshuffle into the
+                 result (per-column arrays for W6; the interleaved (frames, rows, 3) array for W7)
+  h5py           H5MD's layout: position (frames, atoms, 3) f64, chunks of one frame,
+                 gzip level 1 + shuffle, resizable, plus step and time datasets; written one
+                 frame at a time (resize + write of each dataset), read one frame at a time
+  zarr-python    3.4.2, the same geometry and codecs as the record, resize + write per 50 frames
+  tensorstore    the same geometry, bytes + zstd 3 + crc32c (no numcodecs.shuffle)
+
+Times are medians of ``--repeats`` rounds; every ratio is formed inside the run.  The reads
+(W2, W6, W7) take in each round the fastest of ``--best-of`` (3) back-to-back calls of each
+case: a 120 MB result lands in huge pages or in 30,000 4 KiB page faults (0.05 vs 0.3 s of
+system time here) and a two-thread zstd call waits for a core when the other job holds it —
+either way at random, for ours and each peer alike; the fastest of three is the work.  Memory: the
+writer's peak RSS for FRAMES and 10 x FRAMES frames (child processes), and during W6 the most
+inner chunks the reader's cache held per column and the iteration's RSS growth.
+
+    python bench/trajectory.py [--repeats 5] [--json run.json]
+    python bench/trajectory.py --summarize run1.json run2.json run3.json   # the spread table
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import math
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -24,7 +56,7 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -34,9 +66,11 @@ from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 
 warnings.simplefilter("ignore")
 PRECISION = 1e-3
-BATCH = 50
+BATCH = 50  # frames per resize + write of the zarr-python and tensorstore peers
+THREADS = 2  # the limit's zstd threads (the machine has 2 cores)
 
 
+# ----------------------------------------------------------------------------- data
 def frame_values(i: int, atoms: int) -> Dict[str, np.ndarray]:
     """A smooth random walk: frame i = frame 0 plus i small steps (deterministic)."""
     base = np.random.default_rng(0).uniform(0, 50, size=(3, atoms))
@@ -59,13 +93,27 @@ class LazyFrames:
         return frame_values(i, self.atoms)
 
 
-def ours_write(path: str, data: Any) -> None:
-    schema = SequenceSchema().declare_block("atoms", rows=len(data[0]["x"]))
+def schema_for(atoms: int) -> SequenceSchema:
+    schema = SequenceSchema().declare_block("atoms", rows=atoms)
     for c in "xyz":
         schema.declare_column("atoms", c, "f64").declare_precision("atoms", c, PRECISION)
-    with MrecWriter(path, schema) as writer:  # rounds to the precision grid itself
+    return schema
+
+
+def ours_write(path: str, data: Any, durable: bool = True) -> None:
+    with MrecWriter(path, schema_for(len(data[0]["x"])), durable=durable) as writer:  # rounds itself
         for i, values in enumerate(data):
             writer.append(Frame(blocks={"atoms": Block(values)}), step=i)
+
+
+def cadence(atoms: int) -> int:
+    """The writer's default flush cadence K for this schema."""
+    tmp = tempfile.mkdtemp()
+    try:
+        with MrecWriter(os.path.join(tmp, "k.mrec"), schema_for(atoms), durable=False) as w:
+            return w.flush_every
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def geometry(path: str) -> Dict[str, Any]:
@@ -74,6 +122,159 @@ def geometry(path: str) -> Dict[str, Any]:
     sharding = doc["codecs"][0]["configuration"]
     return {"shard": doc["chunk_grid"]["configuration"]["chunk_shape"][0], "inner": sharding["chunk_shape"][0],
             "codecs": sharding["codecs"], "index_location": sharding.get("index_location", "end")}
+
+
+# ----------------------------------------------------------------------------- the limit
+def limit_append(directory: str, frames: List[Dict[str, np.ndarray]], geo: Dict[str, Any], k: int,
+                 durable: bool = False) -> None:
+    """W1's unavoidable work (module docstring): per commit of ``k`` frames, gather, round,
+    shuffle, zstd batch, crc32c, one positional write per shard plus its index page."""
+    import crc32c
+    import zstandard
+
+    inner, per_shard = geo["inner"], geo["shard"] // geo["inner"]
+    atoms = frames[0]["x"].shape[0]
+    q = math.ldexp(1.0, math.frexp(PRECISION)[1] - 1)
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=False, write_content_size=True)
+    raw = np.empty((3, k * atoms))
+    rounded = np.empty_like(raw)
+    index_bytes = per_shard * 16 + 4
+    shards: Dict[Tuple[int, int], List[Any]] = {}  # (column, shard) -> [fd, tail, index]
+    os.makedirs(directory, exist_ok=True)
+    for first in range(0, len(frames), k):
+        batch = frames[first:first + k]
+        rows = len(batch) * atoms
+        start = first * atoms
+        assert start % inner == 0, "commits start on an inner-chunk boundary"
+        for c, name in enumerate("xyz"):
+            for j, values in enumerate(batch):
+                raw[c, j * atoms:(j + 1) * atoms] = values[name]
+        n_chunks = -(-rows // inner)
+        x, r = raw[:, :rows], rounded[:, :n_chunks * inner]
+        np.multiply(x, 1.0 / q, out=r[:, :rows])
+        np.rint(r[:, :rows], out=r[:, :rows])
+        r[:, :rows] *= q
+        if not math.isfinite(float(r[:, :rows].sum())):
+            raise AssertionError("the limit assumes finite coordinates")
+        r[:, rows:] = 0.0  # a partial last chunk is stored whole, with fill values
+        stack = r.reshape(3 * n_chunks, inner).view(np.uint8)
+        shuffled = np.ascontiguousarray(stack.reshape(3 * n_chunks, inner, 8).transpose(0, 2, 1)).reshape(3 * n_chunks, -1)
+        encoded = compressor.multi_compress_to_buffer([row for row in shuffled], threads=THREADS)
+        for c in range(3):
+            chunk0 = start // inner
+            j = 0
+            while j < n_chunks:
+                shard = (chunk0 + j) // per_shard
+                take = min(n_chunks - j, (shard + 1) * per_shard - (chunk0 + j))
+                state = shards.get((c, shard))
+                if state is None:
+                    fd = os.open(os.path.join(directory, f"{c}.{shard}"), os.O_RDWR | os.O_CREAT, 0o644)
+                    state = shards[(c, shard)] = [fd, index_bytes + 12, np.full((per_shard, 2), 2**64 - 1, np.uint64)]
+                fd, tail, index = state
+                parts = []
+                for m in range(j, j + take):
+                    segment = encoded[c * n_chunks + m]
+                    parts.append(segment)
+                    parts.append(crc32c.crc32c(segment).to_bytes(4, "little"))
+                    size = len(segment) + 4
+                    index[(chunk0 + m) % per_shard] = (tail, size)
+                    tail += size
+                os.pwrite(fd, b"".join(parts), state[1])
+                page = index.tobytes()
+                os.pwrite(fd, page + crc32c.crc32c(page).to_bytes(4, "little"), 0)
+                state[1] = tail
+                j += take
+    for fd, _, _ in shards.values():
+        if durable:
+            os.fsync(fd)
+        os.close(fd)
+
+
+def _shard_files(record: str, column: str) -> List[str]:
+    folder = os.path.join(record, "trajectory", "atoms", column, "c")
+    return [os.path.join(folder, name) for name in sorted(os.listdir(folder), key=int)]
+
+
+def decode_limit(record: str, geo: Dict[str, Any], rows: int, out: Optional[np.ndarray] = None,
+                 batch: int = 8) -> List[np.ndarray]:
+    """W6/W7's unavoidable work (module docstring): every chunk of ``rows`` rows of x, y, z
+    decoded — into one reused buffer per batch (W6: a pass over the frames keeps none of
+    them), or into the columns of ``out`` (rows, 3) when given (W7).  Chunks are decompressed
+    ``batch`` per column per call (about 2 MB: the fastest size measured, 1 to 255 tried —
+    larger batches leave the CPU's caches before the unshuffle reads them)."""
+    import crc32c
+    import zstandard
+
+    inner, per_shard = geo["inner"], geo["shard"] // geo["inner"]
+    index_bytes = per_shard * 16 + 4
+    decompressor = zstandard.ZstdDecompressor()
+    targets = None if out is None else [out[:, c] for c in range(3)]
+    scratch = np.empty((3, batch, inner))
+    files = [_shard_files(record, c) for c in "xyz"]
+    for shard in range(len(files[0])):
+        count = min(per_shard, -(-(rows - shard * per_shard * inner) // inner))
+        stored = []
+        for c in range(3):  # one ranged read of the index and one of the chunks, per shard
+            with open(files[c][shard], "rb") as fh:
+                fd = fh.fileno()
+                page = os.pread(fd, index_bytes, 0)
+                index = np.frombuffer(page[:-4], np.uint64).reshape(per_shard, 2)
+                lo = int(index[0, 0])
+                hi = int(index[count - 1, 0] + index[count - 1, 1])
+                stored.append((memoryview(os.pread(fd, hi - lo, lo)), index.tolist(), lo))
+        for first_chunk in range(0, count, batch):
+            frames, views = [], []
+            for c, (data, index, lo) in enumerate(stored):
+                for m in range(first_chunk, min(count, first_chunk + batch)):
+                    offset, size = index[m][0] - lo, index[m][1]
+                    body = data[offset:offset + size - 4]
+                    if crc32c.crc32c(body) != int.from_bytes(data[offset + size - 4:offset + size], "little"):
+                        raise AssertionError("checksum")
+                    frames.append(body)
+                    first = (shard * per_shard + m) * inner
+                    views.append(scratch[c, m - first_chunk, :min(inner, rows - first)] if targets is None
+                                 else targets[c][first:min(first + inner, rows)])
+            decoded = decompressor.multi_decompress_to_buffer(frames, threads=THREADS)
+            for m, target in enumerate(views):
+                planes = np.frombuffer(decoded[m], np.uint8).reshape(8, inner)[:, :target.shape[0]]
+                if target.flags.c_contiguous:
+                    dest = target.view(np.uint8)
+                    for j in range(8):
+                        dest[j::8] = planes[j]
+                else:
+                    strided = target[..., None].view(np.uint8)
+                    for j in range(8):
+                        strided[..., j] = planes[j]
+    return [scratch[c] for c in range(3)] if targets is None else targets
+
+
+# ----------------------------------------------------------------------------- peers
+def h5_write(path: str, positions: List[np.ndarray]) -> None:
+    """H5MD's way (MDAnalysis's H5MDWriter): one frame per chunk, gzip 1 + shuffle,
+    resizable datasets, one resize + write of position, step and time per frame."""
+    import h5py
+
+    atoms = positions[0].shape[0]
+    with h5py.File(path, "w") as fh:
+        group = fh.create_group("particles/trajectory/position")
+        value = group.create_dataset("value", shape=(0, atoms, 3), maxshape=(None, atoms, 3), dtype="f8",
+                                     chunks=(1, atoms, 3), compression="gzip", compression_opts=1, shuffle=True)
+        step = group.create_dataset("step", shape=(0,), maxshape=(None,), dtype="i8", chunks=(1,))
+        stamp = group.create_dataset("time", shape=(0,), maxshape=(None,), dtype="f8", chunks=(1,))
+        for i, xyz in enumerate(positions):
+            value.resize(i + 1, axis=0)
+            value[i] = xyz
+            step.resize(i + 1, axis=0)
+            step[i] = i
+            stamp.resize(i + 1, axis=0)
+            stamp[i] = float(i)
+
+
+def h5_open(path: str) -> Any:
+    import h5py
+
+    fh = h5py.File(path, "r")
+    return fh, fh["particles/trajectory/position/value"]
 
 
 def peer_write(kind: str, path: str, quantized: List[Dict[str, np.ndarray]], geo: Dict[str, Any]) -> None:
@@ -132,6 +333,7 @@ def peer_reader(kind: str, path: str) -> Callable[[int, int], Any]:
     return lambda i, atoms: [arrays[c][i * atoms:(i + 1) * atoms].read().result() for c in "xyz"]
 
 
+# ----------------------------------------------------------------------------- memory
 def _vm(field: str) -> float:
     """A /proc/self/status figure in MiB (VmHWM is per address space, unlike ru_maxrss,
     which Linux carries across exec from the benchmark's own parent process)."""
@@ -142,16 +344,254 @@ def _vm(field: str) -> float:
     return float("nan")
 
 
+def _child(code: str) -> List[float]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); import trajectory as t; "
+                          + code], capture_output=True, text=True, check=True)
+    return [float(v) for v in out.stdout.split()[-3:]]
+
+
 def peak_rss_of_writer(atoms: int, frames: int) -> Tuple[float, float]:
-    """(RSS before, peak RSS after) in MiB of a child process that only runs the writer."""
-    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-            "import trajectory as t, tempfile, os; d = tempfile.mkdtemp(); "
-            f"t.frame_values(0, {atoms}); base = t._vm('VmRSS'); "
-            f"t.ours_write(os.path.join(d, 'r.mrec'), t.LazyFrames({atoms}, {frames})); "
-            "print(base, t._vm('VmHWM'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    base, peak = (float(v) for v in out.stdout.split()[-2:])
+    """(RSS before, peak RSS) in MiB of a child process that only runs the writer."""
+    base, peak, _ = _child(
+        "import tempfile, os; d = tempfile.mkdtemp(); "
+        f"t.frame_values(0, {atoms}); t.cadence({atoms}); base = t._vm('VmRSS'); "
+        f"t.ours_write(os.path.join(d, 'r.mrec'), t.LazyFrames({atoms}, {frames})); "
+        "print(base, t._vm('VmHWM'), 0)")
     return base, peak
+
+
+def iteration_probe(record: str) -> None:
+    """In a child: iterate ``record`` and print RSS before, peak RSS, and the most inner chunks
+    of one array the reader's cache held at any frame."""
+    reader = MrecReader(record)
+    base, most = _vm("VmRSS"), 0
+    for _ in reader:
+        held: Dict[str, int] = {}
+        for path, _chunk in reader._chunks._chunks:
+            held[path] = held.get(path, 0) + 1
+        most = max([most, *held.values()])
+    reader.close()
+    print(base, _vm("VmHWM"), most)
+
+
+def iteration_memory(record: str) -> Tuple[float, float, float]:
+    """(RSS before, peak RSS, most inner chunks held per column) of a child iterating W1's record."""
+    base, peak, most = _child(f"t.iteration_probe({record!r})")
+    return base, peak, most
+
+
+# ----------------------------------------------------------------------------- driver
+def quiesce() -> None:
+    if hasattr(os, "sync"):
+        os.sync()
+    gc.collect()
+
+
+def run(args: argparse.Namespace) -> Dict[str, Any]:
+    peers = []
+    for kind, module in (("zarr-python", "zarr"), ("tensorstore", "tensorstore"), ("h5py", "h5py")):
+        try:
+            __import__(module)
+            peers.append(kind)
+        except ImportError:
+            print(f"note: {kind} not importable, skipped")
+    atoms, frames = args.atoms, args.frames
+    data = [frame_values(i, atoms) for i in range(frames)]  # generated once, outside the timings
+    quantized = [{c: round_to_precision(v, PRECISION) for c, v in d.items()} for d in data]
+    positions = [np.stack([q["x"], q["y"], q["z"]], axis=1) for q in quantized]
+    small = [frame_values(i, args.small_atoms) for i in range(args.small_frames)]
+    small_positions = [np.stack([round_to_precision(v[c], PRECISION) for c in "xyz"], axis=1) for v in small]
+    picks = np.random.default_rng(42).integers(0, frames, args.random)
+    k = cadence(atoms)
+    times: Dict[str, List[float]] = {}
+    cpu: Dict[str, List[float]] = {}
+    load = [os.getloadavg()]
+    cpu0 = time.process_time()
+    work = tempfile.mkdtemp(prefix="molrec-traj-bench-", dir=args.dir)
+    order = np.random.default_rng(7)
+
+    def timed(name: str, fn: Callable[[], Any], best_of: int = 1) -> None:
+        """One round's figure of a case: the fastest of ``best_of`` back-to-back calls (its
+        CPU time beside it)."""
+        runs = []
+        for _ in range(best_of):
+            quiesce()
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            runs.append((time.perf_counter() - t0, time.process_time() - c0))
+        wall, used = min(runs)
+        times.setdefault(name, []).append(wall)
+        cpu.setdefault(name, []).append(used)
+
+    def group(cases: List[Tuple[str, Callable[[], Any]]], best_of: int = 1) -> None:
+        """The cases of one workload back to back, in a fresh random order each round, so
+        ours and each peer meet the same phase of the shared machine."""
+        for j in order.permutation(len(cases)):
+            timed(*cases[int(j)], best_of=best_of)
+
+    record = os.path.join(work, "w1.mrec")
+    ours_write(record, data)
+    geo = geometry(record)
+    if "h5py" in peers:
+        h5_write(os.path.join(work, "w1.h5"), positions)
+    for kind in peers:
+        if kind != "h5py":
+            peer_write(kind, os.path.join(work, f"w1-{kind}"), quantized, geo)
+    expect = None
+    try:
+        for rep in range(args.repeats):
+            r = os.path.join(work, f"r{rep}")
+            w1 = [("W1 ours", lambda: ours_write(r + "d.mrec", data)),
+                  ("W1 ours durable=False", lambda: ours_write(r + "n.mrec", data, durable=False)),
+                  ("W1 limit", lambda: limit_append(r + "-limit", data, geo, k)),
+                  ("W1 limit + fsync", lambda: limit_append(r + "-limitsync", data, geo, k, durable=True))]
+            if "h5py" in peers:
+                w1.append(("W1 h5py", lambda: h5_write(r + ".h5", positions)))
+            for kind in peers:
+                if kind != "h5py":
+                    w1.append((f"W1 {kind}", lambda kind=kind: peer_write(kind, r + kind, quantized, geo)))
+            group(w1)
+            w5 = [("W5 ours", lambda: ours_write(r + "small.mrec", small))]
+            if "h5py" in peers:
+                w5.append(("W5 h5py", lambda: h5_write(r + "small.h5", small_positions)))
+            group(w5)
+            with MrecReader(record) as reader:  # W2 random frames, W6 sequential, W7 whole block
+                expect = reader[int(picks[0])].blocks["atoms"].columns["x"]
+
+            readers = [MrecReader(record) for _ in range(3)]  # opened outside the timings, as the peers'
+            ours_random = lambda: [readers[0][int(i)] for i in picks]  # noqa: E731
+            ours_sequential = lambda: sum(1 for _ in readers[1])  # noqa: E731
+            ours_block = lambda: readers[2].block_array("atoms")  # noqa: E731
+            w2 = [("W2 ours", ours_random)]
+            w6 = [("W6 ours", ours_sequential), ("W6 decode limit", lambda: decode_limit(record, geo, frames * atoms))]
+            w7 = [("W7 ours", ours_block),
+                  ("W7 decode limit", lambda: decode_limit(record, geo, frames * atoms, np.empty((frames * atoms, 3))))]
+            handles = []
+            if "h5py" in peers:
+                fh, ds = h5_open(os.path.join(work, "w1.h5"))
+                handles.append(fh)
+                assert np.array_equal(ds[int(picks[0])][:, 0], expect), "h5py holds the same values"
+                w2.append(("W2 h5py", lambda: [ds[int(i)] for i in picks]))
+                w6.append(("W6 h5py", lambda: sum(1 for i in range(frames) if ds[i] is not None)))
+                w7.append(("W7 h5py", lambda: ds[...]))
+            for kind in peers:
+                if kind != "h5py":
+                    read = peer_reader(kind, os.path.join(work, f"w1-{kind}"))
+                    assert np.array_equal(np.asarray(read(int(picks[0]), atoms)[0]), expect), kind
+                    w2.append((f"W2 {kind}", lambda read=read: [read(int(i), atoms) for i in picks]))
+            group(w2, args.best_of)
+            group(w6, args.best_of)
+            group(w7, args.best_of)
+            for fh in handles:
+                fh.close()
+            for reader in readers:
+                reader.close()
+            load.append(os.getloadavg())
+            print(f"round {rep + 1}: " + "  ".join(f"{name} {v[-1]:.3f}" for name, v in times.items()), flush=True)
+        with MrecReader(record) as reader:  # the results agree (outside the timings)
+            whole = reader.block_array("atoms")
+        limit_out = decode_limit(record, geo, frames * atoms, np.empty((frames * atoms, 3)))
+        assert np.array_equal(whole.reshape(-1, 3), np.stack(limit_out, axis=1)), "W7: ours and the limit agree"
+        del whole, limit_out
+        memory: Dict[str, Any] = {}
+        if not args.skip_memory:
+            memory["writer"] = {n: peak_rss_of_writer(atoms, n) for n in (frames, 10 * frames)}
+            memory["iteration"] = iteration_memory(record)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"times": times, "cpu": cpu, "medians": {name: statistics.median(v) for name, v in times.items()},
+            "memory": memory, "load": load, "cpu_seconds": time.process_time() - cpu0,
+            "args": vars(args), "python": platform.python_version(), "numpy": np.__version__,
+            "sizes": {"w1_mb": atoms * frames * 24 / 1e6, "w5_frames": args.small_frames, "random": args.random,
+                      "frames": frames, "cadence": k}}
+
+
+TARGETS = [  # (row, ours, peer, how the ratio reads, target)
+    ("W1 append", "W1 ours durable=False", "W1 limit", "x limit", 0.85),
+    ("W1 append (durable)", "W1 ours", "W1 limit + fsync", "x limit + fsync", 0.85),
+    ("W1 append", "W1 ours", "W1 tensorstore", "x tensorstore", 2.0),
+    ("W1 append", "W1 ours", "W1 zarr-python", "x zarr-python", None),
+    ("W1 append", "W1 ours", "W1 h5py", "x h5py", None),
+    ("W5 small frames", "W5 ours", "W5 h5py", "x h5py", 8.0),
+    ("W6 sequential read", "W6 ours", "W6 decode limit", "x decode limit", 0.8),
+    ("W6 sequential read", "W6 ours", "W6 h5py", "x h5py", 2.0),
+    ("W7 whole block read", "W7 ours", "W7 decode limit", "x decode limit", 0.8),
+    ("W7 whole block read", "W7 ours", "W7 h5py", "x h5py (ds[...])", None),
+    ("W2 random frames", "W2 ours", "W2 tensorstore", "x tensorstore", 1.4),
+    ("W2 random frames", "W2 ours", "W2 zarr-python", "x zarr-python", None),
+    ("W2 random frames", "W2 ours", "W2 h5py", "x h5py", None),
+]
+
+
+def ratios(result: Dict[str, Any], which: str = "times") -> List[Tuple[str, str, float, Optional[float], float, float]]:
+    """(row, how, ratio, target, lowest, highest): the ratio peer / ours of the medians of the
+    run, and the range of the per-round ratios (ours and the peer ran back to back)."""
+    values = result[which]
+    out = []
+    for row, ours, peer, how, target in TARGETS:
+        if ours in values and peer in values:
+            per_round = [p / o for p, o in zip(values[peer], values[ours])]
+            out.append((row, how, statistics.median(values[peer]) / statistics.median(values[ours]), target,
+                        min(per_round), max(per_round)))
+    return out
+
+
+def report(result: Dict[str, Any]) -> str:
+    med, sizes = result["medians"], result["sizes"]
+    lines = [f"python {result['python']}, numpy {result['numpy']}; medians of {result['args']['repeats']} "
+             f"rounds (each workload's cases back to back, in a random order per round; reads: the fastest of "
+             f"{result['args'].get('best_of', 1)} per round); load average "
+             f"(1 min) during the run {min(l[0] for l in result['load']):.1f}-{max(l[0] for l in result['load']):.1f}; "
+             f"K = {sizes['cadence']}", "", "| measure | time (median) | CPU time (median) | rate |", "|---|---:|---:|---:|"]
+    for name, seconds in med.items():
+        w = name.split()[0]
+        rate = {"W1": f"{sizes['w1_mb'] / seconds:.0f} MB/s raw", "W5": f"{seconds / sizes['w5_frames'] * 1e6:.1f} µs/frame",
+                "W2": f"{sizes['random'] / seconds:.0f} frames/s", "W6": f"{sizes['frames'] / seconds:.0f} frames/s",
+                "W7": f"{sizes['w1_mb'] / seconds:.0f} MB/s"}.get(w, "")
+        lines.append(f"| {name} | {seconds * 1000:.1f} ms | {statistics.median(result['cpu'][name]) * 1000:.1f} ms | {rate} |")
+    lines += ["", "| workload | ratio | wall (per-round range) | CPU time | target |", "|---|---|---:|---:|---:|"]
+    for (row, how, value, target, low, high), (_, _, cpu_value, _, _, _) in zip(ratios(result), ratios(result, "cpu")):
+        mark = "" if target is None else (" met" if value >= target else " MISSED")
+        lines.append(f"| {row} | {how} | {value:.2f}x ({low:.2f}-{high:.2f}) | {cpu_value:.2f}x |"
+                     f"{'' if target is None else f' >= {target}x{mark}'} |")
+    memory = result.get("memory") or {}
+    if "writer" in memory:
+        (f1, (b1, p1)), (f2, (b2, p2)) = sorted((int(k), v) for k, v in memory["writer"].items())
+        lines.append(f"\nwriter peak RSS: {p1:.0f} MiB for {f1} frames, {p2:.0f} MiB for {f2} frames "
+                     f"({abs(p2 - p1) / p1 * 100:.1f} % apart; RSS before the appends {b1:.0f} / {b2:.0f} MiB)")
+    if "iteration" in memory:
+        base, peak, most = memory["iteration"]
+        lines.append(f"sequential iteration: at most {most:.0f} inner chunks per column held by the reader's cache; "
+                     f"RSS {base:.0f} MiB before, peak {peak:.0f} MiB ({peak - base:.0f} MiB during the iteration)")
+    return "\n".join(lines)
+
+
+def summarize(paths: List[str]) -> str:
+    results = [json.load(open(p)) for p in paths]
+    rows: Dict[Tuple[str, str], List[float]] = {}
+    targets: Dict[Tuple[str, str], Optional[float]] = {}
+    cpu: Dict[Tuple[str, str], List[float]] = {}
+    for result in results:
+        for row, how, value, target, _, _ in ratios(result):
+            rows.setdefault((row, how), []).append(value)
+            targets[(row, how)] = target
+        for row, how, value, _, _, _ in ratios(result, "cpu"):
+            cpu.setdefault((row, how), []).append(value)
+    lines = ["| workload | ratio | " + " | ".join(f"run {i + 1}" for i in range(len(results)))
+             + " | median (spread) | CPU time (median) | target |",
+             "|---|---|" + "---:|" * (len(results) + 3)]
+    for (row, how), values in rows.items():
+        target = targets[(row, how)]
+        middle = statistics.median(values)
+        mark = "" if target is None else (" met" if middle >= target else " missed")
+        lines.append(f"| {row} | {how} | " + " | ".join(f"{v:.2f}x" for v in values)
+                     + f" | {middle:.2f}x ({min(values):.2f}-{max(values):.2f}) | {statistics.median(cpu[(row, how)]):.2f}x | "
+                     + ("—" if target is None else f">= {target}x{mark}") + " |")
+    lines.append("")
+    lines.append("load averages (1 min) during the runs: " + "; ".join(
+        f"run {i + 1}: {min(l[0] for l in r['load']):.1f}-{max(l[0] for l in r['load']):.1f}" for i, r in enumerate(results)))
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -159,64 +599,26 @@ def main() -> int:
     parser.add_argument("--atoms", type=int, default=10_000)
     parser.add_argument("--frames", type=int, default=500)
     parser.add_argument("--random", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--small-atoms", type=int, default=64)
+    parser.add_argument("--small-frames", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--best-of", type=int, default=3,
+                        help="W2/W6/W7: each case's figure in a round is the fastest of this many back-to-back reads")
+    parser.add_argument("--dir", default=None, help="parent of the scratch directory")
+    parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--json", default=None, help="write the results (times, medians, memory, load) here")
+    parser.add_argument("--summarize", nargs="+", default=None, metavar="JSON",
+                        help="print the spread of the ratios over earlier runs' JSON files and exit")
     args = parser.parse_args()
-    peers = []
-    for kind, module in (("zarr-python", "zarr"), ("tensorstore", "tensorstore")):
-        try:
-            __import__(module)
-            peers.append(kind)
-        except ImportError:
-            print(f"note: {kind} not importable, skipped")
-    raw_mb = args.atoms * args.frames * 3 * 8 / 1e6
-    picks = np.random.default_rng(42).integers(0, args.frames, args.random)
-    times: Dict[str, List[float]] = {}
-    data = [frame_values(i, args.atoms) for i in range(args.frames)]  # generated once, outside the timings
-    quantized = [{c: round_to_precision(v, PRECISION) for c, v in d.items()} for d in data]
-    work = tempfile.mkdtemp(prefix="molrec-traj-bench-")
-    try:
-        for rep in range(args.repeats):
-            ours = os.path.join(work, f"r{rep}.mrec")
-            t0 = time.perf_counter()
-            ours_write(ours, data)
-            times.setdefault("append molrec_raw", []).append(time.perf_counter() - t0)
-            geo = geometry(ours)
-            with MrecReader(ours) as reader:
-                t0 = time.perf_counter()
-                for i in picks:
-                    reader[int(i)]
-                times.setdefault("random molrec_raw", []).append(time.perf_counter() - t0)
-                expect = reader[int(picks[0])].blocks["atoms"].columns["x"]
-            for kind in peers:
-                path = os.path.join(work, f"{kind}{rep}")
-                t0 = time.perf_counter()
-                peer_write(kind, path, quantized, geo)
-                times.setdefault(f"append {kind}", []).append(time.perf_counter() - t0)
-                read = peer_reader(kind, path)
-                t0 = time.perf_counter()
-                for i in picks:
-                    read(int(i), args.atoms)
-                times.setdefault(f"random {kind}", []).append(time.perf_counter() - t0)
-                assert np.array_equal(np.asarray(read(int(picks[0]), args.atoms)[0]), expect), kind
-            print(f"rep {rep + 1}: " + "  ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\n{args.atoms} atoms x {args.frames} frames (x, y, z f64, precision {PRECISION}); {raw_mb:.0f} MB raw; "
-          f"medians of {args.repeats}; warm cache")
-    print("| measure | molrec_raw | " + " | ".join(peers) + " | " + " | ".join(f"ratio {p}/ours" for p in peers) + " |")
-    print("|---|---:|" + "---:|" * (2 * len(peers)))
-    ours_append = med["append molrec_raw"]
-    row = f"| append (MB/s raw) | {raw_mb / ours_append:.0f} | " + " | ".join(f"{raw_mb / med[f'append {p}']:.0f}" for p in peers)
-    print(row + " | " + " | ".join(f"{med[f'append {p}'] / ours_append:.2f}x" for p in peers) + " |")
-    ours_random = med["random molrec_raw"]
-    row = f"| random access (frames/s) | {args.random / ours_random:.0f} | " + " | ".join(
-        f"{args.random / med[f'random {p}']:.0f}" for p in peers)
-    print(row + " | " + " | ".join(f"{med[f'random {p}'] / ours_random:.2f}x" for p in peers) + " |")
-    base, peak = peak_rss_of_writer(args.atoms, args.frames)
-    print(f"\npeak RSS of a child process running only the molrec_raw writer: {peak:.0f} MiB, of which "
-          f"{peak - base:.0f} MiB came during the {args.frames} appends (one frame of input is "
-          f"{args.atoms * 3 * 8 / 2**20:.2f} MiB, each generated just before its append)")
+    if args.summarize:
+        print(summarize(args.summarize))
+        return 0
+    result = run(args)
+    print()
+    print(report(result))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
     return 0
 
 

@@ -47,7 +47,8 @@ class Block:
 
     def __post_init__(self) -> None:
         if self.count is None:  # left None when the columns disagree: the writer refuses it
-            lengths = {np.shape(c)[0] if np.ndim(c) else None for c in self.columns.values()}
+            lengths = {(c.shape[0] if c.ndim else None) if type(c) is np.ndarray else
+                       (np.shape(c)[0] if np.ndim(c) else None) for c in self.columns.values()}
             if not lengths:
                 self.count = 0
             elif len(lengths) == 1 and (length := next(iter(lengths))) is not None:

@@ -7,7 +7,7 @@ never re-rounds (``#14.27``).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -73,8 +73,10 @@ def quantum(p: Any) -> float:
     return math.ldexp(1.0, math.frexp(float(p))[1] - 1)
 
 
-def round_to_precision(values: np.ndarray, p: Any) -> np.ndarray:
-    """The stored copy of ``values`` under precision ``p`` (§8, ``#14.45``); a new array.
+def round_to_precision(values: np.ndarray, p: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """The stored copy of ``values`` under precision ``p`` (§8, ``#14.45``); a new array, or
+    ``out`` (a float64 array of the same shape, not sharing memory with ``values``: a writer
+    reusing one buffer from commit to commit) filled and returned.
 
     NaN (bits kept), ±inf and |x| ≥ 2^52·q unchanged; else roundTiesToEven(x/q)·q with the
     sign of x (so −q/2 ≤ x < 0 gives −0.0).  Idempotent.  Spec gap: where that product
@@ -85,7 +87,11 @@ def round_to_precision(values: np.ndarray, p: Any) -> np.ndarray:
     if not _is_f64(x.dtype):
         raise SpecViolationError(f"precision needs f64 values, not {x.dtype}", rule=R_DTYPE)
     x = x.astype(np.float64, copy=False)
-    rounded = np.empty(x.shape, np.float64)  # a new array, also for 0-d input
+    if out is None:
+        rounded = np.empty(x.shape, np.float64)  # a new array, also for 0-d input
+    else:
+        assert out.shape == x.shape and out.dtype == np.float64 and not np.shares_memory(out, x), "a separate float64 buffer"
+        rounded = out
     with np.errstate(invalid="ignore", over="ignore"):
         # x·(1/q) equals x/q exactly (q is a power of two); rint keeps the sign of zero, so a
         # small negative becomes −0.0 without a copysign pass.  Where |x| ≥ 2^52·q, x/q is

@@ -13,7 +13,7 @@ import itertools
 import struct
 from concurrent.futures import ThreadPoolExecutor
 from math import prod
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,12 +21,16 @@ from molrec_raw.errors import (
     CorruptDataError, InvalidValueError, MolrecError, ResourceLimitError,
 )
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline
-from molrec_raw.zarr.indexing import finish, normalize_selection, project, selection_shape
+from molrec_raw.zarr.codecs.base import Buffer
+from molrec_raw.zarr.codecs.batch import DecodeJob, Item, decode_batch, decode_each, encode_batch, join_item
+from molrec_raw.zarr.codecs.sharding import ShardWrite
+from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
+from molrec_raw.zarr.indexing import covers, finish, normalize_selection, project, selection_shape
 from molrec_raw.zarr.metadata import ArrayMetadata
 from molrec_raw.zarr.node import Node
 from molrec_raw.zarr.store import Store
 
-__all__ = ["Array", "ValueReader"]
+__all__ = ["Array", "Landing", "ValueReader", "prepare_landings", "read_many"]
 
 _STRING_ITEM_BYTES = 16  # memory estimate per element of an object array of str
 _MAX_MEMOS = 4096  # values whose derived facts (shard indexes) an array remembers
@@ -56,19 +60,144 @@ class ValueReader:
         return self.store.size(self.key)
 
 
-def _batched(pool: ThreadPoolExecutor, threads: int) -> Callable[[Callable[[Any], Any], Iterable[Any]], Iterator[Any]]:
-    """A ``map`` over a shard's inner chunks that hands each thread one contiguous run of
-    them: one task per thread instead of one per inner chunk keeps the GIL hand-offs (and
-    the executor's per-task cost) out of the encode loop — per-chunk tasks measured no
-    faster than one thread on 2 cores, runs 1.4-1.6x faster."""
-    def each(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-        work = list(items)
-        if len(work) < 2:
-            return map(fn, work)
-        size = -(-len(work) // threads)
-        runs = [work[i:i + size] for i in range(0, len(work), size)]
-        return (result for run in pool.map(lambda part: [fn(item) for item in part], runs) for result in run)
-    return each
+def _uses_zstd(pipeline: CodecPipeline) -> bool:
+    """Does the chunk chain (inside the shard, when sharded) run zstd?  Its batches are then
+    threaded inside zstandard (codecs/batch.py) and need no Python pool."""
+    inner = pipeline.sharding.inner if pipeline.sharding is not None else pipeline
+    return any(isinstance(codec, ZstdCodec) for codec in inner.bytes_codecs)
+
+
+def _runs(count: int, parts: int) -> List[Tuple[int, int]]:
+    """``count`` items as at most ``parts`` contiguous ``(start, stop)`` runs."""
+    size = max(1, -(-count // max(1, parts)))
+    return [(i, min(count, i + size)) for i in range(0, count, size)]
+
+
+# A read or write of at least this many chunk bytes, with threads, is split into one
+# contiguous run of chunks per thread of a Python pool, each run coded on its thread (the
+# shuffle copies, zstd and crc32c all release the GIL).  Below it — a trajectory commit, a
+# frame's chunks — zstd's batch API threads inside C and no pool is started.  Measured on 2
+# cores (bench/zarr_layer.py W3, 256 MiB, same run): the batch path alone wrote the shuffle
+# chain in 400 ms and read it in 350 ms; the runs on a pool take 265 / 165-200 ms, as the
+# per-chunk path of main did (spec-notes/zarr.md, "Batch codec path").
+POOL_BYTES = 16 * 1024 * 1024
+
+
+def _pooled(nbytes: int, threads: int, count: int, chained_zstd: bool) -> bool:
+    """Code ``count`` chunks of ``nbytes`` in all as runs on a Python pool?  Always for a
+    chain without zstd (gzip releases the GIL, but has no batch API), for zstd from
+    ``POOL_BYTES`` on."""
+    return threads > 1 and count > 1 and (not chained_zstd or nbytes >= POOL_BYTES)
+
+
+def _encode_groups(groups: List[Tuple[CodecPipeline, Any]], threads: int) -> List[List[Item]]:
+    """``encode_batch`` of ``groups``, or (see :data:`POOL_BYTES`) one contiguous run of
+    chunks per thread of a Python pool — one task per thread: per-chunk tasks measured no
+    faster than one thread on 2 cores."""
+    total = sum(len(chunks) for _, chunks in groups)
+    nbytes = sum(len(chunks) * (pipeline.spec.nbytes or 0) for pipeline, chunks in groups)
+    if not _pooled(nbytes, threads, total, any(_uses_zstd(pipeline) for pipeline, _ in groups)):
+        return encode_batch(groups, threads)
+    pieces = [(g, lo, hi) for g, (_, chunks) in enumerate(groups) for lo, hi in _runs(len(chunks), threads)]
+    spans = _runs(len(pieces), threads)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        done = list(pool.map(lambda span: encode_batch(
+            [(groups[g][0], groups[g][1][lo:hi]) for g, lo, hi in pieces[span[0]:span[1]]], 1), spans))
+    out: List[List[Item]] = [[] for _ in groups]
+    for (first, last), results in zip(spans, done):
+        for (g, _, _), items in zip(pieces[first:last], results):
+            out[g].extend(items)
+    return out
+
+
+# Chunk data planned per write wave: a wave's encoded chunks are held until its values are
+# written (encoding itself runs in smaller waves, codecs/batch.py).
+PLAN_WAVE_BYTES = 64 * 1024 * 1024
+
+
+def _waves(plans: List[Any]) -> List[List[Any]]:
+    """Consecutive plans of at most ``PLAN_WAVE_BYTES`` of chunk data each (one at least)."""
+    waves: List[List[Any]] = [[]]
+    size = 0
+    for plan in plans:
+        if waves[-1] and size + plan.nbytes > PLAN_WAVE_BYTES:
+            waves.append([])
+            size = 0
+        waves[-1].append(plan)
+        size += plan.nbytes
+    return waves
+
+
+class _ChunkWrite:
+    """One stored value (a chunk, or a shard) a write replaces: ``shard`` is the sharding
+    codec's plan, else ``chunk`` the new chunk (None: all fill, the value is deleted)."""
+
+    __slots__ = ("key", "pipeline", "shard", "chunk", "positional")
+
+    def __init__(self, key: str, pipeline: CodecPipeline, shard: Optional[ShardWrite], chunk: Optional[np.ndarray],
+                 positional: bool) -> None:
+        self.key, self.pipeline, self.shard, self.chunk, self.positional = key, pipeline, shard, chunk, positional
+
+    @property
+    def group(self) -> Tuple[CodecPipeline, Any]:
+        if self.shard is not None:
+            return self.shard.group
+        return self.pipeline, ([] if self.chunk is None else [self.chunk])
+
+    @property
+    def nbytes(self) -> int:
+        if self.shard is not None:
+            chunks = self.shard.chunks
+            return int(chunks.nbytes) if isinstance(chunks, np.ndarray) else sum(int(c.nbytes) for c in chunks)
+        return 0 if self.chunk is None else int(self.chunk.nbytes)
+
+
+class Landing:
+    """The chunk bytes of one array write, encoded and ready: :meth:`land` writes them
+    (data only — zarr.json is the caller's, :meth:`Array.publish`) and returns the keys.
+    Made by :func:`prepare_landings`, which encodes several arrays' writes in one batch."""
+
+    def __init__(self, array: "Array", plans: List[_ChunkWrite], encoded: List[List[Item]]) -> None:
+        self.array, self.plans, self.encoded = array, plans, encoded
+
+    def land(self, durable: bool = False) -> List[str]:
+        return [self.array._finish_write(plan, items, durable) for plan, items in zip(self.plans, self.encoded)]
+
+
+def prepare_landings(requests: Sequence[Tuple["Array", Any, Any, Optional[Tuple[int, ...]]]],
+                     threads: int = 1) -> List[Landing]:
+    """Positional writes ``(array, selection, value, shape)`` of several arrays (each at most
+    once), planned and encoded together — one zstd batch for every inner chunk of all of
+    them — in waves of bounded size; nothing is written until each ``Landing.land()``, so
+    the caller keeps its order of data and metadata writes.  ``shape`` lets the data land
+    beyond the published shape (see :meth:`Array.land`)."""
+    plans = [arr._plan_writes(sel, value, arr.metadata if shape is None else arr.metadata.with_shape(tuple(shape)), True)
+             for arr, sel, value, shape in requests]
+    flat = [plan for arr_plans in plans for plan in arr_plans]
+    encoded: List[List[Item]] = []
+    for wave in _waves(flat):
+        encoded.extend(_encode_groups([plan.group for plan in wave], threads))
+    out, at = [], 0
+    for (arr, _, _, _), arr_plans in zip(requests, plans):
+        out.append(Landing(arr, arr_plans, encoded[at:at + len(arr_plans)]))
+        at += len(arr_plans)
+    return out
+
+
+def read_many(requests: Sequence[Tuple["Array", Any, Optional[np.ndarray]]], threads: int = 1) -> List[np.ndarray]:
+    """Selections of several arrays read with one decode batch (zstd on up to ``threads``
+    threads): ``(array, selection, out)`` with ``out`` None (a new array) or a writable
+    array of the selection's shape and dtype, any strides — the result is written into it.
+    Returns each result (``out`` itself when given)."""
+    jobs: List[DecodeJob] = []
+    results = []
+    for arr, selection, out in requests:
+        result, found = arr._read_jobs(selection, out)
+        results.append(result)
+        jobs.extend(found)
+    if jobs:
+        decode_batch(jobs, threads)
+    return results
 
 
 class Array(Node):
@@ -178,23 +307,23 @@ class Array(Node):
                 memo = self._memos[key] = {}
         return ValueReader(self.store, key, memo)
 
-    def _run(self, work: Callable[[Any, Any], None], tasks: List[Any]) -> None:
-        """Run ``work(task, each)`` for every chunk: several chunks share the thread pool;
-        a single sharded chunk hands the pool down to its inner chunks instead."""
-        parallel = self.threads > 1 and (len(tasks) > 1 or (tasks and self.pipeline.sharding is not None))
-        if not parallel:
-            for task in tasks:
-                work(task, map)
-            return
-        with ThreadPoolExecutor(max_workers=self.threads) as pool:
-            if len(tasks) == 1:
-                work(tasks[0], _batched(pool, self.threads))
-            else:
-                for _ in pool.map(lambda task: work(task, map), tasks):
-                    pass
-
     # -- reading ------------------------------------------------------------
     def __getitem__(self, selection: Any) -> Any:
+        result, jobs = self._read_jobs(selection, None)
+        self._decode(jobs)
+        return result[()] if result.ndim == 0 else result
+
+    def read_into(self, selection: Any, out: np.ndarray, *, threads: Optional[int] = None) -> np.ndarray:
+        """Read ``selection`` into ``out`` (a writable array of its shape and dtype, any
+        strides, e.g. one column of an interleaved result); returns ``out``."""
+        _, jobs = self._read_jobs(selection, out)
+        self._decode(jobs, threads)
+        return out
+
+    def _read_jobs(self, selection: Any, out: Optional[np.ndarray]) -> Tuple[np.ndarray, List[DecodeJob]]:
+        """Fetch the stored values ``selection`` needs (chunks, or the inner chunks of each
+        shard) and return the result array and its decode jobs; fill values are written at
+        once.  A latency-bound store fetches several shards at a time."""
         metadata = self.metadata
         dims = normalize_selection(selection, metadata.shape)
         out_shape = selection_shape(dims)
@@ -204,22 +333,60 @@ class Array(Node):
                 f"selection of shape {out_shape} exceeds the read limit of {self.limits.max_read_bytes} bytes"
             ))
         self._check_chunk_size(metadata)
-        out = np.empty(out_shape, dtype=metadata.dtype.numpy)
+        if out is None:
+            result = np.empty(out_shape, dtype=metadata.dtype.numpy)
+        else:
+            if out.shape != out_shape or out.dtype != metadata.dtype.numpy:
+                raise self._context(InvalidValueError(
+                    f"read_into needs an array of shape {out_shape} and dtype {metadata.dtype.numpy}, "
+                    f"got {out.shape} {out.dtype}"))
+            result = out
+        target = finish(result, dims)  # chunks are read ascending; a flipped view puts them in place
         pipeline = self.pipeline
+        spec = pipeline.spec
 
-        def work(task: Tuple[Tuple[int, ...], Tuple[Any, ...], Tuple[slice, ...]], each: Any) -> None:
+        def plan(task: Tuple[Tuple[int, ...], Tuple[Any, ...], Tuple[slice, ...]]) -> List[DecodeJob]:
             coords, local, out_sel = task
             key = self.chunk_key(coords)
+            part = target[out_sel + (Ellipsis,)]
             try:
-                pipeline.read_into(self._value_reader(key), local, out[out_sel + (Ellipsis,)], each)
+                if pipeline.sharding is not None:
+                    jobs = pipeline.sharding.plan_read(self._value_reader(key), local, part)
+                else:
+                    data = self.store.get(key)
+                    if data is None:
+                        part[...] = spec.fill_value
+                        return []
+                    whole = part.shape == spec.shape and covers(local, spec.shape)
+                    jobs = [DecodeJob(pipeline, data, part, None if whole else local)]
             except MolrecError as exc:
                 raise self._context(exc, key) from None
             except (ValueError, TypeError, IndexError, OverflowError, struct.error) as exc:
                 raise self._context(CorruptDataError(f"cannot decode chunk: {exc}"), key) from None
+            for job in jobs:
+                job.key, job.owner = key, self
+            return jobs
 
-        self._run(work, list(project(dims, metadata.chunk_shape)))
-        result = finish(out, dims)
-        return result[()] if result.ndim == 0 else result
+        tasks = list(project(dims, metadata.chunk_shape))
+        if self.store.concurrency > 1 and self.threads > 1 and len(tasks) > 1:
+            with ThreadPoolExecutor(max_workers=min(self.threads, len(tasks))) as pool:
+                planned = list(pool.map(plan, tasks))
+        else:
+            planned = [plan(task) for task in tasks]
+        return result, [job for jobs in planned for job in jobs]
+
+    def _decode(self, jobs: List[DecodeJob], threads: Optional[int] = None) -> None:
+        """Decode the jobs of one read: one batch (zstd threaded inside zstandard), or — a
+        chain without zstd, or from :data:`POOL_BYTES` on — one contiguous run of jobs per
+        thread of a Python pool, each job straight into its target."""
+        threads = self.threads if threads is None else threads
+        nbytes = sum(job.pipeline.spec.nbytes or 0 for job in jobs)
+        if _pooled(nbytes, threads, len(jobs), _uses_zstd(self.pipeline)):
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                for _ in pool.map(lambda span: decode_each(jobs[span[0]:span[1]]), _runs(len(jobs), threads)):
+                    pass
+        elif jobs:
+            decode_batch(jobs, threads)
 
     def check_written(self, length: int, *, strict: bool = False) -> None:
         """Refuse when rows ``[0, length)`` (leading axis) were not all landed in the
@@ -273,7 +440,9 @@ class Array(Node):
         metadata = self.metadata if shape is None else self.metadata.with_shape(tuple(shape))
         if positional and self.pipeline.sharding is None:
             raise self._context(InvalidValueError("positional writes need a sharded array"))
-        return self._write(selection, value, metadata, positional=positional, durable=durable)
+        if positional:
+            return prepare_landings([(self, selection, value, shape)], self.threads)[0].land(durable)
+        return self._write(selection, value, metadata, durable=durable)
 
     def publish(self, shape: Optional[Tuple[int, ...]] = None, *, durable: bool = False) -> str:
         """Replace ``zarr.json`` atomically (with a new ``shape``; ``durable`` as in
@@ -284,7 +453,18 @@ class Array(Node):
 
     def _write(self, selection: Any, value: Any, metadata: ArrayMetadata, positional: bool = False,
                durable: bool = False) -> List[str]:
-        """Land chunk bytes for ``selection`` under ``metadata``'s shape; return keys touched."""
+        """Land chunk bytes for ``selection`` under ``metadata``'s shape; return keys touched.
+        Chunks are encoded in batches (codecs/batch.py), in waves of bounded size."""
+        plans = self._plan_writes(selection, value, metadata, positional)
+        touched: List[str] = []
+        for wave in _waves(plans):
+            encoded = _encode_groups([plan.group for plan in wave], self.threads)
+            touched.extend(self._finish_write(plan, items, durable) for plan, items in zip(wave, encoded))
+        return touched
+
+    def _plan_writes(self, selection: Any, value: Any, metadata: ArrayMetadata, positional: bool) -> List[_ChunkWrite]:
+        """What a write of ``value`` at ``selection`` replaces, chunk by chunk (or shard by
+        shard), with the chunk contents to encode; partial chunks are read here."""
         self._check_chunk_size(metadata)
         dims = normalize_selection(selection, metadata.shape)
         target = selection_shape(dims)
@@ -295,33 +475,48 @@ class Array(Node):
             raise self._context(InvalidValueError(f"cannot store value of this shape/type: {exc}")) from None
         data = finish(data, dims)  # undo negative steps so chunks see ascending order
         pipeline = self.pipeline
+        if positional and pipeline.sharding is None:
+            raise self._context(InvalidValueError("positional writes need a sharded array"))
         shape, chunk_shape = metadata.shape, metadata.chunk_shape
-        touched: List[str] = []
-
-        def work(task: Tuple[Tuple[int, ...], Tuple[Any, ...], Tuple[slice, ...]], each: Any) -> None:
-            coords, local, out_sel = task
+        plans: List[_ChunkWrite] = []
+        for coords, local, out_sel in project(dims, chunk_shape):
             key = self.chunk_key(coords)
             extent = tuple(min(c, s - k * c) for c, s, k in zip(chunk_shape, shape, coords))
+            part = data[out_sel + (Ellipsis,)]
             try:
-                if positional:
-                    assert pipeline.sharding is not None  # land() refuses positional writes otherwise
-                    pipeline.sharding.write_positional(
-                        self.store, key, local, data[out_sel + (Ellipsis,)], extent, each)
-                    touched.append(key)
-                    return
-                encoded = pipeline.write(self._reader(key), local, data[out_sel + (Ellipsis,)], extent, each)
-                if encoded is None:
-                    self.store.delete(key)
-                elif durable:
-                    self.store.replace_durable(key, encoded)
+                if pipeline.sharding is not None:
+                    shard = (pipeline.sharding.plan_positional(self.store, key, local, part, extent) if positional
+                             else pipeline.sharding.plan_write(self._reader(key), local, part, extent))
+                    plans.append(_ChunkWrite(key, pipeline.sharding.inner, shard, None, positional))
                 else:
-                    self.store.set(key, encoded)
+                    chunk = pipeline.updated_chunk(self._reader(key), local, part, extent)
+                    plans.append(_ChunkWrite(key, pipeline, None, chunk, False))
             except MolrecError as exc:
                 raise self._context(exc, key) from None
-            touched.append(key)
+        return plans
 
-        self._run(work, list(project(dims, chunk_shape)))
-        return touched
+    def _finish_write(self, plan: _ChunkWrite, encoded: List[Item], durable: bool) -> str:
+        """Store one planned value from its encoded chunks; returns its key."""
+        key = plan.key
+        try:
+            if plan.positional:
+                assert plan.shard is not None and self.pipeline.sharding is not None, "positional writes are sharded"
+                self.pipeline.sharding.finish_positional(self.store, plan.shard, encoded)
+                return key
+            if plan.shard is not None:
+                assert self.pipeline.sharding is not None, "a shard plan comes from the sharding codec"
+                value: Optional[Buffer] = self.pipeline.sharding.finish_write(plan.shard, encoded)
+            else:
+                value = None if plan.chunk is None else join_item(encoded[0])
+            if value is None:
+                self.store.delete(key)
+            elif durable:
+                self.store.replace_durable(key, value)
+            else:
+                self.store.set(key, value)
+        except MolrecError as exc:
+            raise self._context(exc, key) from None
+        return key
 
     def _publish(self, metadata: ArrayMetadata, durable: bool = False) -> None:
         """Write zarr.json by atomic replace, then adopt it in memory."""

@@ -5,51 +5,120 @@ change detection, validation against the pin, and how a reader finds the committ
 from __future__ import annotations
 
 from math import prod
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from molrec_raw.errors import InvalidValueError, SpecViolationError
-from molrec_raw.record.columns import VOCABULARY, ZARR_TO_COLUMN, as_column, column_dtype_of
+from molrec_raw.record.columns import COLUMN_DTYPES, VOCABULARY, ZARR_TO_COLUMN, as_column, column_dtype_of
 from molrec_raw.record.model import Block
 from molrec_raw.record.precision import round_to_precision
 from molrec_raw.record.trajectory.common import spec_error
-from molrec_raw.record.trajectory.schema import BlockSpec
+from molrec_raw.record.trajectory.schema import BlockSpec, ColumnSpec
 from molrec_raw.record.trajectory.storage import prefix_below
 from molrec_raw.zarr import Array, Group
 
 
 class Update:
-    __slots__ = ("ordinal", "rows", "columns", "masks")
+    """One buffered (or the last committed) block update.  ``columns`` of a pending update
+    are views into the block's commit buffers; precision columns hold the values as given
+    until the commit rounds them (all of a commit's rows at once).  ``tentative``: the
+    update differs from the one before it only in precision columns before rounding — the
+    commit decides whether it is an update at all (its rounded values may repeat)."""
 
-    def __init__(self, ordinal: int, rows: int, columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray]) -> None:
+    __slots__ = ("ordinal", "rows", "columns", "masks", "tentative")
+
+    def __init__(self, ordinal: int, rows: int, columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray],
+                 tentative: bool = False) -> None:
         self.ordinal, self.rows, self.columns, self.masks = ordinal, rows, columns, masks
+        self.tentative = tentative
+
+
+def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:
+    """Bitwise equality of two arrays (dtype, shape, every bit; strings by value)."""
+    if x.dtype != y.dtype or x.shape != y.shape:
+        return False
+    if x.dtype == object:
+        return bool(x.ravel().tolist() == y.ravel().tolist())
+    if x.size:  # moving coordinates differ at once: one value first (a NaN decides nothing)
+        a = x.item(0)
+        if a != y.item(0) and a == a:
+            return False
+    return x.tobytes() == y.tobytes()
+
+
+SAME, CHANGED, TENTATIVE = 0, 1, 2
+
+
+def compare(base: Update, update: Update, precise: AbstractSet[str] = frozenset()) -> int:
+    """Bitwise change detection (§6, ``trajectory#I15``) of ``update`` against ``base``:
+    ``SAME``, ``CHANGED``, or ``TENTATIVE`` when only the ``precise`` (precision) columns
+    differ as given — their stored values are rounded, and the rounded ones may not differ.
+    Rows, values and masks (absent = all-true) count."""
+    if base.rows != update.rows:
+        return CHANGED
+    before = base.columns
+    if before.keys() != update.columns.keys():
+        return CHANGED
+    if base.masks or update.masks:
+        for c in set(base.masks) | set(update.masks):
+            ma, mb = base.masks.get(c), update.masks.get(c)
+            ma = np.ones(base.rows, bool) if ma is None else ma
+            mb = np.ones(update.rows, bool) if mb is None else mb
+            if not np.array_equal(ma, mb):
+                return CHANGED
+    verdict = SAME
+    for c, x in update.columns.items():
+        if c in precise:
+            if verdict == SAME and not _same_bits(before[c], x):
+                verdict = TENTATIVE
+        elif not _same_bits(before[c], x):
+            return CHANGED
+    return verdict
 
 
 def same_content(a: Update, b: Update) -> bool:
     """Bitwise equality (§6, ``trajectory#I15``): rows, values, masks (absent = all-true)."""
-    if a.rows != b.rows or a.columns.keys() != b.columns.keys():
-        return False
-    for c, x in a.columns.items():
-        y = b.columns[c]
-        if x.dtype != y.dtype or x.shape != y.shape:
-            return False
-        if x.dtype == object:
-            if x.ravel().tolist() != y.ravel().tolist():
-                return False
-        else:
-            fx, fy = x.ravel(), y.ravel()  # moving coordinates differ at once: test one value first
-            if fx[:1].tobytes() != fy[:1].tobytes() or fx.tobytes() != fy.tobytes():
-                return False
-    for c in set(a.masks) | set(b.masks):
-        ma, mb = a.masks.get(c), b.masks.get(c)
-        if ma is None and mb is None:
-            continue
-        ma = np.ones(a.rows, bool) if ma is None else ma
-        mb = np.ones(b.rows, bool) if mb is None else mb
-        if not np.array_equal(ma, mb):
-            return False
-    return True
+    return compare(a, b) == SAME
+
+
+class ColumnBuffer:
+    """The rows of one column's pending updates, side by side, in a buffer reused from
+    commit to commit (grown by doubling when a commit holds more): a commit rounds and lands
+    them in one piece, and an append copies the caller's values in once."""
+
+    def __init__(self, dtype: np.dtype, trailing: Tuple[int, ...]) -> None:
+        self.dtype, self.trailing = dtype, trailing
+        self.data = np.empty((0,) + trailing, dtype)
+        self.used = 0
+        self._rounded: Optional[np.ndarray] = None  # the rounded rows of a precision column
+
+    def reserve(self, rows: int) -> None:
+        if rows > self.data.shape[0]:
+            grown = np.empty((max(rows, 2 * self.data.shape[0]),) + self.trailing, self.dtype)
+            grown[:self.used] = self.data[:self.used]
+            self.data = grown
+
+    def rounded(self, precision: float) -> np.ndarray:
+        """The held rows on the precision grid, in a second buffer reused from commit to
+        commit (valid until the next commit's rounding)."""
+        if self._rounded is None or self._rounded.shape[0] < self.data.shape[0]:
+            self._rounded = np.empty_like(self.data)
+        return round_to_precision(self.rows(), precision, out=self._rounded[:self.used])
+
+    def add(self, values: np.ndarray) -> np.ndarray:
+        """Copy ``values`` in after the rows held; their view in the buffer."""
+        start = self.used
+        end = start + values.shape[0]
+        if end > self.data.shape[0]:
+            self.reserve(end)
+        view = self.data[start:end]
+        view[...] = values
+        self.used = end
+        return view
+
+    def rows(self) -> np.ndarray:
+        return self.data[:self.used]
 
 
 class BlockWriter:
@@ -69,6 +138,15 @@ class BlockWriter:
         self.total = 0  # committed rows
         self.pending: List[Update] = []
         self.last: Optional[Update] = None
+        self.precise = frozenset(c for c, s in spec.columns.items() if s.precision is not None)
+        # per column: (numpy dtype, ndim, trailing) a caller's array needs to skip conversion
+        self.plain: Dict[str, Tuple[np.dtype, int, Tuple[int, ...]]] = {
+            c: (np.dtype(COLUMN_DTYPES[s.dtype]), 1 + len(s.trailing), tuple(s.trailing))
+            for c, s in spec.columns.items()
+            if s.dtype != "string" and (c not in VOCABULARY or (VOCABULARY[c] == s.dtype and not s.trailing))}
+        self.buffers: Dict[str, ColumnBuffer] = {
+            c: ColumnBuffer(np.dtype(COLUMN_DTYPES[s.dtype]), tuple(s.trailing))
+            for c, s in spec.columns.items() if s.dtype != "string"}
 
     @property
     def nullable(self) -> List[str]:
@@ -80,41 +158,128 @@ class BlockWriter:
         n = self.uniform_rows if self.mode == "regular" else ups[0].rows
         return n > 0 and all(u.ordinal == self.n_updates + k and u.rows == n for k, u in enumerate(ups))
 
+    def base(self) -> Optional[Update]:
+        """What the next update is compared with: the last buffered one, else the last committed."""
+        return self.pending[-1] if self.pending else self.last
+
+    def accept(self, update: Update, tentative: bool) -> None:
+        """Buffer a checked update: its values are copied into the commit buffers (strings
+        copied as they are), so the caller may reuse its arrays."""
+        for column, values in update.columns.items():
+            buffer = self.buffers.get(column)
+            update.columns[column] = values.copy() if buffer is None else buffer.add(values)
+        update.tentative = tentative
+        self.pending.append(update)
+
+    def reserve(self, frames: int, rows: int) -> None:
+        """Size the commit buffers for ``frames`` updates of ``rows`` rows."""
+        for buffer in self.buffers.values():
+            buffer.reserve(frames * rows)
+
+    def take_pending(self) -> Tuple[List[Update], Dict[str, np.ndarray]]:
+        """The pending updates that are updates, and each column's committed rows (precision
+        columns rounded, §8 ``frame-and-types#14.45``: every row of the commit at once);
+        tentative updates whose rounded values repeat the update before them are dropped
+        (§6: an unchanged block is not an update).  Empties the buffers."""
+        ups = self.pending
+        values: Dict[str, np.ndarray] = {}
+        for column, cspec in self.spec.columns.items():
+            buffer = self.buffers.get(column)
+            if buffer is None:
+                values[column] = np.concatenate([u.columns[column] for u in ups]) if ups else np.empty(0, object)
+            elif cspec.precision is not None:
+                values[column] = buffer.rounded(cspec.precision)
+            else:
+                values[column] = buffer.rows()
+        keep = self._repeats(ups, values)
+        if keep is not None:
+            ups = [u for u, k in zip(ups, keep) if k]
+            row_keep = np.repeat(keep, [u.rows for u in self.pending])
+            values = {c: v[row_keep] for c, v in values.items()}
+        return ups, values
+
+    def _repeats(self, ups: List[Update], values: Dict[str, np.ndarray]) -> Optional[np.ndarray]:
+        """Which pending updates stay (None: all): a tentative update goes when every
+        precision column's rounded rows equal those of the update before it (bitwise)."""
+        tentative = np.fromiter((u.tentative for u in ups), bool, len(ups))
+        if not tentative.any():
+            return None
+        bounds = np.cumsum([0] + [u.rows for u in ups])
+        undecided = tentative.copy()
+        rows = ups[0].rows
+        if rows and all(u.rows == rows for u in ups):  # the first values of every update at once
+            for column in self.precise:
+                first = values[column].reshape(len(ups), -1)[:, 0].view(np.uint64)
+                before = np.empty_like(first)
+                before[1:] = first[:-1]
+                if undecided[0]:  # a tentative first update has the last committed one as base
+                    assert self.last is not None, "compare() found a base"
+                    before[0] = self.last.columns[column].reshape(-1)[:1].view(np.uint64)[0]
+                undecided &= first == before
+                if not undecided.any():
+                    return None
+        keep = np.ones(len(ups), bool)
+        for j in np.flatnonzero(undecided):
+            lo, hi = int(bounds[j]), int(bounds[j + 1])
+            same = True
+            for column in self.precise:
+                now = values[column][lo:hi]
+                if j:
+                    prev = values[column][int(bounds[j - 1]):lo]
+                else:
+                    assert self.last is not None, "a first tentative update has a committed base"
+                    prev = self.last.columns[column]
+                if not _same_bits(np.ascontiguousarray(prev), np.ascontiguousarray(now)):
+                    same = False
+                    break
+            keep[j] = not same
+        return None if keep.all() else keep
+
+    def clear_pending(self, ups: List[Update], values: Dict[str, np.ndarray]) -> None:
+        """After a commit: the last update kept as the next base (its own copy of the
+        committed rows), the buffers emptied."""
+        if ups:
+            n = ups[-1].rows
+            tail = {c: v[v.shape[0] - n:].copy() for c, v in values.items()}
+            self.last = Update(ups[-1].ordinal, n, tail, ups[-1].masks)
+        self.pending = []
+        for buffer in self.buffers.values():
+            buffer.used = 0
+
 
 def prepare_update(state: BlockWriter, blk: Block, ordinal: int) -> Update:
-    """Validate one presented block against the pin; the stored (rounded) content."""
+    """Validate one presented block against the pin; its values as given (a precision
+    column is rounded at the commit, ``BlockWriter.take_pending``)."""
     name, spec = state.name, state.spec
     node = f"/trajectory/{name}"
     where = f"trajectory frame {ordinal}: block {name!r}"
     if not isinstance(blk, Block):
         raise InvalidValueError(f"{where} is not a Block")
-    for column in blk.columns:
-        if column not in spec.columns:
-            raise spec_error("W18", f"{where}: column {column!r} is not declared in the sequence schema", f"{node}/{column}")
-    missing = [c for c in spec.columns if c not in blk.columns]
-    if missing:
+    given = blk.columns
+    if len(given) != len(spec.columns) or any(c not in spec.columns for c in given):
+        for column in given:
+            if column not in spec.columns:
+                raise spec_error("W18", f"{where}: column {column!r} is not declared in the sequence schema", f"{node}/{column}")
+        missing = [c for c in spec.columns if c not in given]
         raise spec_error("W20", f"{where} lacks declared column(s) {missing}; a present block carries every column", node)
     columns: Dict[str, np.ndarray] = {}
+    plain = state.plain
     for column, cspec in spec.columns.items():
-        cnode = f"{node}/{column}"
-        try:
-            values = as_column(column, blk.columns[column], cnode)
-        except SpecViolationError as exc:
-            raise spec_error("W19", f"{where}: {exc.message}", cnode) from None
-        dtype = column_dtype_of(values)
-        if dtype != cspec.dtype or tuple(values.shape[1:]) != tuple(cspec.trailing):
-            raise spec_error("W19", f"sequence schema mismatch: {where}, column {column!r}: expected {cspec.dtype} "
-                             f"with trailing {list(cspec.trailing)}, found {dtype} with trailing {list(values.shape[1:])}", cnode)
-        stated = blk.precision.get(column)
-        if stated is not None and (cspec.precision is None or float(stated) != cspec.precision):
-            raise spec_error("W25", f"{where}: column {column!r} states precision {stated!r} but the pin has "
-                             f"{cspec.precision!r}", cnode)
-        if cspec.precision is not None:
-            values = round_to_precision(values, cspec.precision)
-        target = blk.targets.get(column)
-        if target is not None and target != spec.targets.get(column):
-            raise spec_error("W26", f"{where}: column {column!r} states target {target!r} but the pin has "
-                             f"{spec.targets.get(column)!r}", cnode)
+        values = given[column]
+        fast = plain.get(column)
+        if not (fast is not None and type(values) is np.ndarray and values.dtype == fast[0]
+                and values.ndim == fast[1] and (fast[1] == 1 or values.shape[1:] == fast[2])):
+            values = _checked_column(column, cspec, values, where, f"{node}/{column}")
+        if blk.precision:
+            stated = blk.precision.get(column)
+            if stated is not None and (cspec.precision is None or float(stated) != cspec.precision):
+                raise spec_error("W25", f"{where}: column {column!r} states precision {stated!r} but the pin has "
+                                 f"{cspec.precision!r}", f"{node}/{column}")
+        if blk.targets:
+            target = blk.targets.get(column)
+            if target is not None and target != spec.targets.get(column):
+                raise spec_error("W26", f"{where}: column {column!r} states target {target!r} but the pin has "
+                                 f"{spec.targets.get(column)!r}", f"{node}/{column}")
         columns[column] = values
     for column in blk.targets:
         if column not in spec.columns:
@@ -145,6 +310,19 @@ def prepare_update(state: BlockWriter, blk: Block, ordinal: int) -> Update:
             raise spec_error("W24", f"{where}: mask of {column!r} must be bool[{rows}], got {mask.dtype}{list(mask.shape)}", cnode)
         masks[column] = mask.copy()
     return Update(ordinal, rows, columns, masks)
+
+
+def _checked_column(column: str, cspec: ColumnSpec, raw: object, where: str, cnode: str) -> np.ndarray:
+    """A caller's column converted and checked against the pin (``as_column``, W19)."""
+    try:
+        values = as_column(column, raw, cnode)
+    except SpecViolationError as exc:
+        raise spec_error("W19", f"{where}: {exc.message}", cnode) from None
+    dtype = column_dtype_of(values)
+    if dtype != cspec.dtype or tuple(values.shape[1:]) != tuple(cspec.trailing):
+        raise spec_error("W19", f"sequence schema mismatch: {where}, column {column!r}: expected {cspec.dtype} "
+                         f"with trailing {list(cspec.trailing)}, found {dtype} with trailing {list(values.shape[1:])}", cnode)
+    return values
 
 
 def check_index(ordinals: np.ndarray, block: str) -> None:

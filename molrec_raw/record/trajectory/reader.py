@@ -32,10 +32,14 @@ from molrec_raw.record.trajectory.schema import RESERVED_BLOCK_NAMES, SequenceSc
 from molrec_raw.record.trajectory.storage import open_root, read_nstep
 from molrec_raw.record.violations import Violation
 from molrec_raw.zarr import Array, Group, Store
+from molrec_raw.zarr.array import read_many
 
 __all__ = ["MrecReader", "Trajectory", "read_mrec_trajectory", "BlockInfo", "ColumnInfo"]
 
 FrameSelection = Union[None, slice, Sequence[int], np.ndarray]
+# Decode batches of a reader run zstd on up to two threads inside zstandard (large batches
+# only: codecs/zstd_codec.py); no Python pool on a local store.
+READ_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -327,9 +331,11 @@ class MrecReader:
         j = self._index(i)
         return self._read_retrying(lambda: self._frame(j, wanted))
 
-    def _frame(self, i: int, wanted: Optional[Dict[str, List[str]]]) -> Frame:
-        if self._threads() is not None:
-            self._prefetch(i, wanted)
+    def _frame(self, i: int, wanted: Optional[Dict[str, List[str]]], consume: bool = False) -> Frame:
+        """Frame ``i`` (only the ``wanted`` columns).  ``consume``: part of a pass over every
+        frame in order, so rows that are exactly one inner chunk (a frame per chunk, as for
+        large systems) are handed over as decoded, not copied out of the cache."""
+        self._prefetch(i, wanted)
         blocks: Dict[str, Block] = {}
         for name, b in self._blocks.items():
             if wanted is not None and name not in wanted:
@@ -340,7 +346,7 @@ class MrecReader:
             lo, hi = b.rows(j)
             limit = int(b.offsets[-1])
             names = list(b.spec.columns) if wanted is None else [c for c in b.spec.columns if c in wanted[name]]
-            columns = {c: self._chunks.rows(b.columns[c], lo, hi, limit) for c in names}
+            columns = {c: self._chunks.rows(b.columns[c], lo, hi, limit, consume) for c in names}
             masks = {}
             for c in names:
                 if c in b.masks:
@@ -367,7 +373,8 @@ class MrecReader:
         return Frame(meta, blocks, self._box.at(i))
 
     def _prefetch(self, i: int, wanted: Optional[Dict[str, List[str]]]) -> None:
-        """Fetch the chunks frame ``i`` misses, several arrays at once (a latency-bound store)."""
+        """Fetch the chunks frame ``i`` misses, every array at once: on a latency-bound store
+        one request per array in parallel, on a local one a single decode batch."""
         needs: List[Tuple[Array, int, int, int]] = []
         for name, b in self._blocks.items():
             j = b.update_at(i) if wanted is None or name in wanted else None
@@ -381,9 +388,15 @@ class MrecReader:
         needs.extend((arr, i, i + 1, self._nstep) for _, arr in self._meta.values() if arr is not None)
         plans = [(arr, run, limit) for arr, lo, hi, limit in needs
                  if (run := self._chunks.plan(arr, lo, hi, limit)) is not None]
-        if len(plans) < 2:
+        if not plans:
             return
-        for (arr, _, limit), (run, data) in zip(plans, self._map(lambda p: self._chunks.load(*p), plans)):
+        if self._threads() is None:
+            loaded = self._chunks.load_many(plans, READ_THREADS)
+        elif len(plans) < 2:
+            return
+        else:
+            loaded = list(self._map(lambda p: self._chunks.load(*p), plans))
+        for (arr, _, limit), (run, data) in zip(plans, loaded):
             self._chunks.keep(arr, run, data, limit)
 
     def _threads(self) -> Optional[ThreadPoolExecutor]:
@@ -407,7 +420,7 @@ class MrecReader:
     def __iter__(self) -> Iterator[Frame]:
         self._expect_sequential()
         for i in range(self._nstep):
-            yield self._frame(i, None)
+            yield self._frame(i, None, consume=True)
 
     def _expect_sequential(self) -> None:
         """Every frame in order follows: let the chunk cache read ahead at full length."""
@@ -480,43 +493,70 @@ class MrecReader:
         return b, rows, b.offsets[j]
 
     def _gather(self, arr: Array, starts: np.ndarray, rows: int, limit: int) -> np.ndarray:
-        """Rows ``start:start+rows`` of ``arr`` for every start, as (starts, rows, trailing...):
-        each inner chunk any of them touches is read and decoded once, runs of neighbouring
-        chunks in one array read (one request per run on a remote store)."""
-        shape = (len(starts), rows) + tuple(arr.shape[1:])
-        if not len(starts) or not rows:
-            return np.empty(shape, arr.dtype)
-        size = int(arr.chunks[0])
-        first = np.unique(starts) // size
-        last = (np.unique(starts) + rows - 1) // size
-        n_chunks = -(-limit // size)
-        edges = np.zeros(n_chunks + 1, np.int64)
-        np.add.at(edges, first, 1)
-        np.add.at(edges, last + 1, -1)
-        ids = np.flatnonzero(np.cumsum(edges[:-1]) > 0)
-        runs = np.split(ids, np.flatnonzero(np.diff(ids) != 1) + 1)
-        pieces = [np.asarray(arr[int(r[0]) * size:min((int(r[-1]) + 1) * size, limit)]) for r in runs]
-        buffer = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-        position = np.zeros(n_chunks, np.int64)
-        position[ids] = np.arange(ids.size, dtype=np.int64) * size
-        at = position[starts // size] + starts % size  # each frame's first row in the buffer
-        if len(at) == 1 or bool(np.all(np.diff(at) == rows)):
-            return buffer[int(at[0]):int(at[0]) + len(at) * rows].reshape(shape)
-        gathered: np.ndarray = buffer[at[:, None] + np.arange(rows, dtype=np.int64)]
-        return gathered
+        """Rows ``start:start+rows`` of ``arr`` for every start, as (starts, rows, trailing...)."""
+        return self._gather_many([arr], starts, rows, limit)[0]
 
-    def _block_values(self, b: BlockReader, column: str, starts: np.ndarray, rows: int) -> np.ndarray:
-        """A column's rows for the given starts, refused when a mask marks any of them invalid."""
+    def _gather_many(self, arrays: List[Array], starts: np.ndarray, rows: int, limit: int,
+                     outs: Optional[List[np.ndarray]] = None) -> List[np.ndarray]:
+        """``_gather`` of several arrays with one decode batch (each inner chunk any start
+        touches is read and decoded once).  Frames whose rows follow each other (any slice
+        of frames) are read straight into the result — into ``outs`` when given, views of any
+        strides such as the columns of an interleaved array; other frames go through the
+        runs of neighbouring chunks they touch (one array read per run: one request per run
+        on a remote store) and one gather."""
+        shapes = [(len(starts), rows) + tuple(arr.shape[1:]) for arr in arrays]
+        if not len(starts) or not rows:
+            return [np.empty(shape, arr.dtype) if outs is None else outs[k] for k, (arr, shape) in enumerate(zip(arrays, shapes))]
+        if len(starts) == 1 or bool(np.all(np.diff(starts) == rows)):
+            lo, hi = int(starts[0]), int(starts[0]) + len(starts) * rows
+            targets = [None if outs is None else outs[k].reshape((hi - lo,) + tuple(arr.shape[1:]))
+                       for k, arr in enumerate(arrays)]
+            found = read_many([(arr, slice(lo, hi), t) for arr, t in zip(arrays, targets)], READ_THREADS)
+            if outs is not None:
+                for out, target, got in zip(outs, targets, found):
+                    if not np.shares_memory(out, got):  # reshape had to copy: put it in place
+                        out[...] = got.reshape(out.shape)
+                return outs
+            return [got.reshape(shape) for got, shape in zip(found, shapes)]
+        result = []
+        for k, arr in enumerate(arrays):
+            size = int(arr.chunks[0])
+            first = np.unique(starts) // size
+            last = (np.unique(starts) + rows - 1) // size
+            n_chunks = -(-limit // size)
+            edges = np.zeros(n_chunks + 1, np.int64)
+            np.add.at(edges, first, 1)
+            np.add.at(edges, last + 1, -1)
+            ids = np.flatnonzero(np.cumsum(edges[:-1]) > 0)
+            runs = np.split(ids, np.flatnonzero(np.diff(ids) != 1) + 1)
+            pieces = read_many([(arr, slice(int(r[0]) * size, min((int(r[-1]) + 1) * size, limit)), None) for r in runs],
+                               READ_THREADS)
+            buffer = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            position = np.zeros(n_chunks, np.int64)
+            position[ids] = np.arange(ids.size, dtype=np.int64) * size
+            at = position[starts // size] + starts % size  # each frame's first row in the buffer
+            gathered: np.ndarray = buffer[at[:, None] + np.arange(rows, dtype=np.int64)]
+            if outs is not None:
+                outs[k][...] = gathered
+                gathered = outs[k]
+            result.append(gathered)
+        return result
+
+    def _block_column(self, b: BlockReader, column: str, starts: np.ndarray, rows: int) -> Array:
+        """A column's array, refused when a mask marks any of the selected rows invalid."""
         arr = b.columns.get(column)
-        limit = int(b.offsets[-1])
         if arr is None:
             raise InvalidValueError(f"column {column!r} of block {b.name!r} has no stored array")
         mask = b.masks.get(column)
-        if mask is not None and not self._gather(mask, starts, rows, limit).all():
+        if mask is not None and not self._gather(mask, starts, rows, int(b.offsets[-1])).all():
             raise InvalidValueError(
                 f"column {column!r} of block {b.name!r} has invalid (masked) rows in the selected frames; "
                 "whole-block arrays carry plain values: read masked rows with read_frame/read_columns")
-        return self._gather(arr, starts, rows, limit)
+        return arr
+
+    def _block_values(self, b: BlockReader, column: str, starts: np.ndarray, rows: int) -> np.ndarray:
+        """A column's rows for the given starts, refused when a mask marks any of them invalid."""
+        return self._gather(self._block_column(b, column, starts, rows), starts, rows, int(b.offsets[-1]))
 
     def block_array(self, block: str, columns: Optional[Sequence[str]] = None,
                     frames: FrameSelection = None) -> np.ndarray:
@@ -543,10 +583,9 @@ class MrecReader:
                                     "read them with separate block_array calls")
         if not names:
             return np.empty((len(starts), rows, 0), np.float64)
-        values = list(self._map(lambda c: self._block_values(b, c, starts, rows), names))
-        out = np.empty((len(starts), rows, len(names)), values[0].dtype)
-        for k, v in enumerate(values):
-            out[:, :, k] = v
+        arrays = [self._block_column(b, c, starts, rows) for c in names]
+        out = np.empty((len(starts), rows, len(names)), arrays[0].dtype)
+        self._gather_many(arrays, starts, rows, int(b.offsets[-1]), [out[:, :, k] for k in range(len(names))])
         return out
 
     def block_columns(self, block: str, columns: Optional[Iterable[str]] = None,
@@ -570,6 +609,7 @@ class MrecReader:
                                         "read it per frame with read_columns")
         b, rows, starts = self._fixed_block(block, frames, whole_run=False)
         out: Dict[str, np.ndarray] = {}
+        stored = []
         for column in names:
             arr = b.columns.get(column)
             if arr is None or not rows or not len(starts):
@@ -577,8 +617,11 @@ class MrecReader:
                 empty = object if cspec.dtype == "string" else numpy_dtype(cspec.dtype)
                 out[column] = np.zeros((len(starts), rows) + tuple(cspec.trailing), empty)
             else:
-                out[column] = self._gather(arr, starts, rows, int(b.offsets[-1]))
-        return out
+                stored.append(column)
+        if stored:  # one decode batch for every column
+            found = self._gather_many([b.columns[c] for c in stored], starts, rows, int(b.offsets[-1]))
+            out.update(zip(stored, found))
+        return {column: out[column] for column in names}
 
     def column_array(self, block: str, column: str, frames: FrameSelection = None) -> np.ndarray:
         """One column of a block with a fixed row count over ``frames`` as an array of shape

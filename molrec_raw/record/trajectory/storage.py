@@ -3,7 +3,7 @@ born complete, node removal, the committed prefix of an index and the ``nstep`` 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from molrec_raw.record import documents
 from molrec_raw.record.doors import RecordSource, check_record_path, record_source
 from molrec_raw.record.trajectory.common import PROGRESSIONS, spec_error
 from molrec_raw.zarr import Array, Group, PathLike, Store, open_group
+from molrec_raw.zarr.array import prepare_landings
 
 
 def read_nstep(tgroup: Group, attrs: Dict[str, Any]) -> int:
@@ -31,6 +32,19 @@ def grow(arr: Array, start: int, values: np.ndarray, touched: List[str]) -> None
     shape = (stop,) + arr.shape[1:]
     touched.extend(arr.land(slice(start, stop), values, shape=shape, positional=True))
     touched.append(arr.publish(shape))
+
+
+def land_all(lands: List[Tuple[Array, np.ndarray]], start: int, touched: List[str], threads: int) -> None:
+    """``grow`` of several arrays by the same rows from ``start``: every inner chunk of all
+    of them encoded in one batch (zstd on up to ``threads`` threads inside zstandard), then
+    array by array its chunk bytes and its zarr.json, in the order given."""
+    requests = []
+    for arr, values in lands:
+        stop = start + values.shape[0]
+        requests.append((arr, slice(start, stop), values, (stop,) + arr.shape[1:]))
+    for (arr, _, _, shape), landing in zip(requests, prepare_landings(requests, threads)):
+        touched.extend(landing.land())
+        touched.append(arr.publish(shape))
 
 
 def delete_node(group: Group, name: str) -> None:

@@ -35,8 +35,8 @@ from molrec_raw.record.doors import check_record_path, replace_record
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory import extents as ext
 from molrec_raw.record.trajectory import recovery
-from molrec_raw.record.trajectory.blocks import (MARKERS, BlockWriter, Update, block_layout, check_column_array,
-                                                 prepare_update, same_content)
+from molrec_raw.record.trajectory.blocks import (CHANGED, MARKERS, SAME, TENTATIVE, BlockWriter, Update,
+                                                 block_layout, check_column_array, compare, prepare_update)
 from molrec_raw.record.trajectory.cell import BoxReader, BoxWriter, prepare_cell
 from molrec_raw.record.trajectory.common import I64, TRAJ, is_int, numpy_dtype, spec_error
 from molrec_raw.record.trajectory.meta import MetaWriter, meta_cell, open_meta_array
@@ -45,16 +45,19 @@ from molrec_raw.record.trajectory.reader import Trajectory
 from molrec_raw.record.trajectory.references import (SystemCounterparts, check_resolved, refuse_aligned_system_names,
                                                      section_rows)
 from molrec_raw.record.trajectory.schema import SequenceSchema
-from molrec_raw.record.trajectory.storage import born, delete_node, grow, read_nstep
+from molrec_raw.record.trajectory.storage import born, delete_node, grow, land_all, read_nstep
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
 from molrec_raw.zarr.fileops import FileOps
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
-# One thread: a streaming commit encodes ~K small inner chunks per column, and measured on
-# 2 cores a thread pool made appends 20-25 % slower (GIL hand-offs outweigh parallel zstd;
-# spec-notes/trajectory.md).  Large one-shot writes of the Zarr layer do use threads.
+# No Python thread pool for encoding: a streaming commit encodes ~K small inner chunks per
+# column, and measured on 2 cores a pool made appends 20-25 % slower (GIL hand-offs outweigh
+# parallel zstd).  A commit's chunks go through zstandard's batch API instead, which threads
+# inside C (COMMIT_THREADS), every column of a block in one call (spec-notes/trajectory.md,
+# "Append performance").
 WRITE_THREADS = 1
+COMMIT_THREADS = 2
 
 
 class MrecWriter:
@@ -350,12 +353,12 @@ class MrecWriter:
         # -- step / time (W16, W17)
         if step is None:
             step = 0 if self._step.n == 0 else self._step.last + 1
-        if not is_int(step) or not I64[0] <= int(step) <= I64[1]:
+        if type(step) is not int and not is_int(step) or not I64[0] <= int(step) <= I64[1]:
             raise spec_error("W16", f"step {step!r} is not an integer in the i64 range")
         step = int(step)
         if self._step.n and step <= self._step.last:
             raise spec_error("W16", f"step numbers must increase strictly: {step} follows {self._step.last}")
-        if time is not None:
+        if time is not None and type(time) is not float:
             if isinstance(time, (bool, np.bool_)) or not isinstance(time, (int, float, np.integer, np.floating)):
                 raise InvalidValueError(f"time must be a number, got {time!r}")
             time = float(time)
@@ -383,31 +386,34 @@ class MrecWriter:
                 raise spec_error("W22", f"trajectory frame {ordinal} omits meta key {key!r}, which is declared "
                                  "without a fill", f"/trajectory/meta/{key}")
         # -- blocks
-        updates: List[Tuple[BlockWriter, Update]] = []
+        updates: List[Tuple[BlockWriter, Update, bool]] = []
         for name, blk in frame.blocks.items():
             state = self._blocks.get(name)
             if state is None:
                 raise spec_error("W18", f"trajectory frame {ordinal}: block {name!r} is not declared in the "
                                  "sequence schema", f"/trajectory/{name}")
             update = prepare_update(state, blk, ordinal)
-            base = state.pending[-1] if state.pending else state.last
-            if base is None or not same_content(base, update):
+            base = state.base()
+            verdict = CHANGED if base is None else compare(base, update, state.precise)
+            if verdict != SAME:  # a tentative update is checked as a changed one
                 self._system.check(name, update.rows, update.columns.get("id"), f"trajectory frame {ordinal}")
-                updates.append((state, update))
+                updates.append((state, update, verdict == TENTATIVE))
         # -- the resolved frame: references and alignments (W27, W28)
-        resolved: Dict[str, Update] = {}
-        changed = {state.name: update for state, update in updates}
-        for name, state in self._blocks.items():
-            u = changed.get(name) or (state.pending[-1] if state.pending else state.last)
-            if u is not None:
-                resolved[name] = u
         if self._needs_resolved_check:
+            resolved: Dict[str, Update] = {}
+            changed = {state.name: update for state, update, _ in updates}
+            for name, state in self._blocks.items():
+                u = changed.get(name) or state.base()
+                if u is not None:
+                    resolved[name] = u
             check_resolved(self._schema, {n: u.rows for n, u in resolved.items()},
                            lambda b, c: (resolved[b].columns[c], resolved[b].masks.get(c)),
                            self._section_rows, ordinal, writing=True)
         # -- accept (nothing above mutated state)
-        for state, update in updates:
-            state.pending.append(update)
+        if not self._buffered:
+            self._reserve()
+        for state, update, tentative in updates:
+            state.accept(update, tentative)
         if cell is not None:
             self._box.pending.append(cell)
             self._box.defined = cell.defined
@@ -450,16 +456,22 @@ class MrecWriter:
                     grow(mask, 0, np.ones(block.total, bool), [])
                 block.masks[column] = mask
 
+    def _reserve(self) -> None:
+        """Size every block's commit buffers for a full commit (once; they are reused)."""
+        cadence = self.flush_every
+        for block in self._blocks.values():
+            block.reserve(cadence, self._frame_rows(block))
+
     def _commit_block(self, block: BlockWriter, touched: List[str]) -> None:
         if not block.pending:
             return
         self._ensure_block(block)
         group = block.group
         assert group is not None, "_ensure_block creates it"
-        ups = block.pending
+        ups, values = block.take_pending()
         lo = block.total
-        regular = block.stays_regular(ups)
-        if not regular:  # the index first, born complete (history backfilled), then rows
+        regular = block.stays_regular(ups) if ups else block.mode != "indexed"
+        if ups and not regular:  # the index first, born complete (history backfilled), then rows
             n = block.n_updates
             ordinals = np.asarray([u.ordinal for u in ups], np.uint64)
             ends = lo + np.cumsum([u.rows for u in ups], dtype=np.uint64)
@@ -473,28 +485,29 @@ class MrecWriter:
                 block.offset = born(group, "offset", np.concatenate([history, ends]), *dense, touched)
                 block.step_index = born(group, "step_index",
                                         np.concatenate([np.arange(n, dtype=np.uint64), ordinals]), *dense, touched)
-        for column, arr in block.columns.items():
-            values = [u.columns[column] for u in ups]
-            if sum(v.shape[0] for v in values):
-                grow(arr, lo, np.concatenate(values), touched)
-        for column, arr in block.masks.items():
-            values = [u.masks.get(column, np.ones(u.rows, bool)) for u in ups]
-            if sum(v.shape[0] for v in values):
-                grow(arr, lo, np.concatenate(values), touched)
-        attrs = dict(group.attrs)
-        if regular and block.mode == "none":
-            attrs.update({"uniform_rows": int(ups[0].rows), "dense_updates": True})
-            group.attrs.put(attrs)
-            touched.append(f"{group.path}/zarr.json")
-            block.uniform_rows = int(ups[0].rows)
-        elif not regular and block.mode == "regular":  # withdrawn for good
-            group.attrs.put({k: v for k, v in attrs.items() if k not in MARKERS})
-            touched.append(f"{group.path}/zarr.json")
-        block.mode = "regular" if regular else "indexed"
+        # every column and mask of the block encoded in one batch, landed in order
+        rows = sum(u.rows for u in ups)
+        lands: List[Tuple[Array, np.ndarray]] = []
+        if rows:
+            lands = [(arr, values[column]) for column, arr in block.columns.items()]
+            for column, arr in block.masks.items():
+                lands.append((arr, np.concatenate([u.masks.get(column, np.ones(u.rows, bool)) for u in ups])))
+        if lands:
+            land_all(lands, lo, touched, COMMIT_THREADS)
+        if ups:
+            attrs = dict(group.attrs)
+            if regular and block.mode == "none":
+                attrs.update({"uniform_rows": int(ups[0].rows), "dense_updates": True})
+                group.attrs.put(attrs)
+                touched.append(f"{group.path}/zarr.json")
+                block.uniform_rows = int(ups[0].rows)
+            elif not regular and block.mode == "regular":  # withdrawn for good
+                group.attrs.put({k: v for k, v in attrs.items() if k not in MARKERS})
+                touched.append(f"{group.path}/zarr.json")
+            block.mode = "regular" if regular else "indexed"
         block.n_updates += len(ups)
-        block.total = lo + sum(u.rows for u in ups)
-        block.last = ups[-1]
-        block.pending = []
+        block.total = lo + rows
+        block.clear_pending(ups, values)
 
     def _manifest(self, nstep: Optional[int] = None) -> recovery.Manifest:
         """What the committed state (of ``nstep`` frames, default the committed ones)

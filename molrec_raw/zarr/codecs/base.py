@@ -111,6 +111,14 @@ class BytesBytesCodec(Codec):
     def encode(self, data: Buffer) -> Buffer:
         raise NotImplementedError
 
+    def encode_many(self, items: Any) -> Any:
+        """``encode`` of every item of a batch (a 2-D ``uint8`` array, a row per chunk, or a
+        list of buffers, some in parts): the batch path (codecs/batch.py).  Codecs that can
+        do a whole batch in one step override it."""
+        from molrec_raw.zarr.codecs.batch import join_item
+
+        return [self.encode(join_item(item)) for item in items]
+
     # True when ``decode`` returns a view of its input (no copy worth avoiding).
     decodes_to_view: ClassVar[bool] = False
 

@@ -28,6 +28,22 @@ from molrec_raw.zarr.parts import Stage
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
+def fill_rows(stack: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+    """``is_all_fill`` of each chunk of a stack (leading axis: chunks), bool per chunk; the
+    first elements are compared for all chunks at once, the rest only where they match."""
+    dtype = spec.dtype.numpy
+    count = stack.shape[0]
+    if dtype.kind in "Oc" or stack.dtype != dtype or stack.size == 0:
+        return np.array([is_all_fill(stack[c], spec) for c in range(count)], dtype=bool)
+    unsigned = _UINT_OF_SIZE[dtype.itemsize]
+    fill_bits = np.asarray(spec.fill_value, dtype=dtype).view(unsigned)
+    bits = stack.reshape(count, -1).view(unsigned)
+    result: np.ndarray = bits[:, 0] == fill_bits
+    for c in np.flatnonzero(result):
+        result[c] = bool(np.all(bits[c] == fill_bits))
+    return result
+
+
 def is_all_fill(chunk: np.ndarray, spec: ChunkSpec) -> bool:
     """Bitwise comparison with the fill value (so -0.0 is kept when the fill is 0.0)."""
     if chunk.size == 0:
@@ -86,8 +102,10 @@ class CodecPipeline:
         self._sizes: List[Optional[int]] = [array_bytes.encoded_size()]
         for codec in self.bytes_codecs:
             self._sizes.append(codec.encoded_size(self._sizes[-1]))
+        # decoded size leaving each bytes->bytes codec's decode (None: data-dependent)
+        self.stage_sizes: Tuple[Optional[int], ...] = tuple(self._sizes[:-1])
         # Fixed-size chains of plain little-endian bytes can decode straight into the result.
-        self._direct = (
+        self.direct = (
             not self.array_codecs and array_bytes.name == "bytes"
             and getattr(array_bytes, "_stored", None) == spec.dtype.numpy
         )
@@ -174,6 +192,26 @@ class CodecPipeline:
             )
         target[:] = memoryview(data).cast("B")
 
+    def decode_to(self, data: Buffer, out: np.ndarray) -> None:
+        """Decode a whole chunk into ``out`` (chunk shape and dtype, any strides) with the
+        per-thread scratch buffer for intermediate steps: the path for a few chunks, where a
+        batch call costs more than it saves.  The last step writes into ``out`` directly when
+        it is the byte shuffle (a strided target is filled plane by plane)."""
+        from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
+
+        first = self.bytes_codecs[0] if self.bytes_codecs else None
+        if out.flags.c_contiguous:
+            self.decode_into(data, out)
+        elif (self.direct and isinstance(first, ShuffleCodec) and first.elementsize == out.itemsize):
+            steps = list(zip(reversed(self.bytes_codecs[1:]), reversed(self._sizes[1:-1])))
+            for codec, size in steps:
+                data = codec.decode(data, size, self.spec.limits.max_chunk_bytes)
+            first.unshuffle_into(data, out)
+        else:
+            scratch = np.empty(self.spec.shape, self.spec.dtype.numpy)
+            self.decode_into(data, scratch)
+            out[...] = scratch
+
     # -- selections -------------------------------------------------------
     def read_into(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray, each: Any = map) -> None:
         """Fill ``out`` with ``chunk[local]``; a missing value reads as the fill value.
@@ -184,7 +222,7 @@ class CodecPipeline:
         data = reader(0, None)
         if data is None:
             out[...] = self.spec.fill_value
-        elif (self._direct and out.shape == self.spec.shape and out.flags.c_contiguous
+        elif (self.direct and out.shape == self.spec.shape and out.flags.c_contiguous
               and out.dtype == self.spec.dtype.numpy and covers(local, self.spec.shape)):
             self.decode_into(data, out)
         else:
@@ -192,7 +230,7 @@ class CodecPipeline:
 
     def write(
         self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray, extent: Tuple[int, ...],
-        each: Any = map,
+        each: Any = map, threads: int = 1,
     ) -> Optional[Buffer]:
         """New encoded bytes for a chunk after ``chunk[local] = value``; None when all fill.
 
@@ -200,10 +238,18 @@ class CodecPipeline:
         replaces the chunk without reading it (the overhang is reset to fill).
         """
         if self.sharding is not None:
-            return self.sharding.write(reader, local, value, extent, each)
+            return self.sharding.write(reader, local, value, extent, each, threads=threads)
+        chunk = self.updated_chunk(reader, local, value, extent)
+        return None if chunk is None else self.encode(chunk)
+
+    def updated_chunk(self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray,
+                      extent: Tuple[int, ...]) -> Optional[np.ndarray]:
+        """The whole chunk after ``chunk[local] = value`` (the stored one read only when the
+        selection does not cover ``extent``), or None when it is all fill: what ``write``
+        encodes, for callers that encode many chunks in one batch."""
         if value.shape == self.spec.shape and covers(local, self.spec.shape):
             chunk = value  # the whole chunk: no fill buffer, no copy
-            return None if is_all_fill(chunk, self.spec) else self.encode(chunk)
+            return None if is_all_fill(chunk, self.spec) else chunk
         chunk = self.spec.fill_chunk()
         if not covers(local, extent):
             data = reader(0, None)
@@ -211,7 +257,5 @@ class CodecPipeline:
                 chunk[...] = self.decode(data)
         # a 0-d value is unwrapped: an object array would otherwise store the array itself
         chunk[local] = value[()] if value.ndim == 0 else value
-        if is_all_fill(chunk, self.spec):
-            return None
-        return self.encode(chunk)
+        return None if is_all_fill(chunk, self.spec) else chunk
 

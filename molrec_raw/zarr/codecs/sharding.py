@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 from math import prod
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from molrec_raw.errors import CorruptDataError, InvalidMetadataError, InvalidVal
 from molrec_raw.zarr.codecs.base import (
     ArrayBytesCodec, Buffer, ChunkSpec, Reader, check_config, is_int, register,
 )
+from molrec_raw.zarr.codecs.batch import DecodeJob, Item, decode_batch, encode_batch, item_size
 from molrec_raw.zarr.codecs.crc32c_codec import crc32c_of
 from molrec_raw.zarr.dtypes import data_type
 from molrec_raw.zarr.indexing import DimSelection, Local, covers, project
@@ -168,6 +169,8 @@ class ShardingCodec(ArrayBytesCodec):
                 offset=self.index_start(shard_size) + 16 * i)
 
     def _flat(self, coords: Tuple[int, ...]) -> int:
+        if len(coords) == 1:
+            return coords[0]
         return int(np.ravel_multi_index(coords, self.chunks_per_shard)) if coords else 0
 
     # -- encode / decode whole shards ---------------------------------------
@@ -177,7 +180,7 @@ class ShardingCodec(ArrayBytesCodec):
         order = list(range(0, 2 * len(self.chunk_shape), 2)) + list(range(1, 2 * len(self.chunk_shape), 2))
         return shard.reshape(split).transpose(order)
 
-    def _assemble(self, encoded: List[Optional[Buffer]], stamp: Optional[int] = None) -> Optional[bytes]:
+    def _assemble(self, encoded: Sequence[Optional[Item]], stamp: Optional[int] = None) -> Optional[bytes]:
         """Lay out encoded inner chunks (C order) with the index; None when all empty.
         ``stamp`` (index at the start only): write the written-rows stamp after the index,
         and keep the shard even when every inner chunk is empty."""
@@ -187,13 +190,14 @@ class ShardingCodec(ArrayBytesCodec):
         offset = self.index_size if self.index_location == "start" else 0
         if stamp is not None:
             offset += STAMP_SIZE
+        parts: List[Buffer] = []
         for i, data in enumerate(encoded):
             if data is not None:
-                size = memoryview(data).nbytes
+                size = item_size(data)
                 index[i] = (offset, size)
                 offset += size
+                parts.extend(data if isinstance(data, tuple) else (data,))
         index_bytes = self._encode_index(index, stamp)
-        parts = [e for e in encoded if e is not None]
         parts = [index_bytes, *parts] if self.index_location == "start" else [*parts, index_bytes]
         return b"".join(parts)
 
@@ -239,14 +243,20 @@ class ShardingCodec(ArrayBytesCodec):
             return Stamp(rows, stored, computed, False, "checksum differs: no stamp (written by another writer, or torn)")
         return Stamp(rows, stored, computed, True, "a written-rows stamp")
 
-    def encode(self, chunk: np.ndarray) -> Buffer:
+    def encode(self, chunk: np.ndarray, threads: int = 1) -> Buffer:
         from molrec_raw.zarr.codecs.pipeline import is_all_fill
 
         blocks = self._inner_blocks(chunk)
-        encoded: List[Optional[Buffer]] = []
-        for coords in itertools.product(*(range(n) for n in self.chunks_per_shard)):
+        slots, inners = [], []
+        for i, coords in enumerate(itertools.product(*(range(n) for n in self.chunks_per_shard))):
             inner = np.ascontiguousarray(blocks[coords])
-            encoded.append(None if is_all_fill(inner, self.inner.spec) else self.inner.encode(inner))
+            if not is_all_fill(inner, self.inner.spec):
+                slots.append(i)
+                inners.append(inner)
+        encoded: List[Optional[Item]] = [None] * self.n_chunks
+        if inners:
+            for i, item in zip(slots, encode_batch([(self.inner, inners)], threads)[0]):
+                encoded[i] = item
         shard = self._assemble(encoded)
         if shard is None:  # all fill, but an outer codec still needs a valid value
             index = np.full(self.chunks_per_shard + (2,), EMPTY, dtype=np.uint64)
@@ -277,130 +287,227 @@ class ShardingCodec(ArrayBytesCodec):
             memo["index"] = index
         return index
 
-    def read_into(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray, each: Any = map) -> None:
-        """Decode the selected inner chunks into ``out``; ``each`` maps over them (a thread
-        pool's ``map`` when the caller has one to spare).  A reader that reads several
-        ranges at once (``many``) gets every needed inner chunk in one call — one request
-        for chunks that lie side by side in a remote shard."""
+    def plan_read(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray) -> List[DecodeJob]:
+        """Fetch what ``out = shard[local]`` needs and return one decode job per stored
+        inner chunk (empty ones are filled in place).  A reader that reads several ranges at
+        once (``many``) gets every needed inner chunk in one call — one request for chunks
+        that lie side by side in a remote shard; the whole shard is read when every inner
+        chunk is needed anyway."""
         touched = list(project(_local_dims(local), self.chunk_shape))
         if len(touched) == self.n_chunks:  # everything is needed: one read of the whole shard
             whole = reader(0, None)
             if whole is None:
                 out[...] = self.spec.fill_value
-                return
-            shard_size = len(whole)
+                return []
             start, length = self._index_range()
-            index = self._decode_index(_slice(whole, start, length), shard_size)
+            index = self._decode_index(_slice(whole, start, length), len(whole))
             fetch: Reader = lambda s, n: _slice(whole, s, n)  # noqa: E731
         else:
             found = self._read_index(reader)
             if found is None:
                 out[...] = self.spec.fill_value
-                return
+                return []
             index = found
             fetch = reader
             many = getattr(reader, "many", None)
             if many is not None and len(touched) > 1:
-                wanted = sorted({(int(o), int(n)) for o, n in (index[self._flat(c)] for c, _, _ in touched)
-                                 if o != EMPTY})
+                pairs = index.tolist()
+                wanted = sorted({(o, n) for o, n in (pairs[self._flat(c)] for c, _, _ in touched) if o != int(EMPTY)})
                 got = dict(zip(wanted, many(wanted)))
                 fetch = lambda s, n: got[(s, n or 0)]  # noqa: E731
-
-        def one(item: Tuple[Tuple[int, ...], Tuple[Local, ...], Tuple[slice, ...]]) -> None:
-            coords, inner_local, out_sel = item
-            offset, nbytes = (int(v) for v in index[self._flat(coords)])
+        pairs = index.tolist()
+        jobs = []
+        for coords, inner_local, out_sel in touched:
+            offset, nbytes = pairs[self._flat(coords)]
             target = out[out_sel + (Ellipsis,)]
             if offset == int(EMPTY):
                 target[...] = self.spec.fill_value
-                return
+                continue
             data = fetch(offset, nbytes)
             if data is None or len(data) != nbytes:
                 raise CorruptDataError(
                     f"inner chunk {list(coords)} ({nbytes} bytes at {offset}) runs past the end of the shard",
                     rule="zarr-v3-subset#7",
                 )
-            self.inner.read_into(lambda s, n: _slice(data, s, n), inner_local, target)
+            whole_chunk = target.shape == self.chunk_shape and covers(inner_local, self.chunk_shape)
+            jobs.append(DecodeJob(self.inner, data, target, None if whole_chunk else inner_local))
+        return jobs
 
-        for _ in each(one, touched):
-            pass
+    def read_into(self, reader: Reader, local: Tuple[Local, ...], out: np.ndarray, each: Any = map,
+                  threads: int = 1) -> None:
+        """Decode the selected inner chunks into ``out`` (one batch, codecs/batch.py)."""
+        decode_batch(self.plan_read(reader, local, out), threads)
 
-    def write(self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray,
-              extent: Tuple[int, ...], each: Any = map, stamp: Optional[int] = None) -> Optional[Buffer]:
-        """Re-encode the touched inner chunks; untouched ones keep their stored bytes.
-        ``stamp``: lay the shard out with a written-rows stamp (positional shards)."""
+    def _prepared(self, touched: List[Tuple[Tuple[int, ...], Tuple[Local, ...], Tuple[slice, ...]]],
+                  value: np.ndarray, extent: Tuple[int, ...],
+                  stored: Callable[[int], Optional[Reader]]) -> Tuple[List[int], Any, List[int]]:
+        """The touched inner chunks as they will be: ``(slots, chunks, empties)`` — the flat
+        index and whole new content of each chunk to encode (stacked without a copy when the
+        chunks are whole and lie side by side along the first axis), and the slots that
+        become all fill.  ``stored(slot)`` reads a chunk's stored bytes (partial updates)."""
+        from molrec_raw.zarr.codecs.pipeline import fill_rows
+
+        slots = [self._flat(coords) for coords, _, _ in touched]
+        shape = self.chunk_shape
+        count = len(touched)
+        stackable = (
+            count > 0 and len(shape) > 0 and self.chunks_per_shard[1:] == (1,) * (len(shape) - 1)
+            and value.flags.c_contiguous and value.shape == (count * shape[0],) + shape[1:]
+            and slots == list(range(slots[0], slots[0] + count))
+            and all(covers(local, shape) and not any(isinstance(sel, int) for sel in local) for _, local, _ in touched)
+        )
+        if stackable and value.dtype == self.inner.spec.dtype.numpy:
+            stack = value.reshape((count,) + shape)
+            fills = fill_rows(stack, self.inner.spec)
+            if not fills.any():
+                return slots, stack, []
+            keep = ~fills
+            return ([s for s, k in zip(slots, keep) if k], stack[keep],
+                    [s for s, f in zip(slots, fills) if f])
+        kept, chunks, empties = [], [], []
+        for slot, (coords, inner_local, value_sel) in zip(slots, touched):
+            inner_extent = tuple(max(0, min(c, e - k * c)) for c, e, k in zip(shape, extent, coords))
+            reader = stored(slot)
+            chunk = self.inner.updated_chunk(
+                (lambda s, n: None) if reader is None else reader, inner_local, value[value_sel + (Ellipsis,)], inner_extent)
+            if chunk is None:
+                empties.append(slot)
+            else:
+                kept.append(slot)
+                chunks.append(chunk)
+        return kept, chunks, empties
+
+    def plan_write(self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray,
+                   extent: Tuple[int, ...], stamp: Optional[int] = None) -> "ShardWrite":
+        """The new value of the shard after ``shard[local] = value``, planned: the touched
+        inner chunks to encode; untouched ones keep their stored bytes.  ``stamp``: lay the
+        shard out with a written-rows stamp (positional shards)."""
         existing: Optional[Buffer] = None
-        index = None
+        kept: List[Optional[Item]] = [None] * self.n_chunks
         if not covers(local, extent):
             existing = reader(0, None)
             if existing is not None:
                 start, length = self._index_range()
                 index = self._decode_index(_slice(existing, start, length), len(existing))
-        encoded: List[Optional[Buffer]] = [None] * self.n_chunks
-        if index is not None:
-            for i, (offset, nbytes) in enumerate(index.tolist()):
-                if offset != int(EMPTY):
-                    encoded[i] = _slice(existing, offset, nbytes)
-        def one(item: Tuple[Tuple[int, ...], Tuple[Local, ...], Tuple[slice, ...]]) -> Tuple[int, Optional[Buffer]]:
-            coords, inner_local, value_sel = item
-            i = self._flat(coords)
-            inner_extent = tuple(
-                max(0, min(c, e - k * c)) for c, e, k in zip(self.chunk_shape, extent, coords)
-            )
-            old = encoded[i]
-            return i, self.inner.write(
-                lambda s, n: None if old is None else _slice(old, s, n),
-                inner_local, value[value_sel + (Ellipsis,)], inner_extent,
-            )
+                for i, (offset, nbytes) in enumerate(index.tolist()):
+                    if offset != int(EMPTY):
+                        kept[i] = _slice(existing, offset, nbytes)
 
-        for i, data in list(each(one, list(project(_local_dims(local), self.chunk_shape)))):
-            encoded[i] = data
-        return self._assemble(encoded, stamp)
+        def stored(slot: int) -> Optional[Reader]:
+            old = kept[slot]
+            return None if old is None else (lambda s, n: _slice(old, s, n))
 
+        touched = list(project(_local_dims(local), self.chunk_shape))
+        slots, chunks, empties = self._prepared(touched, value, extent, stored)
+        plan = ShardWrite(self.inner, slots, chunks, empties)
+        plan.kept, plan.stamp = kept, stamp
+        return plan
 
-    def write_positional(self, store: Store, key: str, local: Tuple[Local, ...], value: np.ndarray,
-                         extent: Tuple[int, ...], each: Any = map) -> None:
-        """Land ``shard[local] = value`` without rewriting the shard: every touched inner
-        chunk is re-encoded and appended at the end of the shard value, then the index
-        (which must be at the start) is rewritten in place — data before the index that
-        points at it.  A superseded inner chunk stays as dead bytes (trajectory §10).
-        The index page carries the written-rows stamp ``extent[0]`` (see the module
-        docstring), except in a shard laid out without room for it."""
+    def finish_write(self, plan: "ShardWrite", encoded: Sequence[Item]) -> Optional[bytes]:
+        """The shard value of a planned write, given its encoded chunks."""
+        assert plan.kept is not None, "plan_write sets it"
+        chunks = list(plan.kept)
+        for slot, item in zip(plan.slots, encoded):
+            chunks[slot] = item
+        for slot in plan.empties:
+            chunks[slot] = None
+        return self._assemble(chunks, plan.stamp)
+
+    def write(self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray,
+              extent: Tuple[int, ...], each: Any = map, stamp: Optional[int] = None,
+              threads: int = 1) -> Optional[Buffer]:
+        """Re-encode the touched inner chunks; untouched ones keep their stored bytes.
+        ``stamp``: lay the shard out with a written-rows stamp (positional shards)."""
+        plan = self.plan_write(reader, local, value, extent, stamp)
+        return self.finish_write(plan, plan.encode(threads))
+
+    def plan_positional(self, store: Store, key: str, local: Tuple[Local, ...], value: np.ndarray,
+                        extent: Tuple[int, ...]) -> "ShardWrite":
+        """Plan ``shard[local] = value`` landed without rewriting the shard (see
+        :meth:`finish_positional`): reads the shard's size and index page, and the stored
+        bytes of inner chunks the selection only partly covers."""
         if self.index_location != "start":
             raise InvalidValueError("positional shard writes need index_location 'start'")
         stamp = int(extent[0]) if extent else 0
         size = store.size(key)
         if size is None:  # a new shard, stored even when all fill: its stamp says "written"
-            shard = self.write(lambda s, n: None, local, value, extent, each, stamp=stamp)
-            assert shard is not None, "a stamped shard is always laid out"
-            store.set(key, shard)
-            return
+            plan = self.plan_write(lambda s, n: None, local, value, extent, stamp)
+            plan.key, plan.size = key, None
+            return plan
         page = store.get_range(key, 0, self.index_size + STAMP_SIZE)
         index = self._decode_index(None if page is None else page[:self.index_size], size).copy()
         present = index[:, 0] != EMPTY
         stamped = not present.any() or int(index[present, 0].min()) >= self.index_size + STAMP_SIZE
+        pairs = index.tolist()
+
+        def stored(slot: int) -> Optional[Reader]:
+            offset, nbytes = pairs[slot]
+            if offset == int(EMPTY):
+                return None
+            return lambda s, n: _slice(store.get_range(key, offset, nbytes), s, n)
+
         touched = list(project(_local_dims(local), self.chunk_shape))
+        slots, chunks, empties = self._prepared(touched, value, extent, stored)
+        plan = ShardWrite(self.inner, slots, chunks, empties)
+        plan.key, plan.size, plan.index, plan.stamp = key, size, index, (stamp if stamped else None)
+        plan.first = max(size, self.index_size + STAMP_SIZE) if stamped else size
+        return plan
 
-        def one(item: Tuple[Tuple[int, ...], Tuple[Local, ...], Tuple[slice, ...]]) -> Tuple[int, Optional[Buffer]]:
-            coords, inner_local, value_sel = item
-            i = self._flat(coords)
-            offset, nbytes = (int(v) for v in index[i])
-            inner_extent = tuple(max(0, min(c, e - k * c)) for c, e, k in zip(self.chunk_shape, extent, coords))
-            old = (lambda s, n: None) if offset == int(EMPTY) else (
-                lambda s, n: _slice(store.get_range(key, offset, nbytes), s, n))
-            return i, self.inner.write(old, inner_local, value[value_sel + (Ellipsis,)], inner_extent)
+    def finish_positional(self, store: Store, plan: "ShardWrite", encoded: Sequence[Item]) -> None:
+        """Land a planned positional write: every new inner chunk appended at the end of the
+        shard value in one write, then the index (which must be at the start) rewritten in
+        place — data before the index that points at it.  A superseded inner chunk stays as
+        dead bytes (trajectory §10).  The index page carries the written-rows stamp
+        ``extent[0]`` (see the module docstring), except in a shard laid out without room
+        for it.  A new shard is written whole, stamped."""
+        assert plan.key is not None, "plan_positional sets it"
+        if plan.size is None:
+            shard = self.finish_write(plan, encoded)
+            assert shard is not None, "a stamped shard is always laid out"
+            store.set(plan.key, shard)
+            return
+        index = plan.index
+        assert index is not None, "plan_positional reads it"
+        tail, parts = plan.first, []  # type: Tuple[int, List[Buffer]]
+        for slot, item in zip(plan.slots, encoded):
+            size = item_size(item)
+            index[slot] = (tail, size)
+            tail += size
+            parts.extend(item if isinstance(item, tuple) else (item,))
+        for slot in plan.empties:
+            index[slot] = (EMPTY, EMPTY)
+        if parts:  # one write for every new inner chunk, then the index
+            store.write_at(plan.key, plan.first, b"".join(parts))
+        store.write_at(plan.key, 0, self._encode_index(index, plan.stamp))
 
-        first = max(size, self.index_size + STAMP_SIZE) if stamped else size
-        tail, appended = first, []
-        for i, data in list(each(one, touched)):
-            if data is None:
-                index[i] = (EMPTY, EMPTY)
-                continue
-            appended.append(data)
-            index[i] = (tail, memoryview(data).nbytes)
-            tail += memoryview(data).nbytes
-        if appended:  # one write for every new inner chunk, then the index
-            store.write_at(key, first, b"".join(appended))
-        store.write_at(key, 0, self._encode_index(index, stamp if stamped else None))
+    def write_positional(self, store: Store, key: str, local: Tuple[Local, ...], value: np.ndarray,
+                         extent: Tuple[int, ...], each: Any = map, threads: int = 1) -> None:
+        """Land ``shard[local] = value`` without rewriting the shard (plan, encode, finish)."""
+        plan = self.plan_positional(store, key, local, value, extent)
+        self.finish_positional(store, plan, plan.encode(threads))
+
+
+class ShardWrite:
+    """One shard's planned write: the inner chunks to encode (``chunks``, for ``slots``),
+    the slots that become empty, and what the layout needs — the stored chunks kept
+    (``kept``, a rewrite), or the shard's size, index and append offset (positional)."""
+
+    def __init__(self, inner: Any, slots: List[int], chunks: Any, empties: List[int]) -> None:
+        self.inner, self.slots, self.chunks, self.empties = inner, slots, chunks, empties
+        self.kept: Optional[List[Optional[Item]]] = None
+        self.stamp: Optional[int] = None
+        self.key: Optional[str] = None
+        self.size: Optional[int] = None
+        self.index: Optional[np.ndarray] = None
+        self.first = 0
+
+    @property
+    def group(self) -> Tuple[Any, Any]:
+        """``(pipeline, chunks)`` for :func:`~molrec_raw.zarr.codecs.batch.encode_batch`."""
+        return self.inner, self.chunks
+
+    def encode(self, threads: int = 1) -> List[Item]:
+        return encode_batch([self.group], threads)[0] if len(self.slots) else []
 
 
 def _nesting(lists: List[Any]) -> int:

@@ -49,6 +49,33 @@ class ShuffleCodec(BytesBytesCodec):
             return raw
         return np.ascontiguousarray(raw.reshape(-1, self.elementsize).T).reshape(-1)
 
+    def encode_many(self, items: Any) -> Any:
+        """A stacked batch (a row per chunk) in one transposed copy: each row as ``encode``
+        would give it."""
+        e = self.elementsize
+        if isinstance(items, np.ndarray) and items.ndim == 2 and e > 1 and items.shape[1] % e == 0:
+            rows = items.shape[0]
+            return np.ascontiguousarray(items.reshape(rows, -1, e).transpose(0, 2, 1)).reshape(rows, -1)
+        return super().encode_many(items)
+
+    def unshuffle_into(self, data: Buffer, target: np.ndarray) -> None:
+        """Decode into ``target`` — a chunk-shaped array of ``elementsize``-byte elements,
+        any strides (a column of an interleaved array): byte plane j becomes byte j of every
+        element, written in place, with no intermediate buffer."""
+        raw = self._check(data, CorruptDataError)
+        e = self.elementsize
+        if raw.size != target.size * e:
+            raise CorruptDataError(
+                f"numcodecs.shuffle: {raw.size} bytes where the chunk needs {target.size * e}", rule="zarr-v3-subset#5.6"
+            )
+        if target.flags.c_contiguous:
+            self.decode_into(raw, memoryview(target.reshape(-1).view(np.uint8)))
+            return
+        planes = raw.reshape((e,) + target.shape)
+        dest = target[..., None].view(np.uint8)  # (..., e): the bytes of each element
+        for j in range(e):
+            dest[..., j] = planes[j]
+
     def decode(self, data: Buffer, expected_size: Optional[int], limit: int) -> Buffer:
         out = np.empty(memoryview(data).nbytes, dtype=np.uint8)
         self.decode_into(data, memoryview(out))

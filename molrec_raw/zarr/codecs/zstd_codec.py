@@ -7,7 +7,7 @@ claims more than the chunk can hold is refused before anything is allocated.
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import zstandard
 
@@ -16,6 +16,12 @@ from molrec_raw.zarr.codecs.base import Buffer, BytesBytesCodec, ChunkSpec, chec
 from molrec_raw.zarr.parts import Part
 
 _RULE = "zarr-v3-subset#5.4"
+
+# Below this many bytes (in or out) a batch runs on one thread: the batch API starts its
+# threads per call (~45 µs), and a single-threaded loop of plain calls is the faster way
+# for a few small chunks (spec-notes/zarr.md, "Batch codec path").
+THREADED_BATCH_BYTES = 1 << 20
+SMALL_BATCH_BYTES = 256 * 1024
 
 
 @register
@@ -39,17 +45,42 @@ class ZstdCodec(BytesBytesCodec):
     def to_json(self) -> Dict[str, Any]:
         return {"name": "zstd", "configuration": {"level": self.level, "checksum": self.checksum}}
 
-    def encode(self, data: Buffer) -> Buffer:
+    def _compressor(self) -> Any:
         compressor = getattr(self._local, "compressor", None)
         if compressor is None:
             compressor = self._local.compressor = zstandard.ZstdCompressor(
                 level=self.level, write_checksum=self.checksum, write_content_size=True
             )
-        return compressor.compress(data)
+        return compressor
+
+    def _decompressor(self) -> Any:
+        """This thread's decompressor (making one costs about a third of decoding an 80 KB
+        chunk; zstandard resets its state at every call)."""
+        decompressor = getattr(self._local, "decompressor", None)
+        if decompressor is None:
+            decompressor = self._local.decompressor = zstandard.ZstdDecompressor()
+        return decompressor
+
+    def encode(self, data: Buffer) -> Buffer:
+        return self._compressor().compress(data)
+
+    def compress_many(self, inputs: Sequence[Buffer], threads: int = 1) -> List[Buffer]:
+        """``encode`` of every input, in order, through ``multi_compress_to_buffer`` (the
+        same frames; one call, on up to ``threads`` threads when the batch is large)."""
+        compressor = self._compressor()
+        total = sum(memoryview(x).nbytes for x in inputs)
+        if len(inputs) < 2 or total < SMALL_BATCH_BYTES or not all(memoryview(x).nbytes for x in inputs):
+            return [compressor.compress(x) for x in inputs]
+        try:
+            result = compressor.multi_compress_to_buffer(
+                list(inputs), threads=threads if threads > 1 and total >= THREADED_BATCH_BYTES else 0)
+        except NotImplementedError:  # a backend without the batch API (cffi)
+            return [compressor.compress(x) for x in inputs]
+        return [result[i] for i in range(len(result))]
 
     def decode(self, data: Buffer, expected_size: Optional[int], limit: int) -> Buffer:
         bound = limit if expected_size is None else expected_size
-        decompressor = zstandard.ZstdDecompressor()
+        decompressor = self._decompressor()
         try:
             declared = _declared_size(data, bound)
             if declared >= 0 and (expected_size is None or declared == expected_size):
@@ -111,7 +142,7 @@ class ZstdCodec(BytesBytesCodec):
         size = len(target)
         try:
             _declared_size(data, size)
-            reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+            reader = self._decompressor().stream_reader(data, read_across_frames=True)
             filled = 0
             while filled < size:
                 got = reader.readinto(target[filled:])
@@ -125,6 +156,87 @@ class ZstdCodec(BytesBytesCodec):
             raise CorruptDataError(
                 f"zstd: decompressed size differs from the chunk's {size} bytes", rule="zarr-v3-subset#5.4"
             )
+
+
+def decompress_many(items: Sequence[Buffer], sizes: Sequence[int], threads: int = 1) -> List[Union[Buffer, Exception]]:
+    """Each item decompressed to exactly ``sizes[k]`` bytes, or the error that refuses it
+    (the careful path of :meth:`ZstdCodec.decode`).  Frames that declare their size go
+    through ``multi_decompress_to_buffer`` in one call (on up to ``threads`` threads when the
+    batch is large); anything it refuses is retried item by item, so an error is that
+    item's own."""
+    careful = ZstdCodec(0, False)
+    out: List[Union[Buffer, Exception]] = [b""] * len(items)
+    batch: List[int] = []
+    for k, (item, size) in enumerate(zip(items, sizes)):
+        try:
+            declared = zstandard.frame_content_size(item)
+        except zstandard.ZstdError:
+            declared = -1
+        # the batch API decodes the first frame only and ignores what follows it: anything but
+        # one whole frame of the declared size takes the careful path (which refuses or reads on)
+        if declared == size and size > 0 and frame_end(item) == memoryview(item).nbytes:
+            batch.append(k)
+        else:
+            out[k] = _careful(careful, item, size)
+    total = sum(sizes[k] for k in batch)
+    if len(batch) < 2 or total < SMALL_BATCH_BYTES:
+        decompressor = zstandard.ZstdDecompressor()
+        for k in batch:
+            try:
+                result = decompressor.decompress(items[k], allow_extra_data=False)
+            except zstandard.ZstdError:
+                result = None
+            out[k] = result if result is not None and len(result) == sizes[k] else _careful(careful, items[k], sizes[k])
+        return out
+    try:
+        results = zstandard.ZstdDecompressor().multi_decompress_to_buffer(
+            [items[k] for k in batch], threads=threads if threads > 1 and total >= THREADED_BATCH_BYTES else 0)
+        decoded = [results[i] for i in range(len(results))]
+        if len(decoded) != len(batch) or any(len(d) != sizes[k] for d, k in zip(decoded, batch)):
+            raise zstandard.ZstdError("size mismatch")
+    except (zstandard.ZstdError, NotImplementedError, ValueError):
+        for k in batch:
+            out[k] = _careful(careful, items[k], sizes[k])
+        return out
+    for k, d in zip(batch, decoded):
+        out[k] = d
+    return out
+
+
+def frame_end(data: Buffer) -> int:
+    """Where the first zstd frame of ``data`` ends (its header, blocks and checksum walked as
+    RFC 8878 §3.1.1 lays them out), or -1 when that cannot be told: a value whose frame does
+    not end exactly at its end holds more (or less) than one frame."""
+    view = memoryview(data).cast("B")
+    try:
+        at = zstandard.frame_header_size(view)
+    except zstandard.ZstdError:
+        return -1
+    if len(view) < 5:
+        return -1
+    checksum = 4 if view[4] & 0x04 else 0
+    while at + 3 <= len(view):
+        header = view[at] | view[at + 1] << 8 | view[at + 2] << 16
+        kind, size = (header >> 1) & 3, header >> 3
+        if kind == 3:
+            return -1
+        at += 3 + (1 if kind == 1 else size)
+        if header & 1:
+            return at + checksum
+    return -1
+
+
+def _careful(codec: ZstdCodec, item: Buffer, size: int) -> Union[Buffer, Exception]:
+    """``ZstdCodec.decode`` to exactly ``size`` bytes (a truncated frame is refused here, as
+    ``decode_into`` refuses it), or its error."""
+    try:
+        out = codec.decode(item, size, size)
+    except CorruptDataError as exc:
+        return exc
+    if len(out) != size:
+        return CorruptDataError(f"zstd: decompressed size differs from the chunk's {size} bytes",
+                                rule="zarr-v3-subset#5.4")
+    return out
 
 
 def _declared_size(data: Buffer, bound: int) -> int:

@@ -1,0 +1,276 @@
+"""Many chunks through the codec pipeline at once (zarr-v3-subset §5): the batch path.
+
+A write lands, and a read needs, many chunks at a time.  Coding them one by one pays every
+codec's Python overhead per chunk and runs zstd on one core; here each stage runs over the
+whole batch: the ``bytes`` codec is one view of the stacked chunks, the byte shuffle one
+vectorised transpose of all of them, zstd one call of zstandard's C-threaded batch API
+(``multi_compress_to_buffer`` / ``multi_decompress_to_buffer``: the GIL is released and no
+Python thread pool is involved) for every chunk of every pipeline in the batch, crc32c one C
+call per chunk.  Decoding writes its last step — the unshuffle, or the copy out of the
+decompressed buffer — straight into the caller's target, which may be a strided view (a
+column of an interleaved array), so a read makes no copy it does not need.
+
+The bytes are those of :meth:`CodecPipeline.encode` chunk by chunk (the batch API writes
+the same zstd frames as ``ZstdCompressor.compress`` with the same parameters;
+tests/zarr_layer/test_batch_codecs.py); a decode error names the chunk's key.  Work is
+split into waves of at most :data:`WAVE_BYTES` decoded bytes, so a large read or write
+never holds more than one wave of intermediate buffers.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from molrec_raw.errors import CorruptDataError, MolrecError
+from molrec_raw.zarr.codecs.base import Buffer
+from molrec_raw.zarr.indexing import Local
+
+__all__ = ["DecodeJob", "Item", "WAVE_BYTES", "decode_batch", "decode_each", "encode_batch", "item_size", "join_item"]
+
+# An encoded value, whole or in parts whose concatenation it is (crc32c appends its
+# checksum as a part of its own, so the shard assembly copies each chunk once).
+Item = Union[Buffer, Tuple[Buffer, ...]]
+# Decoded bytes per wave: each stage runs over a wave while it is still in the CPU's caches
+# (a 2 MiB wave decoded W7 1.3-1.5x faster than 64 MiB ones; spec-notes/zarr.md), and the
+# intermediate buffers of a batch stay that small.
+WAVE_BYTES = 2 * 1024 * 1024
+# Chunk bytes per encoding wave: larger, as each zstd batch call starts its threads anew and
+# on a busy machine a new thread may wait for a core (a whole W1 commit, 4 MB, in one call).
+ENCODE_WAVE_BYTES = 8 * 1024 * 1024
+
+
+def join_item(item: Item) -> Buffer:
+    """One buffer holding the item (its parts joined)."""
+    if isinstance(item, tuple):
+        return item[0] if len(item) == 1 else b"".join(item)
+    return item
+
+
+def item_size(item: Item) -> int:
+    if isinstance(item, tuple):
+        return sum(memoryview(part).nbytes for part in item)
+    return memoryview(item).nbytes
+
+
+# ----------------------------------------------------------------------------- encode
+def _serialized(pipeline: Any, chunks: Sequence[np.ndarray]) -> Any:
+    """The chunks after the array->array and array->bytes codecs: one 2-D ``uint8`` array
+    (a row per chunk) when the chain is plain native bytes, else a list of buffers."""
+    if not len(chunks):
+        return []
+    if pipeline.direct and isinstance(chunks, np.ndarray) and chunks.dtype == pipeline.spec.dtype.numpy:
+        return np.ascontiguousarray(chunks).reshape(len(chunks), -1).view(np.uint8)
+    out = []
+    for chunk in chunks:
+        for codec in pipeline.array_codecs:
+            chunk = codec.encode(chunk)
+        out.append(pipeline.array_bytes.encode(chunk))
+    return out
+
+
+def encode_batch(groups: Sequence[Tuple[Any, Sequence[np.ndarray]]], threads: int = 1,
+                 wave_bytes: int = ENCODE_WAVE_BYTES) -> List[List[Item]]:
+    """Encode ``groups`` of ``(pipeline, chunks)`` — each chunk of its pipeline's full chunk
+    shape, ``chunks`` a stacked array or a list — into one list of encoded items per group,
+    in order.  Chunks of every group pass through each stage together, a wave of at most
+    ``wave_bytes`` at a time; zstd stages with the same settings share one batch call on up
+    to ``threads`` threads."""
+    out: List[List[Item]] = [[] for _ in groups]
+    wave: List[Tuple[int, Any, Any]] = []
+    size = 0
+    for g, (pipeline, chunks) in enumerate(groups):
+        count = len(chunks)
+        each = max(1, pipeline.spec.nbytes or 1)
+        lo = 0
+        while lo < count:
+            take = max(1, min(count - lo, (wave_bytes - size) // each))
+            wave.append((g, pipeline, chunks[lo:lo + take]))
+            size += take * each
+            lo += take
+            if size >= wave_bytes:
+                _encode_wave(wave, threads, out)
+                wave, size = [], 0
+    if wave:
+        _encode_wave(wave, threads, out)
+    return out
+
+
+def _encode_wave(pieces: List[Tuple[int, Any, Any]], threads: int, out: List[List[Item]]) -> None:
+    """All stages over one wave of ``(group, pipeline, chunks)`` pieces; results appended."""
+    from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
+
+    states = [_serialized(pipeline, chunks) for _, pipeline, chunks in pieces]
+    depth = max((len(pipeline.bytes_codecs) for _, pipeline, _ in pieces), default=0)
+    for stage in range(depth):
+        batches: Dict[Tuple[int, bool], Tuple[Any, List[int]]] = {}
+        for g, (_, pipeline, _) in enumerate(pieces):
+            codecs = pipeline.bytes_codecs
+            if stage >= len(codecs):
+                continue
+            codec = codecs[stage]
+            if isinstance(codec, ZstdCodec):
+                batches.setdefault((codec.level, codec.checksum), (codec, []))[1].append(g)
+            else:
+                states[g] = codec.encode_many(states[g])
+        for codec, members in batches.values():
+            inputs = [join_item(item) for g in members for item in states[g]]
+            outputs = codec.compress_many(inputs, threads)
+            at = 0
+            for g in members:
+                count = len(states[g])
+                states[g] = outputs[at:at + count]
+                at += count
+    for (g, _, _), state in zip(pieces, states):
+        out[g].extend(state)
+
+
+# ----------------------------------------------------------------------------- decode
+class DecodeJob:
+    """One stored chunk value to decode into ``target`` (the chunk's ``local`` selection,
+    None for the whole chunk); ``key`` names it in errors."""
+
+    __slots__ = ("pipeline", "data", "target", "local", "key", "owner")
+
+    def __init__(self, pipeline: Any, data: Buffer, target: np.ndarray,
+                 local: Optional[Tuple[Local, ...]] = None, key: Optional[str] = None) -> None:
+        self.pipeline, self.data, self.target, self.local, self.key = pipeline, data, target, local, key
+        self.owner: Any = None  # the array the chunk belongs to: its errors name it
+
+    @property
+    def whole(self) -> bool:
+        """The target receives the whole chunk in the pipeline's own dtype."""
+        spec = self.pipeline.spec
+        return (self.local is None and self.target.shape == spec.shape
+                and self.target.dtype == spec.dtype.numpy)
+
+
+def _failed(job: DecodeJob, exc: Exception) -> MolrecError:
+    """The error of one job, as a MolrecError naming its chunk (and its array's store and
+    node when the job has an owner)."""
+    error = exc if isinstance(exc, MolrecError) else CorruptDataError(f"cannot decode chunk: {exc}")
+    if job.owner is not None:
+        return job.owner._context(error, job.key)  # type: ignore[no-any-return]
+    return error.add_context(key=job.key)
+
+
+_DECODE_ERRORS = (MolrecError, ValueError, TypeError, IndexError, OverflowError, struct.error)
+
+
+def _finish(job: DecodeJob, data: Buffer) -> None:
+    """The decoded bytes of a chunk, through the array->bytes and array->array codecs, into
+    the job's target."""
+    pipeline = job.pipeline
+    spec = pipeline.spec
+    if pipeline.direct:
+        if memoryview(data).nbytes != spec.nbytes:
+            raise CorruptDataError(
+                f"bytes codec: chunk has {memoryview(data).nbytes} bytes, expected {spec.nbytes}",
+                rule="zarr-v3-subset#5.1")
+        chunk = np.frombuffer(data, dtype=spec.dtype.numpy).reshape(spec.shape)
+    else:
+        chunk = pipeline.array_bytes.decode(data)
+        for codec in reversed(pipeline.array_codecs):
+            chunk = codec.decode(chunk)
+    job.target[...] = chunk if job.local is None else chunk[job.local]
+
+
+def _waves(jobs: Sequence[DecodeJob], wave_bytes: int) -> List[Sequence[DecodeJob]]:
+    waves: List[Sequence[DecodeJob]] = []
+    first, size = 0, 0
+    for k, job in enumerate(jobs):
+        size += job.pipeline.spec.nbytes or 0
+        if size > wave_bytes and k > first:
+            waves.append(jobs[first:k])
+            first, size = k, job.pipeline.spec.nbytes or 0
+    waves.append(jobs[first:])
+    return waves
+
+
+# Below this many decoded bytes a wave is decoded chunk by chunk through each pipeline's
+# scratch buffer (no allocation per chunk): cheaper than a batch call for a frame's few chunks.
+SMALL_WAVE_BYTES = 256 * 1024
+
+
+def decode_batch(jobs: Sequence[DecodeJob], threads: int = 1, wave_bytes: int = WAVE_BYTES) -> None:
+    """Decode every job into its target; zstd stages of all jobs share one batch call per
+    wave (at most ``wave_bytes`` decoded) on up to ``threads`` threads.  Raises the first
+    failing job's error (naming its key); the targets of other jobs may then be partly
+    written."""
+    for wave in _waves(jobs, wave_bytes) if jobs else []:
+        if sum(job.pipeline.spec.nbytes or SMALL_WAVE_BYTES for job in wave) < SMALL_WAVE_BYTES:
+            for job in wave:
+                _decode_one(job)
+        else:
+            _decode_wave(wave, threads)
+
+
+def decode_each(jobs: Sequence[DecodeJob]) -> None:
+    """Decode the jobs one by one, each through its pipeline's per-thread scratch buffer
+    straight into its target (a thread's run of a large read, ``Array._decode``)."""
+    for job in jobs:
+        _decode_one(job)
+
+
+def _decode_one(job: DecodeJob) -> None:
+    try:
+        if job.pipeline.direct and job.whole:
+            job.pipeline.decode_to(job.data, job.target)
+        else:
+            _finish(job, _bytes_decoded(job))
+    except _DECODE_ERRORS as exc:
+        raise _failed(job, exc) from None
+
+
+def _bytes_decoded(job: DecodeJob) -> Buffer:
+    """The job's value through every bytes->bytes codec (the array->bytes input)."""
+    pipeline = job.pipeline
+    data = job.data
+    limit = pipeline.spec.limits.max_chunk_bytes
+    for codec, size in zip(reversed(pipeline.bytes_codecs), reversed(pipeline.stage_sizes)):
+        data = codec.decode(data, size, limit)
+    return data
+
+
+def _decode_wave(jobs: Sequence[DecodeJob], threads: int) -> None:
+    from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
+    from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec, decompress_many
+
+    items: List[Any] = [job.data for job in jobs]
+    done = [False] * len(jobs)
+    depth = max(len(job.pipeline.bytes_codecs) for job in jobs)
+    for step in range(depth):
+        batch: List[int] = []
+        for k, job in enumerate(jobs):
+            codecs = job.pipeline.bytes_codecs
+            stage = len(codecs) - 1 - step
+            if stage < 0 or done[k]:
+                continue
+            codec = codecs[stage]
+            size = job.pipeline.stage_sizes[stage]
+            try:
+                if isinstance(codec, ZstdCodec) and size is not None:
+                    batch.append(k)
+                elif (stage == 0 and isinstance(codec, ShuffleCodec) and job.pipeline.direct and job.whole
+                      and codec.elementsize == job.target.itemsize):
+                    codec.unshuffle_into(items[k], job.target)  # the last step, into the target
+                    done[k] = True
+                else:
+                    items[k] = codec.decode(items[k], size, job.pipeline.spec.limits.max_chunk_bytes)
+            except _DECODE_ERRORS as exc:
+                raise _failed(job, exc) from None
+        if batch:
+            results = decompress_many([items[k] for k in batch],
+                                      [jobs[k].pipeline.stage_sizes[len(jobs[k].pipeline.bytes_codecs) - 1 - step]
+                                       for k in batch], threads)
+            for k, result in zip(batch, results):
+                if isinstance(result, Exception):
+                    raise _failed(jobs[k], result)
+                items[k] = result
+    for k, job in enumerate(jobs):
+        if not done[k]:
+            try:
+                _finish(job, items[k])
+            except _DECODE_ERRORS as exc:
+                raise _failed(job, exc) from None
