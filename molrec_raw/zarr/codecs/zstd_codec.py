@@ -24,7 +24,7 @@ THREADED_BATCH_BYTES = 1 << 20
 SMALL_BATCH_BYTES = 256 * 1024
 _STEP = 1 << 20  # bytes the careful path decompresses per read
 # A frame whose window is larger than this is decoded by a decompressor of its own, freed
-# after the call, so a hostile window is not kept alive (see ZstdCodec._decompressor).
+# after the call, so a hostile window is not kept alive (see ZstdCodec._stream_decompressor).
 REUSED_WINDOW_BYTES = 4 << 20
 
 
@@ -57,23 +57,27 @@ class ZstdCodec(BytesBytesCodec):
             )
         return compressor
 
-    def _decompressor(self, data: Buffer) -> Any:
-        """A decompressor for ``data``: this thread's reused one (making one costs about a
-        third of decoding an 80 KB chunk; zstandard resets its state at every call) when the
-        frame's window is at most ``REUSED_WINDOW_BYTES``, else a fresh one.  A streaming
-        decode keeps a window-sized buffer in the decompressor, and a hostile frame declares
-        windows up to 128 MiB: a reused decompressor would hold that for as long as the
-        array is open (found by bench/fuzz.py's vlen_utf8 target: +136 MiB RSS)."""
-        try:
-            small = zstandard.get_frame_parameters(data).window_size <= REUSED_WINDOW_BYTES
-        except zstandard.ZstdError:
-            small = False
-        if not small:
-            return zstandard.ZstdDecompressor()
+    def _reused_decompressor(self) -> Any:
+        """This thread's decompressor (making one costs about a third of decoding an 80 KB
+        chunk; zstandard resets its state at every call).  A one-shot ``decompress`` decodes
+        into its output and keeps nothing; a streaming read goes through
+        :meth:`_stream_decompressor`."""
         decompressor = getattr(self._local, "decompressor", None)
         if decompressor is None:
             decompressor = self._local.decompressor = zstandard.ZstdDecompressor()
         return decompressor
+
+    def _stream_decompressor(self, data: Buffer) -> Any:
+        """A decompressor to stream ``data`` with: the reused one when the frame's window is
+        at most ``REUSED_WINDOW_BYTES``, else a fresh one.  A streaming decode keeps a
+        window-sized buffer in the decompressor, and a hostile frame declares windows up to
+        128 MiB: a reused decompressor would hold that for as long as the array is open
+        (found by bench/fuzz.py's vlen_utf8 target: +136 MiB RSS)."""
+        try:
+            small = zstandard.get_frame_parameters(data).window_size <= REUSED_WINDOW_BYTES
+        except zstandard.ZstdError:
+            small = False
+        return self._reused_decompressor() if small else zstandard.ZstdDecompressor()
 
     def encode(self, data: Buffer) -> Buffer:
         return self._compressor().compress(data)
@@ -94,17 +98,16 @@ class ZstdCodec(BytesBytesCodec):
 
     def decode(self, data: Buffer, expected_size: Optional[int], limit: int) -> Buffer:
         bound = limit if expected_size is None else expected_size
-        decompressor = self._decompressor(data)
         try:
             declared = _declared_size(data, bound)
             if declared >= 0 and (expected_size is None or declared == expected_size):
                 try:
-                    return decompressor.decompress(data, allow_extra_data=False)
+                    return self._reused_decompressor().decompress(data, allow_extra_data=False)
                 except zstandard.ZstdError:
                     pass  # concatenated frames or a damaged frame: take the careful path
             # the careful path: at most _STEP bytes per read into one growing buffer (asking
             # for bound + 1 bytes at once allocates that much for any frame, however small)
-            reader = decompressor.stream_reader(data, read_across_frames=True)
+            reader = self._stream_decompressor(data).stream_reader(data, read_across_frames=True)
             out = bytearray()
             while len(out) <= bound:
                 more = reader.read(min(_STEP, bound + 1 - len(out)))
@@ -158,7 +161,7 @@ class ZstdCodec(BytesBytesCodec):
         size = len(target)
         try:
             _declared_size(data, size)
-            reader = self._decompressor(data).stream_reader(data, read_across_frames=True)
+            reader = self._stream_decompressor(data).stream_reader(data, read_across_frames=True)
             filled = 0
             while filled < size:
                 got = reader.readinto(target[filled:])
