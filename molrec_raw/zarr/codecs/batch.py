@@ -170,9 +170,7 @@ def _finish(job: DecodeJob, data: Buffer) -> None:
                 rule="zarr-v3-subset#5.1")
         chunk = np.frombuffer(data, dtype=spec.dtype.numpy).reshape(spec.shape)
     else:
-        chunk = pipeline.array_bytes.decode(data)
-        for codec in reversed(pipeline.array_codecs):
-            chunk = codec.decode(chunk)
+        chunk = pipeline.decode_array(data)
     job.target[...] = chunk if job.local is None else chunk[job.local]
 
 
@@ -218,19 +216,9 @@ def _decode_one(job: DecodeJob) -> None:
         if job.pipeline.direct and job.whole:
             job.pipeline.decode_to(job.data, job.target)
         else:
-            _finish(job, _bytes_decoded(job))
+            _finish(job, job.pipeline.decode_bytes(job.data))
     except _DECODE_ERRORS as exc:
         raise _failed(job, exc) from None
-
-
-def _bytes_decoded(job: DecodeJob) -> Buffer:
-    """The job's value through every bytes->bytes codec (the array->bytes input)."""
-    pipeline = job.pipeline
-    data = job.data
-    limit = pipeline.spec.limits.max_chunk_bytes
-    for codec, size in zip(reversed(pipeline.bytes_codecs), reversed(pipeline.stage_sizes)):
-        data = codec.decode(data, size, limit)
-    return data
 
 
 def _decode_wave(jobs: Sequence[DecodeJob], threads: int) -> None:

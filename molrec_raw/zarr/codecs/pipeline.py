@@ -132,9 +132,17 @@ class CodecPipeline:
         return data
 
     def decode(self, data: Buffer) -> np.ndarray:
+        return self.decode_array(self.decode_bytes(data))
+
+    def decode_bytes(self, data: Buffer) -> Buffer:
+        """A stored value through every bytes->bytes codec (the array->bytes codec's input)."""
         limit = self.spec.limits.max_chunk_bytes
-        for bytes_codec, size in zip(reversed(self.bytes_codecs), reversed(self._sizes[:-1])):
+        for bytes_codec, size in zip(reversed(self.bytes_codecs), reversed(self.stage_sizes)):
             data = bytes_codec.decode(data, size, limit)
+        return data
+
+    def decode_array(self, data: Buffer) -> np.ndarray:
+        """The array->bytes codec's input through it and every array->array codec: the chunk."""
         chunk = self.array_bytes.decode(data)
         for array_codec in reversed(self.array_codecs):
             chunk = array_codec.decode(chunk)
