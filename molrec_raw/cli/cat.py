@@ -1,0 +1,74 @@
+"""``molrec-raw cat``: a frame's columns; ``--follow`` one line per frame as the run commits."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Optional
+
+import numpy as np
+
+from molrec_raw.errors import MolrecError
+from molrec_raw.record import typed_json
+from molrec_raw.record.doors import open_record
+from molrec_raw.record.trajectory import MrecReader
+from molrec_raw.zarr import Group
+
+
+def _meta_text(tag: str, value: Any) -> str:
+    """A per-step meta value on one line: f64 as %.6g, the rest as compact typed JSON."""
+    if tag == "f64" and isinstance(value, float):
+        return f"{value:.6g}"
+    if value is None:
+        return "-"
+    plain = getattr(value, "value", value)  # a MetaValue carries its tag beside the value
+    return json.dumps(typed_json.encode_value(tag, plain), separators=(",", ":"))
+
+
+def _cat_follow(args: argparse.Namespace) -> int:
+    """One line per committed frame (index, step, time, each per-step meta key) from
+    ``--frame`` (default 0; negative: from the end), then one per new commit; only the
+    meta is decoded, never the blocks."""
+    with MrecReader(args.path) as reader:
+        keys = reader.schema.meta_keys()
+        print("\t".join(["frame", "step", "time", *(k for k, _ in keys)]), flush=True)
+        following: Optional[int] = None  # the next frame to print
+        try:
+            for n in reader.watch(args.interval, args.timeout, stop_after=args.stop_after):
+                if following is None:
+                    start = args.frame or 0
+                    following = start if start >= 0 else max(0, n + start)
+                steps, times = reader.step, reader.time
+                while following < n:
+                    i, following = following, following + 1
+                    meta = reader.read_columns(i, []).meta
+                    cells = [str(i), str(steps[i]), "-" if times is None else f"{times[i]:.6g}"]
+                    print("\t".join(cells + [_meta_text(tag, meta.get(k)) for k, tag in keys]), flush=True)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def run_cat(args: argparse.Namespace) -> int:
+    from molrec_raw.record.doors import read_mrec_frame
+
+    if args.follow:
+        return _cat_follow(args)
+    root = open_record(args.path)
+    if args.frame is None:
+        frame = read_mrec_frame(args.path)
+    else:
+        if not isinstance(root.get("trajectory"), Group):
+            raise MolrecError("--frame needs a record with a trajectory")
+        with MrecReader(args.path) as reader:
+            frame = reader[args.frame]
+    for name, block in frame.blocks.items():
+        if args.block and name != args.block:
+            continue
+        print(f"[{name}] {block.count} rows")
+        columns = list(block.columns)
+        print("\t".join(columns))
+        for row in range(min(block.nrows, args.rows)):
+            print("\t".join(str(np.asarray(block.columns[c][row]).tolist()) for c in columns))
+        if block.nrows > args.rows:
+            print(f"… {block.nrows - args.rows} more rows")
+    return 0

@@ -1,0 +1,32 @@
+"""``molrec-raw validate`` and ``molrec-raw repair``."""
+from __future__ import annotations
+
+import argparse
+
+from molrec_raw.cli.progress import ProgressBar
+from molrec_raw.record.molrec import validate
+from molrec_raw.record.repair import repair_mrec
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    with ProgressBar("validate") as bar:
+        violations = validate(args.path, progress=bar)
+    for v in violations:
+        print(f"{v.rule}\t{v.node}\t{v.message}")
+    if not violations:
+        print(f"{args.path}: valid")
+    return 1 if violations else 0
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    report = repair_mrec(args.path, dry_run=args.dry_run)
+    verb = "would" if args.dry_run else "did"
+    for change in report.changes:
+        print(f"{verb}: {change}")
+    if report.nstep is not None:
+        where = "the live state" if report.source == "live" else f"its checkpoint ({report.reason})"
+        print(f"trajectory: {report.nstep} committed frames, read from {where}")
+    if not report.changes:
+        print(f"{args.path}: nothing to repair")
+    print(f"{args.path}: {'sound' if report.sound else 'needs repair' if args.dry_run else 'NOT sound'}")
+    return 0 if report.sound else 1

@@ -1,0 +1,100 @@
+"""``molrec-raw inspect``: a readable tree of a record (arrays, chunks, codecs, sizes) and its
+trajectory summary; ``--follow`` redraws it after every commit."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Dict, List, Optional
+
+from molrec_raw.record.doors import open_record
+from molrec_raw.record.trajectory import MrecReader
+from molrec_raw.zarr import Array, Group
+
+
+def _array_info(array: Array) -> Dict[str, Any]:
+    stored = sum(array.store.size(key) or 0 for key in array.store.list(f"{array.path}/")
+                 if not key.endswith("zarr.json"))
+    raw = array.size * (array.metadata.dtype.itemsize or 0)
+    names = [c.get("name") if isinstance(c, dict) else c for c in array.metadata.codecs]
+    if names == ["sharding_indexed"]:
+        names = ["sharding_indexed"] + [c.get("name") for c in array.metadata.codecs[0]["configuration"]["codecs"]]
+    return {"shape": list(array.shape), "dtype": array.metadata.dtype.name, "chunks": list(array.chunks),
+            "shards": list(array.shards) if array.shards else None, "codecs": names, "stored_bytes": stored,
+            "ratio": round(raw / stored, 2) if stored and raw else None}
+
+
+def _tree(group: Group) -> Dict[str, Any]:
+    node: Dict[str, Any] = {"attributes": dict(group.attrs), "members": {}}
+    for name, member in group.members():
+        node["members"][name] = _tree(member) if isinstance(member, Group) else _array_info(member)
+    return node
+
+
+def _print_tree(name: str, node: Dict[str, Any], indent: str, out: List[str]) -> None:
+    if "members" in node:
+        keys = ", ".join(list(node["attributes"])[:6]) + (", …" if len(node["attributes"]) > 6 else "")
+        out.append(f"{indent}{name}/" + (f"  [{keys}]" if keys else ""))
+        for child, sub in node["members"].items():
+            _print_tree(child, sub, indent + "  ", out)
+    else:
+        geometry = f"chunks {node['chunks']}" + (f" in shards {node['shards']}" if node["shards"] else "")
+        ratio = f", ratio {node['ratio']}" if node["ratio"] else ""
+        out.append(f"{indent}{name}: {node['dtype']}{node['shape']}  {geometry}  {'+'.join(node['codecs'])}  "
+                   f"{node['stored_bytes']} B stored{ratio}")
+
+
+def _trajectory_summary(path: str) -> Optional[Dict[str, Any]]:
+    with MrecReader(path) as reader:
+        summary = reader.describe()
+    return summary if summary["nstep"] or summary["blocks"] else None
+
+
+def _trajectory_lines(t: Dict[str, Any]) -> List[str]:
+    lines = [f"trajectory: {t['nstep']} committed frames, steps {t['steps']}, times {t['times']}, "
+             f"{t['box_updates']} cell update(s), per-step meta {', '.join(t['meta_keys']) or '-'}"]
+    for name, b in t["blocks"].items():
+        tail = f", {b['uncommitted_rows']} uncommitted row(s) past nstep" if b["uncommitted_rows"] else ""
+        rows = f", last update {b['last_rows']} rows" if b["last_rows"] is not None else ""
+        lines.append(f"  block {name}: {b['layout']}, {b['updates']} update(s){rows}{tail}")
+    if t["uncommitted_tail"]:
+        lines.append("  uncommitted tail: arrays hold data past nstep (an interrupted commit); readers ignore it")
+    return lines
+
+
+def inspect_lines(path: str, as_json: bool) -> List[str]:
+    root = open_record(path)
+    report: Dict[str, Any] = {"path": path, "tree": _tree(root)}
+    if isinstance(root.get("trajectory"), Group):
+        report["trajectory"] = _trajectory_summary(path)
+    if as_json:
+        return [json.dumps(report, indent=2, default=str)]
+    lines: List[str] = []
+    _print_tree(path, report["tree"], "", lines)
+    if report.get("trajectory"):
+        lines.extend(_trajectory_lines(report["trajectory"]))
+    return lines
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    if not args.follow:
+        print("\n".join(inspect_lines(args.path, args.json)))
+        return 0
+    clear = sys.stdout.isatty() and not args.json
+    with MrecReader(args.path) as reader:  # its refresh is what tells a commit
+        drawn: List[Any] = []
+
+        def draw(n: int) -> None:
+            lines = inspect_lines(args.path, args.json)
+            state = (reader.run_status() or {}).get("state")
+            lines.append(f"run: {state or 'no status document'}; {n} committed frames")
+            print(("\x1b[H\x1b[2J" if clear else "") + "\n".join(lines) + ("" if clear else "\n"), flush=True)
+            drawn[:] = [state]
+        try:
+            for n in reader.watch(args.interval, args.timeout, stop_after=args.stop_after):
+                draw(n)
+            if drawn and (reader.run_status() or {}).get("state") != drawn[0]:
+                draw(len(reader))  # the run ended after its last commit: once more, with its state
+        except KeyboardInterrupt:
+            pass
+    return 0

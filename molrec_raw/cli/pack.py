@@ -1,0 +1,21 @@
+"""``molrec-raw pack`` and ``molrec-raw unpack``."""
+from __future__ import annotations
+
+import argparse
+
+from molrec_raw.cli.progress import ProgressBar
+from molrec_raw.record.pack import pack_mrec_zip, unpack_mrec_zip
+
+
+def run_pack(args: argparse.Namespace) -> int:
+    with ProgressBar("pack") as bar:
+        target = pack_mrec_zip(args.path, remove_source=args.remove_source, progress=bar)
+    print(target)
+    return 0
+
+
+def run_unpack(args: argparse.Namespace) -> int:
+    with ProgressBar("unpack") as bar:
+        target = unpack_mrec_zip(args.zip, args.dest, progress=bar)
+    print(target)
+    return 0
