@@ -1,0 +1,393 @@
+"""Frame bytes, ``MRF1``: one frame — a system, a trajectory update, the index, a force
+field — as one value whose numeric buffers a reader can view in place (lmdb.md "Frame
+bytes").  Knows nothing of LMDB: bytes in, bytes out.
+
+::
+
+    value         := magic | header_length | header | padding | payload
+    magic         := b"MRF1"                      (lmdb#L9)
+    header_length := u32 little-endian
+    header        := UTF-8 JSON object, header_length bytes
+    padding       := zero bytes up to the next multiple of 8 from the start of the value
+    payload       := the column buffers, each at an 8-aligned ``offset`` into the payload
+
+Every numeric column is one C-order little-endian buffer of ``prod(shape) × itemsize``
+bytes (``lmdb#L10``); ``bool`` is one byte 0/1, ``c64``/``c128`` interleaved pairs
+(``lmdb#L11``); a ``string`` column has no buffer, its values are the header's ``values``
+list, row-major (``lmdb#L12``); a nullable column's mask is a ``validity`` buffer of
+``shape[0]`` one-byte bools (``lmdb#L13``); ``precision`` rides in a column entry (system and
+index frames, ``lmdb#L14``), ``targets`` and ``attributes`` in a block entry (``lmdb#L16``);
+``meta``/``meta_types``/``step``/``time``/``box`` at the top (``lmdb#L15``, ``#L16``).
+
+:func:`decode_frame` refuses (never an IndexError or MemoryError) an unknown magic, a
+header that lies about its length or is not the documented JSON, a dtype outside the closed
+column set, an offset that is not a multiple of 8, a buffer that runs past the value, a
+shape that disagrees with the block's ``count``, a bool buffer holding anything but 0/1.
+Its numeric columns are ``numpy`` views of the value it was given (read-only when the value
+is): valid for as long as that buffer is — for an LMDB value, while its read transaction is
+open.  What the decoder does *not* check (dtypes against a declaration, canonical keys, row
+references, typed meta) is the caller's, who knows what kind of frame it holds.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import orjson
+
+from molrec_raw.errors import CorruptDataError, InvalidValueError, SpecViolationError, brief
+from molrec_raw.record import typed_json
+from molrec_raw.record.columns import COLUMN_NUMPY, column_dtype_of
+from molrec_raw.record.model import Block, Box
+from molrec_raw.record.precision import check_precision
+
+__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "encode_frame", "decode_frame", "box_header", "read_box", "header_of"]
+
+MAGIC = b"MRF1"
+ALIGN = 8
+_PREFIX = struct.Struct("<4sI")
+_ZERO_PAD = bytes(ALIGN)
+
+R_MAGIC = "lmdb#L9"       # magic, header length, header JSON, padding
+R_BUFFER = "lmdb#L10"     # 8-aligned offsets, buffers inside the value
+R_DTYPE = "lmdb#L11"      # the closed column set; bool 0/1
+R_STRING = "lmdb#L12"     # string values in the header
+R_VALIDITY = "lmdb#L13"   # validity buffers
+R_PRECISION = "lmdb#L14"  # precision on system / index columns
+R_HEADER = "lmdb#L17"     # the header's documented shape
+
+_TOP_KEYS = frozenset(("blocks", "meta", "meta_types", "step", "time", "box"))
+_BLOCK_KEYS = frozenset(("count", "structural_shape", "columns", "targets", "attributes"))
+_NUMERIC_KEYS = frozenset(("dtype", "shape", "offset", "validity", "precision"))
+_STRING_KEYS = frozenset(("dtype", "shape", "values", "validity"))
+_BOX_KEYS = frozenset(("vectors", "origin", "boundary", "cell_defined"))
+_MAX_NDIM = 32
+_MAX_DIM = 1 << 40
+_U8 = np.dtype("u1")
+
+
+@dataclass
+class DecodedFrame:
+    """What one value holds.  ``blocks``: columns as views of the value (strings as object
+    arrays), ``masks`` exactly as stored (an all-true mask stays), ``precision``, ``targets``,
+    ``attrs`` (the entry's ``attributes``), ``structural_shape``, ``count``.  ``meta`` and
+    ``meta_types`` are the header's JSON as stored (typed JSON forms, not decoded: the caller
+    knows the tags); ``step`` / ``time`` the raw JSON values, ``has_step`` / ``has_time``
+    whether they are there (a JSON ``null`` reads as absent); ``box`` the cell."""
+
+    blocks: Dict[str, Block]
+    meta: Dict[str, Any] = field(default_factory=dict)
+    meta_types: Optional[Dict[str, Any]] = None
+    step: Any = None
+    time: Any = None
+    has_step: bool = False
+    has_time: bool = False
+    box: Optional[Box] = None
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) & ~(ALIGN - 1)
+
+
+# -- encoding --------------------------------------------------------------------------------
+def _little(values: np.ndarray) -> np.ndarray:
+    """C-order, little-endian, in the table's dtype (a copy only when needed)."""
+    dtype = COLUMN_NUMPY[column_dtype_of(values) or ""]
+    if values.dtype != dtype or not values.flags.c_contiguous:
+        values = np.ascontiguousarray(values, dtype=dtype)
+    return values
+
+
+def box_header(box: Box) -> Dict[str, Any]:
+    """The header form of a cell (``box`` follows frame-and-types §10): ``vectors`` always
+    (3×3 nested, lattice vectors as columns), ``origin`` when not zero, ``boundary`` when not
+    all periodic or the cell is undefined, ``cell_defined`` only when false; reals in their
+    typed JSON ``f64`` form (``"NaN"`` …)."""
+    defined = bool(box.defined)
+    vectors = np.asarray(box.vectors, dtype=np.float64) if defined else np.eye(3)
+    out: Dict[str, Any] = {"vectors": [[typed_json.encode_value("f64", float(x)) for x in row] for row in vectors]}
+    origin = np.asarray(box.origin, dtype=np.float64)
+    if origin.any() or np.signbit(origin).any():
+        out["origin"] = [typed_json.encode_value("f64", float(x)) for x in origin]
+    boundary = [bool(b) for b in box.boundary]
+    if not defined or not all(boundary):
+        out["boundary"] = boundary
+    if not defined:
+        out["cell_defined"] = False
+    return out
+
+
+def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any]] = None,
+                 meta_types: Optional[Mapping[str, str]] = None, step: Any = None, time: Any = None,
+                 box: Optional[Box] = None) -> bytes:
+    """One frame as frame bytes.  ``blocks`` hold checked columns (one of the 13 dtypes,
+    ``count`` rows each; the caller validated them); their ``precision``, ``targets``,
+    ``structural_shape`` and ``attrs`` are written as given, masks as ``validity`` buffers
+    (also an all-true one: a nullable index column keeps its mask).  ``meta`` is already in
+    typed JSON form; ``meta_types`` is written when given; ``step``/``time`` (typed JSON
+    ``i64``/``f64`` values) and ``box`` when given.  Deterministic: the same input gives the
+    same bytes."""
+    parts: List[Any] = []
+    size = 0
+    header_blocks: Dict[str, Any] = {}
+    for name, block in blocks.items():
+        columns: Dict[str, Any] = {}
+        for column, raw in block.columns.items():
+            values = raw if type(raw) is np.ndarray else np.asarray(raw)
+            dtype = column_dtype_of(values)
+            if dtype is None:
+                raise InvalidValueError(f"column {column!r} of block {name!r} has dtype {values.dtype}, "
+                                        "not one of the 13 column dtypes", rule=R_DTYPE)
+            entry: Dict[str, Any] = {"dtype": dtype, "shape": [int(n) for n in values.shape]}
+            if dtype == "string":
+                entry["values"] = values.ravel().tolist()
+            else:
+                buffer = _little(values)
+                entry["offset"] = size
+                parts.append(buffer)
+                size += buffer.nbytes
+                pad = -size % ALIGN
+                if pad:
+                    parts.append(_ZERO_PAD[:pad])
+                    size += pad
+            mask = block.masks.get(column)
+            if mask is not None:
+                flags = np.ascontiguousarray(mask, dtype=np.bool_)
+                entry["validity"] = size
+                parts.append(flags)
+                size += flags.nbytes
+                pad = -size % ALIGN
+                if pad:
+                    parts.append(_ZERO_PAD[:pad])
+                    size += pad
+            p = block.precision.get(column)
+            if p is not None:
+                entry["precision"] = float(p)
+            columns[column] = entry
+        header_block: Dict[str, Any] = {"count": int(block.nrows), "structural_shape": (
+            None if block.structural_shape is None else [int(s) for s in block.structural_shape]), "columns": columns}
+        if block.targets:
+            header_block["targets"] = dict(block.targets)
+        if block.attrs:
+            header_block["attributes"] = dict(block.attrs)
+        header_blocks[name] = header_block
+    header: Dict[str, Any] = {"blocks": header_blocks}
+    if meta is not None:
+        header["meta"] = meta
+    if meta_types is not None:
+        header["meta_types"] = meta_types
+    if step is not None:
+        header["step"] = step
+    if time is not None:
+        header["time"] = time
+    if box is not None:
+        header["box"] = box_header(box)
+    try:
+        text = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError as exc:
+        raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
+    start = _align(_PREFIX.size + len(text))
+    prefix = _PREFIX.pack(MAGIC, len(text)) + text + _ZERO_PAD[:start - _PREFIX.size - len(text)]
+    return b"".join([prefix, *parts])
+
+
+# -- decoding --------------------------------------------------------------------------------
+def _corrupt(message: str, where: str, rule: str, offset: Optional[int] = None) -> CorruptDataError:
+    return CorruptDataError(message, node=where, rule=rule, offset=offset)
+
+
+def _spec(message: str, where: str, rule: str) -> SpecViolationError:
+    return SpecViolationError(message, node=where, rule=rule)
+
+
+def _object(value: Any, allowed: frozenset, where: str, what: str) -> Dict[str, Any]:
+    if type(value) is not dict:
+        raise _corrupt(f"{what} is not a JSON object: {brief(value)}", where, R_HEADER)
+    if not value.keys() <= allowed:
+        unknown = sorted(k for k in value if k not in allowed)
+        raise _corrupt(f"{what} has unknown key(s) {unknown} (allowed: {', '.join(sorted(allowed))})", where, R_HEADER)
+    return value
+
+
+def _shape(raw: Any, count: int, where: str) -> Tuple[int, ...]:
+    if type(raw) is not list or not 1 <= len(raw) <= _MAX_NDIM or not all(
+            type(n) is int and 0 <= n <= _MAX_DIM for n in raw):
+        raise _corrupt(f"shape {brief(raw)} is not a list of 1 to {_MAX_NDIM} integers in [0, 2^40]", where, R_HEADER)
+    if raw[0] != count:
+        raise _corrupt(f"shape {raw} has {raw[0]} rows but the block's count is {count}", where, R_HEADER)
+    return tuple(raw)
+
+
+def _offset(raw: Any, nbytes: int, payload: int, end: int, where: str, rule: str, what: str) -> int:
+    """The absolute start of a buffer of ``nbytes`` at payload offset ``raw``."""
+    if type(raw) is not int or raw < 0:
+        raise _corrupt(f"{what} offset {brief(raw)} is not a non-negative integer", where, rule)
+    if raw % ALIGN:
+        raise _corrupt(f"{what} offset {raw} is not a multiple of {ALIGN}", where, R_BUFFER, payload + raw)
+    if payload + raw + nbytes > end:
+        raise _corrupt(f"{what} of {nbytes} bytes at payload offset {raw} runs past the value "
+                       f"({end - payload} payload bytes)", where, R_BUFFER, payload + raw)
+    return payload + raw
+
+
+def _bools(value: Any, start: int, count: int, where: str, rule: str) -> np.ndarray:
+    flags = np.frombuffer(value, _U8, count, start)
+    if count and int(flags.max()) > 1:
+        bad = int(np.flatnonzero(flags > 1)[0])
+        raise _corrupt(f"a bool buffer holds byte {int(flags[bad])} (only 0 and 1)", where, rule, start + bad)
+    return flags.view(np.bool_)
+
+
+def _column(value: Any, raw: Any, count: int, payload: int, end: int, where: str) -> Tuple[np.ndarray, Optional[np.ndarray], Any]:
+    """(values, mask or None, precision or None) of one column entry."""
+    if type(raw) is not dict:
+        raise _corrupt(f"column entry is not a JSON object: {brief(raw)}", where, R_HEADER)
+    dtype = raw.get("dtype")
+    if dtype == "string":
+        _object(raw, _STRING_KEYS, where, "string column entry")
+        shape = _shape(raw.get("shape"), count, where)
+        strings = raw.get("values")
+        if type(strings) is not list:
+            raise _corrupt(f"string column 'values' is not a list: {brief(strings)}", where, R_STRING)
+        if len(strings) != math.prod(shape):
+            raise _corrupt(f"string column of shape {list(shape)} holds {len(strings)} values", where, R_STRING)
+        try:
+            "".join(strings)  # a C loop that fails on any element that is not a str
+        except TypeError:
+            raise _corrupt("string column 'values' holds a non-string", where, R_STRING) from None
+        values = np.empty(len(strings), dtype=object)
+        values[:] = strings
+        values = values.reshape(shape)
+    else:
+        numpy = COLUMN_NUMPY.get(dtype) if type(dtype) is str else None
+        if numpy is None:
+            raise _spec(f"column dtype {brief(dtype)} is not one of the 13 column dtypes (never widened)", where, R_DTYPE)
+        if not raw.keys() <= _NUMERIC_KEYS:
+            _object(raw, _NUMERIC_KEYS, where, "column entry")
+        shape = _shape(raw.get("shape"), count, where)
+        n = math.prod(shape)
+        start = _offset(raw.get("offset"), n * numpy.itemsize, payload, end, where, R_BUFFER, "buffer")
+        if dtype == "bool":
+            values = _bools(value, start, n, where, R_DTYPE).reshape(shape)
+        else:
+            values = np.frombuffer(value, numpy, n, start).reshape(shape)
+    mask = None
+    if "validity" in raw:
+        at = _offset(raw["validity"], count, payload, end, where, R_VALIDITY, "validity")
+        mask = _bools(value, at, count, where, R_VALIDITY)
+    precision = raw.get("precision")
+    if precision is not None or "precision" in raw:
+        problems = list(check_precision(precision, "f64" if dtype == "f64" else str(dtype), where))
+        if problems:
+            raise _spec(problems[0].message, where, R_PRECISION)
+    return values, mask, precision
+
+
+def read_box(raw: Any, where: str) -> Box:
+    """The cell of a header's ``box`` entry (the form :func:`box_header` writes)."""
+    entry = _object(raw, _BOX_KEYS, where, "box")
+
+    def reals(value: Any, n: int, what: str) -> List[float]:
+        if type(value) is not list or len(value) != n:
+            raise _corrupt(f"box {what} {brief(value)} is not a list of {n}", where, R_HEADER)
+        try:
+            return [typed_json.decode_value("f64", x, where) for x in value]
+        except SpecViolationError as exc:
+            raise _corrupt(f"box {what}: {exc.message}", where, R_HEADER) from None
+
+    if "vectors" not in entry:
+        raise _corrupt("box has no 'vectors'", where, R_HEADER)
+    rows = entry["vectors"]
+    if type(rows) is not list or len(rows) != 3:
+        raise _corrupt(f"box vectors {brief(rows)} is not 3x3", where, R_HEADER)
+    vectors = np.array([reals(row, 3, "vectors row") for row in rows], dtype=np.float64)
+    origin = np.array(reals(entry.get("origin", [0.0, 0.0, 0.0]), 3, "origin"), dtype=np.float64)
+    defined = entry.get("cell_defined", True)
+    if type(defined) is not bool:
+        raise _corrupt(f"box cell_defined {brief(defined)} is not a JSON boolean", where, R_HEADER)
+    boundary = entry.get("boundary", [defined] * 3)
+    if type(boundary) is not list or len(boundary) != 3 or not all(type(b) is bool for b in boundary):
+        raise _corrupt(f"box boundary {brief(boundary)} is not three booleans", where, R_HEADER)
+    if not defined and any(boundary):
+        raise _spec("an undefined cell cannot be periodic in any direction", where, "frame-and-types#14.18")
+    return Box(vectors if defined else np.eye(3), origin, (boundary[0], boundary[1], boundary[2]), defined)
+
+
+def header_of(value: Any, where: str) -> Tuple[Dict[str, Any], int]:
+    """The parsed header of a frame-bytes value and the absolute offset of its payload."""
+    end = len(value)
+    if end < _PREFIX.size:
+        raise _corrupt(f"a frame-bytes value of {end} bytes is shorter than its 8-byte prefix", where, R_MAGIC, 0)
+    magic, length = _PREFIX.unpack_from(value, 0)
+    if magic != MAGIC:
+        raise _corrupt(f"unknown magic {bytes(magic)!r} (frame bytes start with {MAGIC!r})", where, R_MAGIC, 0)
+    if _PREFIX.size + length > end:
+        raise _corrupt(f"header_length {length} runs past the value ({end} bytes)", where, R_MAGIC, 4)
+    payload = _align(_PREFIX.size + length)
+    if payload > end:
+        raise _corrupt(f"the header's padding runs past the value ({end} bytes)", where, R_MAGIC, _PREFIX.size + length)
+    try:
+        header = orjson.loads(value[_PREFIX.size:_PREFIX.size + length])
+    except orjson.JSONDecodeError as exc:
+        raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
+    if bytes(value[_PREFIX.size + length:payload]) != _ZERO_PAD[:payload - _PREFIX.size - length]:
+        raise _corrupt("the header's padding is not zero bytes", where, R_MAGIC, _PREFIX.size + length)
+    if type(header) is not dict:
+        raise _corrupt(f"the header is not a JSON object: {brief(header)}", where, R_HEADER, _PREFIX.size)
+    return header, payload
+
+
+def decode_frame(value: Any, where: str = "") -> DecodedFrame:
+    """Decode frame bytes (``bytes``, ``bytearray`` or ``memoryview``), checking every rule
+    the module docstring lists; numeric columns are views of ``value``."""
+    header, payload = header_of(value, where)
+    end = len(value)
+    if not header.keys() <= _TOP_KEYS:
+        _object(header, _TOP_KEYS, where, "the header")
+    raw_blocks = header.get("blocks")
+    if type(raw_blocks) is not dict:
+        raise _corrupt(f"the header's 'blocks' is not a JSON object: {brief(raw_blocks)}", where, R_HEADER)
+    blocks: Dict[str, Block] = {}
+    for name, raw in raw_blocks.items():
+        at = f"{where}/{name}"
+        if type(raw) is not dict or not raw.keys() <= _BLOCK_KEYS:
+            _object(raw, _BLOCK_KEYS, at, "block entry")
+        count = raw.get("count")
+        if type(count) is not int or count < 0:
+            raise _corrupt(f"block count {brief(count)} is not a non-negative JSON integer", at, R_HEADER)
+        raw_columns = raw.get("columns", {})
+        if type(raw_columns) is not dict:
+            raise _corrupt(f"block 'columns' is not a JSON object: {brief(raw_columns)}", at, R_HEADER)
+        columns: Dict[str, np.ndarray] = {}
+        masks: Dict[str, np.ndarray] = {}
+        precision: Dict[str, float] = {}
+        for column, entry in raw_columns.items():
+            values, mask, p = _column(value, entry, count, payload, end, f"{at}/{column}")
+            columns[column] = values
+            if mask is not None:
+                masks[column] = mask
+            if p is not None:
+                precision[column] = p
+        shape = raw.get("structural_shape")
+        if shape is not None and (type(shape) is not list or not all(type(s) is int and s >= 0 for s in shape)):
+            raise _corrupt(f"structural_shape {brief(shape)} is not a list of non-negative integers", at, R_HEADER)
+        targets = raw.get("targets", {})
+        if type(targets) is not dict or not all(type(t) is str for t in targets.values()):
+            raise _corrupt(f"block 'targets' {brief(targets)} is not an object of strings", at, R_HEADER)
+        attrs = raw.get("attributes", {})
+        if type(attrs) is not dict:
+            raise _corrupt(f"block 'attributes' {brief(attrs)} is not a JSON object", at, R_HEADER)
+        blocks[name] = Block(columns, masks, precision, dict(targets), None if shape is None else tuple(shape),
+                             attrs, count)
+    meta = header.get("meta", {})
+    if type(meta) is not dict:
+        raise _corrupt(f"the header's 'meta' is not a JSON object: {brief(meta)}", where, R_HEADER)
+    meta_types = header.get("meta_types")
+    if meta_types is not None and type(meta_types) is not dict:
+        raise _corrupt(f"'meta_types' is not a JSON object: {brief(meta_types)}", where, R_HEADER)
+    box = read_box(header["box"], f"{where}/box") if header.get("box") is not None else None
+    step, time = header.get("step"), header.get("time")  # a JSON null reads as absent
+    return DecodedFrame(blocks, meta, meta_types, step, time, step is not None, time is not None, box)
