@@ -4,6 +4,7 @@ Layers: ``molrec_raw.zarr`` (the Zarr V3 subset, knows nothing of MolRec) and
 ``molrec_raw.record`` (the record format), re-exported here.
 """
 from molrec_raw import errors
+from molrec_raw.collection import CollectionReader, CollectionWriter, read_collection
 from molrec_raw.record.doors import (
     read_mrec_forcefield, read_mrec_frame, read_mrec_meta, read_mrec_system, section_names,
     write_mrec_forcefield, write_mrec_frame, write_mrec_system,
@@ -29,4 +30,5 @@ __all__ = [
     "errors", "pack_mrec_zip", "unpack_mrec_zip", "repair_mrec", "RepairReport", "read_mrec", "read_mrec_forcefield", "read_mrec_frame", "read_mrec_meta",
     "read_mrec_system", "section_names", "validate", "write_mrec", "write_mrec_forcefield",
     "write_mrec_frame", "write_mrec_system", "__version__",
+    "CollectionReader", "CollectionWriter", "read_collection",
 ]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -44,7 +43,8 @@ from molrec_raw.record.columns import COLUMN_NUMPY, column_dtype_of
 from molrec_raw.record.model import Block, Box
 from molrec_raw.record.precision import check_precision
 
-__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "encode_frame", "decode_frame", "box_header", "read_box", "header_of"]
+__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "Layout", "LayoutCache", "compile_layout", "encode_frame", "decode_frame",
+           "box_header", "read_box", "header_of"]
 
 MAGIC = b"MRF1"
 ALIGN = 8
@@ -66,26 +66,26 @@ _STRING_KEYS = frozenset(("dtype", "shape", "values", "validity"))
 _BOX_KEYS = frozenset(("vectors", "origin", "boundary", "cell_defined"))
 _MAX_NDIM = 32
 _MAX_DIM = 1 << 40
+_MAX_PAYLOAD = 1 << 48  # no value is larger (LMDB's map is far smaller)
 _U8 = np.dtype("u1")
 
 
-@dataclass
 class DecodedFrame:
     """What one value holds.  ``blocks``: columns as views of the value (strings as object
     arrays), ``masks`` exactly as stored (an all-true mask stays), ``precision``, ``targets``,
     ``attrs`` (the entry's ``attributes``), ``structural_shape``, ``count``.  ``meta`` and
     ``meta_types`` are the header's JSON as stored (typed JSON forms, not decoded: the caller
     knows the tags); ``step`` / ``time`` the raw JSON values, ``has_step`` / ``has_time``
-    whether they are there (a JSON ``null`` reads as absent); ``box`` the cell."""
+    whether they are there (a JSON ``null`` reads as absent); ``box`` the cell; ``layout``
+    the checked layout its blocks were built by."""
 
-    blocks: Dict[str, Block]
-    meta: Dict[str, Any] = field(default_factory=dict)
-    meta_types: Optional[Dict[str, Any]] = None
-    step: Any = None
-    time: Any = None
-    has_step: bool = False
-    has_time: bool = False
-    box: Optional[Box] = None
+    __slots__ = ("blocks", "meta", "meta_types", "step", "time", "has_step", "has_time", "box", "layout")
+
+    def __init__(self, blocks: Dict[str, Block], meta: Dict[str, Any], meta_types: Optional[Dict[str, Any]],
+                 step: Any, time: Any, box: Optional[Box], layout: Optional["Layout"]) -> None:
+        self.blocks, self.meta, self.meta_types, self.step, self.time = blocks, meta, meta_types, step, time
+        self.has_step, self.has_time = step is not None, time is not None  # a JSON null reads as absent
+        self.box, self.layout = box, layout
 
 
 def _align(n: int) -> int:
@@ -203,7 +203,7 @@ def _spec(message: str, where: str, rule: str) -> SpecViolationError:
     return SpecViolationError(message, node=where, rule=rule)
 
 
-def _object(value: Any, allowed: frozenset, where: str, what: str) -> Dict[str, Any]:
+def _object(value: Any, allowed: frozenset[str], where: str, what: str) -> Dict[str, Any]:
     if type(value) is not dict:
         raise _corrupt(f"{what} is not a JSON object: {brief(value)}", where, R_HEADER)
     if not value.keys() <= allowed:
@@ -221,18 +221,6 @@ def _shape(raw: Any, count: int, where: str) -> Tuple[int, ...]:
     return tuple(raw)
 
 
-def _offset(raw: Any, nbytes: int, payload: int, end: int, where: str, rule: str, what: str) -> int:
-    """The absolute start of a buffer of ``nbytes`` at payload offset ``raw``."""
-    if type(raw) is not int or raw < 0:
-        raise _corrupt(f"{what} offset {brief(raw)} is not a non-negative integer", where, rule)
-    if raw % ALIGN:
-        raise _corrupt(f"{what} offset {raw} is not a multiple of {ALIGN}", where, R_BUFFER, payload + raw)
-    if payload + raw + nbytes > end:
-        raise _corrupt(f"{what} of {nbytes} bytes at payload offset {raw} runs past the value "
-                       f"({end - payload} payload bytes)", where, R_BUFFER, payload + raw)
-    return payload + raw
-
-
 def _bools(value: Any, start: int, count: int, where: str, rule: str) -> np.ndarray:
     flags = np.frombuffer(value, _U8, count, start)
     if count and int(flags.max()) > 1:
@@ -241,11 +229,135 @@ def _bools(value: Any, start: int, count: int, where: str, rule: str) -> np.ndar
     return flags.view(np.bool_)
 
 
-def _column(value: Any, raw: Any, count: int, payload: int, end: int, where: str) -> Tuple[np.ndarray, Optional[np.ndarray], Any]:
-    """(values, mask or None, precision or None) of one column entry."""
+class _Column:
+    """One column's part of a layout: a numeric buffer (``start`` payload-relative), a run of
+    1-D buffers of one dtype that touch (one view, a row each), or string values."""
+
+    __slots__ = ("kind", "names", "dtype", "start", "count", "shape", "strings", "mask", "at")
+
+    def __init__(self, kind: str, dtype: Any, start: int, count: int, shape: Tuple[int, ...],
+                 strings: Optional[List[str]], mask: Optional[int], at: str) -> None:
+        self.kind, self.dtype, self.start, self.count = kind, dtype, start, count
+        self.names: List[str] = []
+        self.shape, self.strings, self.mask, self.at = shape, strings, mask, at
+
+
+class _BlockLayout:
+    __slots__ = ("name", "count", "shape", "targets", "attrs", "columns", "precision")
+
+    def __init__(self, name: str, count: int, shape: Optional[Tuple[int, ...]], targets: Dict[str, str],
+                 attrs: Dict[str, Any], columns: List[_Column], precision: Dict[str, float]) -> None:
+        self.name, self.count, self.shape, self.targets, self.attrs = name, count, shape, targets, attrs
+        self.columns, self.precision = columns, precision
+
+
+class Layout:
+    """The checked ``blocks`` of a header: where each column lives, relative to the payload.
+    Everything about it that does not depend on the value's bytes is checked once, when it is
+    compiled (:func:`compile_layout`); :meth:`build` checks the rest — that the buffers fit in
+    the value, that bool buffers hold 0/1 — and makes the views.  A reader keeps layouts by
+    the exact JSON text of ``blocks`` (:class:`LayoutCache`): frames that share one are
+    decoded without checking the header's blocks again.  ``checked`` holds a reader's own
+    verdicts on the layout (what it checked it against)."""
+
+    __slots__ = ("blocks", "need", "checked")
+
+    def __init__(self, blocks: List[_BlockLayout], need: int) -> None:
+        self.blocks, self.need = blocks, need
+        self.checked: Dict[Any, bool] = {}
+
+    def build(self, value: Any, payload: int, where: str) -> Dict[str, Block]:
+        """The blocks of ``value`` (views of it) under this layout."""
+        if payload + self.need > len(value):
+            self._past_end(payload, len(value), where)
+        blocks: Dict[str, Block] = {}
+        for b in self.blocks:
+            columns: Dict[str, np.ndarray] = {}
+            masks: Dict[str, np.ndarray] = {}
+            for col in b.columns:
+                kind = col.kind
+                if kind == "run":
+                    names = col.names
+                    if len(names) == 1:
+                        columns[names[0]] = np.frombuffer(value, col.dtype, col.count, payload + col.start)
+                    else:
+                        rows = np.frombuffer(value, col.dtype, col.count * len(names), payload + col.start).reshape(
+                            len(names), col.count)
+                        for i, name in enumerate(names):
+                            columns[name] = rows[i]
+                    continue
+                name = col.names[0]
+                if kind == "strings":
+                    text = np.empty(col.count, dtype=object)
+                    text[:] = col.strings
+                    columns[name] = text.reshape(col.shape)
+                elif col.dtype.kind == "b":
+                    columns[name] = _bools(value, payload + col.start, col.count, col.at, R_DTYPE).reshape(col.shape)
+                else:
+                    columns[name] = np.frombuffer(value, col.dtype, col.count, payload + col.start).reshape(col.shape)
+                if col.mask is not None:
+                    masks[name] = _bools(value, payload + col.mask, b.count, col.at, R_VALIDITY)
+            blocks[b.name] = Block(columns, masks, dict(b.precision), dict(b.targets), b.shape, dict(b.attrs), b.count)
+        return blocks
+
+    def _past_end(self, payload: int, end: int, where: str) -> None:
+        for b in self.blocks:
+            for col in b.columns:
+                size = 0 if col.kind == "strings" else col.count * col.dtype.itemsize * (
+                    len(col.names) if col.kind == "run" else 1)
+                if payload + col.start + size > end:
+                    raise _corrupt(f"buffer of {size} bytes at payload offset {col.start} runs past the value "
+                                   f"({end - payload} payload bytes)", col.at, R_BUFFER, payload + col.start)
+                if col.mask is not None and payload + col.mask + b.count > end:
+                    raise _corrupt(f"validity of {b.count} bytes at payload offset {col.mask} runs past the value "
+                                   f"({end - payload} payload bytes)", col.at, R_BUFFER, payload + col.mask)
+        raise _corrupt("a buffer runs past the value", where, R_BUFFER)  # pragma: no cover - need is their maximum
+
+
+class LayoutCache:
+    """Checked layouts by the exact JSON text of a header's ``blocks`` (at most ``size``; the
+    older half is dropped when full)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self.layouts: Dict[bytes, Layout] = {}
+
+    def get(self, raw_blocks: Any, where: str) -> Layout:
+        """The layout of ``raw_blocks``: kept, or compiled (checked) and kept."""
+        try:
+            text = orjson.dumps(raw_blocks)
+        except TypeError:  # pragma: no cover - parsed JSON always serializes
+            return compile_layout(raw_blocks, where)
+        layout = self.layouts.get(text)
+        if layout is None:
+            layout = compile_layout(raw_blocks, where)
+            if len(self.layouts) >= self.size:
+                for stale in list(self.layouts)[: self.size // 2]:
+                    del self.layouts[stale]
+            self.layouts[text] = layout
+        return layout
+
+
+def _offset(raw: Any, nbytes: int, where: str, what: str) -> int:
+    """A buffer's payload offset: a non-negative multiple of 8 (whether it fits is checked
+    against the value when the layout is built)."""
+    if type(raw) is not int or raw < 0:
+        raise _corrupt(f"{what} offset {brief(raw)} is not a non-negative integer", where, R_BUFFER)
+    if raw % ALIGN:
+        raise _corrupt(f"{what} offset {raw} is not a multiple of {ALIGN}", where, R_BUFFER)
+    if raw + nbytes > _MAX_PAYLOAD:
+        raise _corrupt(f"{what} of {nbytes} bytes at payload offset {raw} runs past any value", where, R_BUFFER)
+    return raw
+
+
+def _column(raw: Any, count: int, where: str) -> Tuple[_Column, Optional[float]]:
+    """One column entry, checked (everything but its bytes)."""
     if type(raw) is not dict:
         raise _corrupt(f"column entry is not a JSON object: {brief(raw)}", where, R_HEADER)
     dtype = raw.get("dtype")
+    mask = None
+    if "validity" in raw:
+        mask = _offset(raw["validity"], count, where, "validity")
     if dtype == "string":
         _object(raw, _STRING_KEYS, where, "string column entry")
         shape = _shape(raw.get("shape"), count, where)
@@ -258,9 +370,7 @@ def _column(value: Any, raw: Any, count: int, payload: int, end: int, where: str
             "".join(strings)  # a C loop that fails on any element that is not a str
         except TypeError:
             raise _corrupt("string column 'values' holds a non-string", where, R_STRING) from None
-        values = np.empty(len(strings), dtype=object)
-        values[:] = strings
-        values = values.reshape(shape)
+        column = _Column("strings", None, 0, len(strings), shape, strings, mask, where)
     else:
         numpy = COLUMN_NUMPY.get(dtype) if type(dtype) is str else None
         if numpy is None:
@@ -269,21 +379,14 @@ def _column(value: Any, raw: Any, count: int, payload: int, end: int, where: str
             _object(raw, _NUMERIC_KEYS, where, "column entry")
         shape = _shape(raw.get("shape"), count, where)
         n = math.prod(shape)
-        start = _offset(raw.get("offset"), n * numpy.itemsize, payload, end, where, R_BUFFER, "buffer")
-        if dtype == "bool":
-            values = _bools(value, start, n, where, R_DTYPE).reshape(shape)
-        else:
-            values = np.frombuffer(value, numpy, n, start).reshape(shape)
-    mask = None
-    if "validity" in raw:
-        at = _offset(raw["validity"], count, payload, end, where, R_VALIDITY, "validity")
-        mask = _bools(value, at, count, where, R_VALIDITY)
+        start = _offset(raw.get("offset"), n * numpy.itemsize, where, "buffer")
+        column = _Column("array", numpy, start, n, shape, None, mask, where)
     precision = raw.get("precision")
     if precision is not None or "precision" in raw:
         problems = list(check_precision(precision, "f64" if dtype == "f64" else str(dtype), where))
         if problems:
             raise _spec(problems[0].message, where, R_PRECISION)
-    return values, mask, precision
+    return column, precision
 
 
 def read_box(raw: Any, where: str) -> Box:
@@ -326,31 +429,28 @@ def header_of(value: Any, where: str) -> Tuple[Dict[str, Any], int]:
         raise _corrupt(f"unknown magic {bytes(magic)!r} (frame bytes start with {MAGIC!r})", where, R_MAGIC, 0)
     if _PREFIX.size + length > end:
         raise _corrupt(f"header_length {length} runs past the value ({end} bytes)", where, R_MAGIC, 4)
-    payload = _align(_PREFIX.size + length)
+    payload = (length + _PREFIX.size + ALIGN - 1) & ~(ALIGN - 1)
     if payload > end:
         raise _corrupt(f"the header's padding runs past the value ({end} bytes)", where, R_MAGIC, _PREFIX.size + length)
     try:
         header = orjson.loads(value[_PREFIX.size:_PREFIX.size + length])
     except orjson.JSONDecodeError as exc:
         raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
-    if bytes(value[_PREFIX.size + length:payload]) != _ZERO_PAD[:payload - _PREFIX.size - length]:
+    pad = payload - _PREFIX.size - length
+    if pad and value[payload - pad:payload] != _ZERO_PAD[:pad]:
         raise _corrupt("the header's padding is not zero bytes", where, R_MAGIC, _PREFIX.size + length)
     if type(header) is not dict:
         raise _corrupt(f"the header is not a JSON object: {brief(header)}", where, R_HEADER, _PREFIX.size)
     return header, payload
 
 
-def decode_frame(value: Any, where: str = "") -> DecodedFrame:
-    """Decode frame bytes (``bytes``, ``bytearray`` or ``memoryview``), checking every rule
-    the module docstring lists; numeric columns are views of ``value``."""
-    header, payload = header_of(value, where)
-    end = len(value)
-    if not header.keys() <= _TOP_KEYS:
-        _object(header, _TOP_KEYS, where, "the header")
-    raw_blocks = header.get("blocks")
+def compile_layout(raw_blocks: Any, where: str) -> Layout:
+    """Check a header's ``blocks`` (everything that does not depend on the value's bytes) and
+    compile where each column lives."""
     if type(raw_blocks) is not dict:
         raise _corrupt(f"the header's 'blocks' is not a JSON object: {brief(raw_blocks)}", where, R_HEADER)
-    blocks: Dict[str, Block] = {}
+    blocks: List[_BlockLayout] = []
+    need = 0
     for name, raw in raw_blocks.items():
         at = f"{where}/{name}"
         if type(raw) is not dict or not raw.keys() <= _BLOCK_KEYS:
@@ -361,16 +461,28 @@ def decode_frame(value: Any, where: str = "") -> DecodedFrame:
         raw_columns = raw.get("columns", {})
         if type(raw_columns) is not dict:
             raise _corrupt(f"block 'columns' is not a JSON object: {brief(raw_columns)}", at, R_HEADER)
-        columns: Dict[str, np.ndarray] = {}
-        masks: Dict[str, np.ndarray] = {}
+        columns: List[_Column] = []
         precision: Dict[str, float] = {}
-        for column, entry in raw_columns.items():
-            values, mask, p = _column(value, entry, count, payload, end, f"{at}/{column}")
-            columns[column] = values
-            if mask is not None:
-                masks[column] = mask
+        for column_name, entry in raw_columns.items():
+            column, p = _column(entry, count, f"{at}/{column_name}")
+            column.names.append(column_name)
             if p is not None:
-                precision[column] = p
+                precision[column_name] = p
+            if column.mask is not None:
+                need = max(need, column.mask + count)
+            if column.kind == "array":
+                nbytes = column.count * column.dtype.itemsize
+                need = max(need, column.start + nbytes)
+                if len(column.shape) == 1 and column.mask is None and column.dtype.kind != "b":
+                    column.kind = "run"
+                    previous = columns[-1] if columns else None
+                    # consecutive 1-D buffers of one dtype that touch: rows of one view
+                    if (previous is not None and previous.kind == "run" and previous.dtype == column.dtype
+                            and previous.count == column.count and nbytes % ALIGN == 0
+                            and column.start == previous.start + len(previous.names) * nbytes):
+                        previous.names.append(column_name)
+                        continue
+            columns.append(column)
         shape = raw.get("structural_shape")
         if shape is not None and (type(shape) is not list or not all(type(s) is int and s >= 0 for s in shape)):
             raise _corrupt(f"structural_shape {brief(shape)} is not a list of non-negative integers", at, R_HEADER)
@@ -380,8 +492,21 @@ def decode_frame(value: Any, where: str = "") -> DecodedFrame:
         attrs = raw.get("attributes", {})
         if type(attrs) is not dict:
             raise _corrupt(f"block 'attributes' {brief(attrs)} is not a JSON object", at, R_HEADER)
-        blocks[name] = Block(columns, masks, precision, dict(targets), None if shape is None else tuple(shape),
-                             attrs, count)
+        blocks.append(_BlockLayout(name, count, None if shape is None else tuple(shape), dict(targets), attrs,
+                                   columns, precision))
+    return Layout(blocks, need)
+
+
+def decode_frame(value: Any, where: str = "", cache: Optional[LayoutCache] = None) -> DecodedFrame:
+    """Decode frame bytes (``bytes``, ``bytearray`` or ``memoryview``), checking every rule
+    the module docstring lists; numeric columns are views of ``value``.  ``cache``: layouts
+    already checked (a reader's), reused when a header's ``blocks`` are exactly one of theirs."""
+    header, payload = header_of(value, where)
+    if not header.keys() <= _TOP_KEYS:
+        _object(header, _TOP_KEYS, where, "the header")
+    raw_blocks = header.get("blocks")
+    layout = compile_layout(raw_blocks, where) if cache is None else cache.get(raw_blocks, where)
+    blocks = layout.build(value, payload, where)
     meta = header.get("meta", {})
     if type(meta) is not dict:
         raise _corrupt(f"the header's 'meta' is not a JSON object: {brief(meta)}", where, R_HEADER)
@@ -389,5 +514,4 @@ def decode_frame(value: Any, where: str = "") -> DecodedFrame:
     if meta_types is not None and type(meta_types) is not dict:
         raise _corrupt(f"'meta_types' is not a JSON object: {brief(meta_types)}", where, R_HEADER)
     box = read_box(header["box"], f"{where}/box") if header.get("box") is not None else None
-    step, time = header.get("step"), header.get("time")  # a JSON null reads as absent
-    return DecodedFrame(blocks, meta, meta_types, step, time, step is not None, time is not None, box)
+    return DecodedFrame(blocks, meta, meta_types, header.get("step"), header.get("time"), box, layout)

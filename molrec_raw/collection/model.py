@@ -257,6 +257,15 @@ class _ColumnStore:
 
 
 @dataclass
+class IndexValues:
+    """One record's checked index values (``(value, valid)`` per column) and the columns they
+    are of."""
+
+    values: Dict[str, Tuple[Any, bool]]
+    specs: Dict[str, ColumnSpec]
+
+
+@dataclass
 class IndexRow:
     """One record's binding columns (lmdb.md "index")."""
 
@@ -291,8 +300,9 @@ class IndexColumns:
         self._used = 0
         self.rows = 0
 
-    def prepare(self, values: Optional[Mapping[str, Any]], record: int) -> Dict[str, Tuple[Any, bool]]:
-        """One record's index values, checked (``C6``) and coerced; nothing is kept yet."""
+    def prepare(self, values: Optional[Mapping[str, Any]], record: int) -> "IndexValues":
+        """One record's index values, checked (``C6``) and coerced; nothing is kept yet (the
+        first record's values declare the columns when no ``index_schema`` did)."""
         where = f"{self.where}[{record}]"
         if values is not None and not isinstance(values, Mapping):
             raise InvalidValueError(f"index must be a mapping of column -> value, got {type(values).__name__}",
@@ -327,13 +337,14 @@ class IndexColumns:
             except (TypeError, ValueError, OverflowError) as exc:
                 raise SpecViolationError(f"index value {brief(value)} cannot be stored as {spec.dtype}: {exc}",
                                          node=at, rule=C6) from None
-        if specs is not self.specs:  # the first record declared them
-            self.specs = specs
-            self._stores = {n: _ColumnStore(s) for n, s in specs.items()}
-        return out
+        return IndexValues(out, specs)
 
-    def append(self, row: IndexRow, values: Dict[str, Tuple[Any, bool]]) -> None:
+    def append(self, row: IndexRow, prepared: "IndexValues") -> None:
         """Keep one record's row (after the record was accepted)."""
+        if prepared.specs is not self.specs:  # the first record declared the columns
+            self.specs = prepared.specs
+            self._stores = {n: _ColumnStore(s) for n, s in prepared.specs.items()}
+        values = prepared.values
         if self._used == _CHUNK_ROWS:
             self._pieces.append(self._binding)
             self._binding = np.zeros((_CHUNK_ROWS, 3), np.uint64)

@@ -5,7 +5,8 @@ collection document (``units``, ``molrec_version``), the declaration, the index 
 binding columns, its prefix sums) and the force field.  A record is read when asked:
 ``c[r].system``, ``c[r].trajectory[k]`` (carry-forward resolved inside the record), the
 reader's view ``c[r].frame(k)``; ``c.batch(records)`` gathers many records' frames into
-flat arrays.
+flat arrays.  Every value read is checked as it is decoded (frame bytes, the declaration,
+typed meta): hostile bytes give a ``MolrecError`` naming the file, the key and the rule.
 
 Copies and views: every call of a ``CollectionReader`` and of its ``Record`` returns data the
 caller owns — each value is copied out of LMDB's map once (one ``memcpy``), its arrays are
@@ -18,35 +19,38 @@ read-only, valid until the ``with`` block ends (use them there, copy what you ke
 from __future__ import annotations
 
 import bisect
+import math
 import operator
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import orjson
 
 from molrec_raw.errors import CorruptDataError, InvalidValueError, MolrecError, SpecViolationError, StoreError, brief
 from molrec_raw.record import documents, typed_json
-from molrec_raw.record.columns import COLUMN_NUMPY, column_dtype_of
+from molrec_raw.record.columns import COLUMN_NUMPY, VOCABULARY, column_dtype_of
 from molrec_raw.record.forcefield import ForceFieldSection, check_forcefield
 from molrec_raw.record.frame_io import canonical_violation, check_block_shape, check_targets
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
 from molrec_raw.record.trajectory.meta import META_STORAGE
 from molrec_raw.record.trajectory.references import check_resolved
 from molrec_raw.record.trajectory.schema import ColumnSpec, SequenceSchema
-from molrec_raw.record.violations import Violation, refuse
+from molrec_raw.record.violations import Violation
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, key, key_name
-from molrec_raw.collection.frame_bytes import DecodedFrame, decode_frame, header_of
-from molrec_raw.collection.model import BINDING_COLUMNS, C1, C2, C3, C9, C10, C11, check_units
+from molrec_raw.collection.frame_bytes import DecodedFrame, LayoutCache, decode_frame, header_of
+from molrec_raw.collection.model import BINDING_COLUMNS, C1, C2, C9, C10, C11, check_units
 
 __all__ = ["CollectionReader", "CollectionView", "Record", "RecordTrajectory", "read_collection"]
 
 L5, L7, L8, L14, L15, L16 = "lmdb#L5", "lmdb#L7", "lmdb#L8", "lmdb#L14", "lmdb#L15", "lmdb#L16"
 _BINDING_DTYPES = {"first_frame": "u64", "n_frames": "u64", "n_atoms": "u64", "has_trajectory": "bool"}
-_RESOLVED_RULES = {"trajectory#R16": C11, "trajectory#R17": "trajectory#R17"}
+_RESOLVED_RULES = {"trajectory#R16": C11}
+_OBJECT = np.dtype(object)
+Getter = Callable[[bytes], Any]
 
 
 def read_collection(path: Any) -> "CollectionReader":
@@ -58,11 +62,11 @@ class _Reading:
     """One read transaction.  ``copy``: each value is copied out of the map (the arrays made
     from it outlive the transaction); else values are views into the map."""
 
-    __slots__ = ("txn", "copy", "path")
+    __slots__ = ("txn", "copy")
 
-    def __init__(self, env: Any, copy: bool, path: str) -> None:
+    def __init__(self, env: Any, copy: bool) -> None:
         self.txn = env.begin(buffers=True)
-        self.copy, self.path = copy, path
+        self.copy = copy
 
     def get(self, k: bytes) -> Any:
         value = self.txn.get(k)
@@ -73,9 +77,33 @@ class _Reading:
     def close(self) -> None:
         self.txn.abort()
 
+    def __enter__(self) -> "_Reading":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.txn.abort()
+
 
 def _fail(error: type, message: str, store: str, k: Optional[bytes], node: str, rule: str) -> MolrecError:
-    return error(message, store=store, key=None if k is None else key_name(k), node=node, rule=rule)  # type: ignore[no-any-return]
+    made: MolrecError = error(message, store=store, key=None if k is None else key_name(k), node=node, rule=rule)
+    return made
+
+
+class _BlockPlan:
+    """What a declared trajectory block's update must hold, precomputed for the read path."""
+
+    __slots__ = ("names", "dtypes", "trailing", "nullable", "rows", "precision", "targets", "shape")
+
+    def __init__(self, schema: SequenceSchema, name: str) -> None:
+        spec = schema.block_spec(name)
+        self.names = frozenset(spec.columns)
+        self.dtypes = {c: (_OBJECT if s.dtype == "string" else COLUMN_NUMPY[s.dtype]) for c, s in spec.columns.items()}
+        self.trailing = {c: tuple(s.trailing) for c, s in spec.columns.items()}
+        self.nullable = frozenset(c for c, s in spec.columns.items() if s.nullable)
+        self.shape = spec.structural_shape
+        self.rows = None if spec.structural_shape is None else math.prod(spec.structural_shape)
+        self.precision = {c: s.precision for c, s in spec.columns.items() if s.precision is not None}
+        self.targets = dict(spec.targets)
 
 
 class CollectionReader:
@@ -83,7 +111,7 @@ class CollectionReader:
     ``c.units``, ``c.schema``, ``c.index``, ``c.index_schema``, ``c.forcefield``,
     ``c.batch(records, frame=0)``, ``c.view()``.  Many processes may read one file at once,
     each with its own environment; a reader carried into a ``fork`` child reopens the file
-    there (its first use in the child), and pickles as its path (a ``DataLoader`` worker
+    there (at its first use in the child), and pickles as its path (a ``DataLoader`` worker
     started with ``spawn`` reopens it too)."""
 
     def __init__(self, path: Any) -> None:
@@ -91,6 +119,7 @@ class CollectionReader:
         self._path = Path(os.fspath(path))
         self._where = str(self._path)
         self._handle: Optional[binding.Handle] = binding.acquire(self._path)
+        self._layouts = LayoutCache()
         try:
             self._load()
         except BaseException:
@@ -104,17 +133,21 @@ class CollectionReader:
             raise InvalidValueError("the collection reader is closed", store=self._where)
         if handle.env is None or handle.inherited:  # a fork child: this process opens the file anew
             self._handle = None
-            self._handle = binding.acquire(self._path)
-            handle = self._handle
+            self._handle = handle = binding.acquire(self._path)
         return handle.env
 
-    @contextmanager
-    def _reading(self) -> Iterator[_Reading]:
-        reading = _Reading(self._env(), True, self._where)
+    def _reading(self) -> _Reading:
+        """A read transaction whose values are copied out of the map (a ``with`` ends it)."""
+        return _Reading(self._env(), True)
+
+    def _get(self, k: bytes) -> Optional[bytearray]:
+        """One value copied out of the map, in a transaction of its own."""
+        txn = self._env().begin(buffers=True)
         try:
-            yield reading
+            value = txn.get(k)
+            return None if value is None else bytearray(value)
         finally:
-            reading.close()
+            txn.abort()
 
     def _load(self) -> None:
         where = self._where
@@ -139,10 +172,11 @@ class CollectionReader:
         self._n_records, self._n_frames = int(doc["n_records"]), int(doc["n_frames"])
         self._load_index(index_raw)
         self._forcefield = None if ff_raw is None else self._load_forcefield(ff_raw)
-        self._meta_tags = {k: t for k, t in self._schema.meta_keys()}
-        self._aligned = {b for b in self._schema.block_names() if self._schema.aligned_with(b) is not None}
-        self._resolved_check = any(self._schema.targets(b) or self._schema.aligned_with(b)
-                                   for b in self._schema.block_names())
+        schema = self._schema
+        self._meta_tags = {k: t for k, t in schema.meta_keys()}
+        self._plans = {b: _BlockPlan(schema, b) for b in schema.block_names()}
+        self._aligned = {b for b in schema.block_names() if schema.aligned_with(b) is not None}
+        self._resolved_check = any(schema.targets(b) or schema.aligned_with(b) for b in schema.block_names())
 
     def _load_index(self, raw: Any) -> None:
         where, node = self._where, f"/index/{INDEX_BLOCK}"
@@ -236,7 +270,8 @@ class CollectionReader:
     @property
     def meta(self) -> Dict[str, Any]:
         """The collection document as stored (``units``, ``molrec_version``, the other keys); a copy."""
-        return orjson.loads(orjson.dumps(self._meta))  # type: ignore[no-any-return]
+        doc: Dict[str, Any] = orjson.loads(orjson.dumps(self._meta))
+        return doc
 
     @property
     def units(self) -> Dict[str, str]:
@@ -272,12 +307,12 @@ class CollectionReader:
         return self._forcefield
 
     def _number(self, r: Any) -> int:
-        try:
-            n = operator.index(r)
-        except TypeError:
-            raise TypeError(f"records are numbered by integers, not {type(r).__name__}") from None
-        if n < 0:
-            n += self._n_records
+        if type(r) is not int:
+            try:
+                r = operator.index(r)
+            except TypeError:
+                raise TypeError(f"records are numbered by integers, not {type(r).__name__}") from None
+        n: int = r + self._n_records if r < 0 else r
         if not 0 <= n < self._n_records:
             raise IndexError(f"record {r} of a collection of {self._n_records}")
         return n
@@ -290,123 +325,111 @@ class CollectionReader:
             yield Record(self, r, None)
 
     # ------------------------------------------------------------------ decoding records
-    def _record_meta(self, reading: _Reading, r: int) -> Dict[str, Any]:
-        k = key(RECORD_META, r)
-        raw = reading.get(k)
+    def _record_meta(self, raw: Any, r: int) -> Dict[str, Any]:
         if raw is None:
             return {}
+        k, node = key(RECORD_META, r), f"/records/{r}/meta"
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise _fail(CorruptDataError, f"record meta is not UTF-8 JSON: {exc}", self._where, k,
-                        f"/records/{r}/meta", "lmdb#L2") from None
+            raise _fail(CorruptDataError, f"record meta is not UTF-8 JSON: {exc}", self._where, k, node,
+                        "lmdb#L2") from None
         if type(doc) is not dict:
-            raise _fail(SpecViolationError, f"record meta is not a JSON object: {brief(doc)}", self._where, k,
-                        f"/records/{r}/meta", "frame-and-types#11.1")
+            raise _fail(SpecViolationError, f"record meta is not a JSON object: {brief(doc)}", self._where, k, node,
+                        "frame-and-types#11.1")
         return doc
 
-    def _system_value(self, reading: _Reading, r: int) -> Optional[DecodedFrame]:
-        k = key(SYSTEM, r)
-        raw = reading.get(k)
+    def _system_blocks(self, raw: Any, r: int) -> Optional[DecodedFrame]:
+        """Record ``r``'s system frame decoded and its blocks checked (frame-and-types §14 reader
+        refusals, ``collection#C11``); meta not yet decoded."""
         if raw is None:
             return None
-        node = f"/records/{r}/system"
+        k, node = key(SYSTEM, r), f"/records/{r}/system"
         try:
-            decoded = decode_frame(raw, node)
+            decoded = decode_frame(raw, node, self._layouts)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(k)) from None
         if decoded.has_step or decoded.has_time or decoded.box is not None:
             raise _fail(SpecViolationError, "a system frame carries no step, time or box (they appear only on "
                         "trajectory updates)", self._where, k, node, L16)
+        blocks = decoded.blocks
+        layout = decoded.layout
+        if layout is None or not layout.checked.get("system"):  # what depends on the layout alone, once
+            for problem in _system_problems(blocks, node):
+                raise _fail(SpecViolationError, problem.message, self._where, k, problem.node, problem.rule)
+            for name in blocks:
+                if name in self._aligned:
+                    raise _fail(SpecViolationError, f"aligned block {name!r} shares its name with a system block",
+                                self._where, k, f"{node}/{name}", C11)
+            if layout is not None:
+                layout.checked["system"] = True
+        for name, block in blocks.items():
+            if block.targets:
+                for problem in check_targets(block, blocks, f"{node}/{name}", _rows_of(blocks)):
+                    raise _fail(SpecViolationError, problem.message, self._where, k, problem.node, problem.rule)
+            if block.masks:
+                block.masks = {c: m for c, m in block.masks.items() if not m.all()}
         return decoded
 
-    def _system(self, reading: _Reading, r: int) -> Optional[Frame]:
-        decoded = self._system_value(reading, r)
+    def _system(self, raw: Any, r: int) -> Optional[Frame]:
+        decoded = self._system_blocks(raw, r)
         if decoded is None:
             return None
-        k, node = key(SYSTEM, r), f"/records/{r}/system"
-        blocks = decoded.blocks
-        problems = [p for name, b in blocks.items() for p in _block_problems(b, f"{node}/{name}")]
-        rows = _rows_of(blocks)
-        problems += [p for name, b in blocks.items() for p in check_targets(b, blocks, f"{node}/{name}", rows)]
-        if problems:
-            raise _fail(SpecViolationError, problems[0].message, self._where, k, problems[0].node, problems[0].rule)
-        aligned = [name for name in blocks if name in self._aligned]
-        if aligned:
-            raise _fail(SpecViolationError, f"aligned block {aligned[0]!r} shares its name with a system block",
-                        self._where, k, f"{node}/{aligned[0]}", C11)
-        attrs = dict(decoded.meta)
-        if typed_json.META_TYPES_KEY in attrs:
-            raise _fail(SpecViolationError, f"a meta key may not be named {typed_json.META_TYPES_KEY!r}", self._where, k,
-                        node, "frame-and-types#14.33")
-        if decoded.meta_types is not None:
-            attrs[typed_json.META_TYPES_KEY] = decoded.meta_types
-        try:
-            meta = typed_json.decode_document(attrs, node)
-        except MolrecError as exc:
-            raise exc.add_context(store=self._where, key=key_name(k)) from None
-        for block in blocks.values():
-            block.masks = {c: m for c, m in block.masks.items() if not m.all()}
-        return Frame(meta, blocks, None)
+        meta: Dict[str, Any] = {}
+        if decoded.meta or decoded.meta_types:
+            k, node = key(SYSTEM, r), f"/records/{r}/system"
+            attrs = dict(decoded.meta)
+            if typed_json.META_TYPES_KEY in attrs:
+                raise _fail(SpecViolationError, f"a meta key may not be named {typed_json.META_TYPES_KEY!r}",
+                            self._where, k, node, "frame-and-types#14.33")
+            if decoded.meta_types is not None:
+                attrs[typed_json.META_TYPES_KEY] = decoded.meta_types
+            try:
+                meta = typed_json.decode_document(attrs, node)
+            except MolrecError as exc:
+                raise exc.add_context(store=self._where, key=key_name(k)) from None
+        return Frame(meta, decoded.blocks, None)
 
-    def _update(self, reading: _Reading, r: int, j: int, k: int) -> "_Update":
-        """The trajectory update at global ordinal ``j`` (frame ``k`` of record ``r``),
-        checked against the declaration (lmdb#L8)."""
-        fk = key(FRAME, j)
-        raw = reading.get(fk)
-        node = f"/records/{r}/trajectory"
+    def _update(self, get: Getter, r: int, k: int) -> "_Update":
+        """The trajectory update of frame ``k`` of record ``r``, checked against the
+        declaration (lmdb#L8)."""
+        fk = key(FRAME, int(self._first[r]) + k)
+        raw = get(fk)
         if raw is None:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
-                        node, L8)
+                        f"/records/{r}/trajectory", L8)
         try:
-            decoded = decode_frame(raw, node)
-            return self._checked_update(decoded, r, k, node)
+            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._layouts), r, k)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(fk)) from None
 
-    def _checked_update(self, decoded: DecodedFrame, r: int, k: int, node: str) -> "_Update":
-        schema = self._schema
+    def _checked_update(self, decoded: DecodedFrame, r: int, k: int) -> "_Update":
+        node = f"/records/{r}/trajectory"
         if decoded.meta_types is not None:
             raise SpecViolationError("a trajectory update carries no meta_types (its keys are typed by the "
                                      "sequence_schema)", node=node, rule=L15)
         if not decoded.has_step:
             raise SpecViolationError(f"trajectory frame {k} has no step", node=node, rule=L8)
-        step = typed_json.decode_value("i64", decoded.step, f"{node}/step")
-        time = typed_json.decode_value("f64", decoded.time, f"{node}/time") if decoded.has_time else None
+        raw_step = decoded.step
+        step = raw_step if type(raw_step) is int and -(2**53) <= raw_step <= 2**53 else \
+            typed_json.decode_value("i64", raw_step, f"{node}/step")
+        time = None
+        if decoded.has_time:
+            time = decoded.time if type(decoded.time) is float else typed_json.decode_value("f64", decoded.time,
+                                                                                             f"{node}/time")
+        plans = self._plans
+        layout = decoded.layout
+        if layout is None or not layout.checked.get("trajectory"):  # what depends on the layout alone, once
+            self._check_update_layout(decoded.blocks, k, node)
+            if layout is not None:
+                layout.checked["trajectory"] = True
         for name, block in decoded.blocks.items():
-            at = f"{node}/{name}"
-            if not schema.has_block(name):
-                raise SpecViolationError(f"trajectory frame {k}: block {name!r} is not in the sequence schema",
-                                         node=at, rule=C2)
-            spec = schema.block_spec(name)
-            if block.columns.keys() != spec.columns.keys():
-                raise SpecViolationError(f"trajectory frame {k}: block {name!r} has columns {list(block.columns)}, the "
-                                         f"declaration {list(spec.columns)}", node=at, rule=C2)
-            if block.precision:
-                raise SpecViolationError("a trajectory frame's columns carry no precision (the sequence_schema "
-                                         "declares it)", node=at, rule=L14)
-            if block.attrs:
-                raise SpecViolationError("a trajectory block carries no attributes", node=at, rule=L16)
-            if block.targets and block.targets != spec.targets:
-                raise SpecViolationError(f"block targets {block.targets} differ from the declaration's "
-                                         f"{spec.targets}", node=at, rule=C2)
-            for column, values in block.columns.items():
-                cspec = spec.columns[column]
-                if column_dtype_of(values) != cspec.dtype or values.shape[1:] != cspec.trailing:
-                    raise SpecViolationError(f"column {column!r} is {column_dtype_of(values)} with trailing "
-                                             f"{list(values.shape[1:])}; the declaration says {cspec.dtype} with "
-                                             f"trailing {list(cspec.trailing)}", node=f"{at}/{column}", rule=C2)
-                if column in block.masks and not cspec.nullable:
-                    raise SpecViolationError(f"column {column!r} is not nullable but carries a mask",
-                                             node=f"{at}/{column}", rule=C2)
-            shape = spec.structural_shape
-            if shape is not None and block.nrows != int(np.prod(shape)):
-                raise SpecViolationError(f"block {name!r} has {block.nrows} rows; its structural shape {list(shape)} "
-                                         "needs their product", node=at, rule="trajectory#R12")
-            block.masks = {c: m for c, m in block.masks.items() if not m.all()}
-            block.precision = {c: s.precision for c, s in spec.columns.items() if s.precision is not None}
-            block.targets = dict(spec.targets)
-            block.structural_shape = shape
+            plan = plans[name]
+            if block.masks:
+                block.masks = {c: m for c, m in block.masks.items() if not m.all()}
+            block.precision = dict(plan.precision)
+            block.targets = dict(plan.targets)
+            block.structural_shape = plan.shape
         meta = decoded.meta
         if meta.keys() != self._meta_tags.keys():
             missing = [m for m in self._meta_tags if m not in meta]
@@ -416,10 +439,57 @@ class CollectionReader:
                                      rule=L8 if missing else C2)
         return _Update(k, decoded.blocks, meta, step, time, decoded.box)
 
+    def _check_update_layout(self, blocks: Dict[str, Block], k: int, node: str) -> None:
+        """A trajectory update's blocks against the declaration (``collection#C2``, lmdb#L14,
+        #L16): declared blocks with exactly their columns, dtypes and trailing shapes, masks on
+        nullable columns only, no precision or attributes, the structural shape's rows."""
+        plans = self._plans
+        for name, block in blocks.items():
+            plan = plans.get(name)
+            if plan is None:
+                raise SpecViolationError(f"trajectory frame {k}: block {name!r} is not in the sequence schema",
+                                         node=f"{node}/{name}", rule=C2)
+            columns = block.columns
+            if columns.keys() != plan.names:
+                raise SpecViolationError(f"trajectory frame {k}: block {name!r} has columns {list(columns)}, the "
+                                         f"declaration {sorted(plan.names)}", node=f"{node}/{name}", rule=C2)
+            if block.precision or block.attrs or (block.targets and block.targets != plan.targets):
+                what = "a precision" if block.precision else ("attributes" if block.attrs else "other targets")
+                raise SpecViolationError(f"a trajectory update's block {name!r} carries {what} (the sequence_schema "
+                                         "declares a block's precision and targets; its attributes are its "
+                                         "section's)", node=f"{node}/{name}", rule=L14 if block.precision else L16)
+            dtypes, trailing = plan.dtypes, plan.trailing
+            for column, values in columns.items():
+                if values.dtype != dtypes[column] or values.shape[1:] != trailing[column]:
+                    raise SpecViolationError(f"column {column!r} is {column_dtype_of(values)} with trailing "
+                                             f"{list(values.shape[1:])}; the declaration says "
+                                             f"{self._schema.columns(name)[column].dtype} with trailing "
+                                             f"{list(trailing[column])}", node=f"{node}/{name}/{column}", rule=C2)
+            bad = [c for c in block.masks if c not in plan.nullable]
+            if bad:
+                raise SpecViolationError(f"column {bad[0]!r} is not nullable but carries a mask",
+                                         node=f"{node}/{name}/{bad[0]}", rule=C2)
+            if plan.rows is not None and block.nrows != plan.rows:
+                raise SpecViolationError(f"block {name!r} has {block.nrows} rows; its structural shape "
+                                         f"{list(plan.shape or ())} needs {plan.rows}", node=f"{node}/{name}",
+                                         rule="trajectory#R12")
+
     def _meta_values(self, raw: Dict[str, Any], node: str) -> Dict[str, Any]:
-        attrs = dict(raw)
-        attrs[typed_json.META_TYPES_KEY] = self._meta_tags
-        return typed_json.decode_document(attrs, f"{node}/meta")
+        """Per-step meta in typed JSON form, decoded by the declared tags (plain values, or a
+        ``MetaValue`` where the tag is not what the value would infer)."""
+        out: Dict[str, Any] = {}
+        for name, tag in self._meta_tags.items():
+            value = raw[name]
+            if tag == "f64" and type(value) is float:
+                out[name] = value
+                continue
+            decoded = typed_json.decode_value(tag, value, f"{node}/meta/{name}")
+            try:
+                plain = typed_json.infer_tag(decoded) == tag
+            except MolrecError:
+                plain = False
+            out[name] = decoded if plain else MetaValue(tag, decoded)
+        return out
 
     # ------------------------------------------------------------------ batches
     def batch(self, records: Iterable[int], frame: Optional[int] = 0) -> Dict[str, np.ndarray]:
@@ -432,12 +502,16 @@ class CollectionReader:
         ``"box/origin"``, ``"box/boundary"``, ``"box/cell_defined"`` (when a record has a
         cell; one without reads as an undefined cell) and ``"record"``.  Every array is new
         (the one copy out of the map); nothing refers to the map afterwards."""
-        numbers = [self._number(r) for r in (records.tolist() if isinstance(records, np.ndarray) else records)]
-        reading = _Reading(self._env(), False, self._where)
+        numbers = self._numbers(records)
+        reading = _Reading(self._env(), False)
         try:
             return _Batch(self, numbers, frame).gather(reading)
         finally:
             reading.close()
+
+    def _numbers(self, records: Iterable[int]) -> List[int]:
+        items = records.tolist() if isinstance(records, np.ndarray) else records
+        return [self._number(r) for r in items]
 
     # ------------------------------------------------------------------ views
     @contextmanager
@@ -477,7 +551,7 @@ class CollectionView:
 
     def __init__(self, reader: CollectionReader) -> None:
         self._reader = reader
-        self._reading: Optional[_Reading] = _Reading(reader._env(), False, reader._where)
+        self._reading: Optional[_Reading] = _Reading(reader._env(), False)
         self._pid = os.getpid()
 
     def _open(self) -> _Reading:
@@ -497,8 +571,7 @@ class CollectionView:
 
     def batch(self, records: Iterable[int], frame: Optional[int] = 0) -> Dict[str, np.ndarray]:
         """``CollectionReader.batch`` inside this view's transaction (the arrays are new)."""
-        numbers = [self._reader._number(r) for r in (records.tolist() if isinstance(records, np.ndarray) else records)]
-        return _Batch(self._reader, numbers, frame).gather(self._open())
+        return _Batch(self._reader, self._reader._numbers(records), frame).gather(self._open())
 
     def close(self) -> None:
         """End the transaction; the view's arrays are no longer valid."""
@@ -517,25 +590,18 @@ class Record:
     def __init__(self, reader: CollectionReader, number: int, view: Optional[CollectionView]) -> None:
         self._c, self.number, self._view = reader, number, view
 
-    @contextmanager
-    def _reading(self) -> Iterator[_Reading]:
-        if self._view is not None:
-            yield self._view._open()
-        else:
-            with self._c._reading() as reading:
-                yield reading
+    def _getter(self) -> Getter:
+        return self._c._get if self._view is None else self._view._open().get
 
     @property
     def meta(self) -> Dict[str, Any]:
         """The record's meta document (``{}`` when it has none)."""
-        with self._reading() as reading:
-            return self._c._record_meta(reading, self.number)
+        return self._c._record_meta(self._getter()(key(RECORD_META, self.number)), self.number)
 
     @property
     def system(self) -> Optional[Frame]:
         """The record's system, or None."""
-        with self._reading() as reading:
-            return self._c._system(reading, self.number)
+        return self._c._system(self._getter()(key(SYSTEM, self.number)), self.number)
 
     @property
     def has_trajectory(self) -> bool:
@@ -570,23 +636,21 @@ class Record:
     @property
     def trajectory(self) -> Optional["RecordTrajectory"]:
         """The record's trajectory (carry-forward resolved inside the record), or None."""
-        if not self.has_trajectory:
+        if not self._c._has_trajectory[self.number]:
             return None
         return RecordTrajectory(self._c, self.number, self._view)
 
-    def frame(self, k: int) -> Frame:
+    def frame(self, k: int = 0) -> Frame:
         """The reader's view of frame ``k``: the system's blocks and trajectory frame ``k``'s,
         a block of both names presented as one (columns united, rows aligned 1:1,
         ``collection#C9``/``#C10``); meta the system's then the frame's per-step keys; the
         frame's cell.  A record without a trajectory has only ``frame(0)``, its system."""
-        with self._reading() as reading:
-            system = self._c._system(reading, self.number)
-            if not self.has_trajectory:
-                if k not in (0, -1):
-                    raise IndexError(f"record {self.number} has no trajectory: frame(0) is its system")
-                return system if system is not None else Frame()
-            trajectory = RecordTrajectory(self._c, self.number, self._view)
-            own = trajectory._resolve(reading, trajectory._ordinal(k))
+        system = self.system
+        if not self.has_trajectory:
+            if k not in (0, -1):
+                raise IndexError(f"record {self.number} has no trajectory: frame(0) is its system")
+            return system if system is not None else Frame()
+        own = RecordTrajectory(self._c, self.number, self._view)[k]
         return _merged(system, own, self._c._where, self.number)
 
     def __repr__(self) -> str:
@@ -608,9 +672,10 @@ class RecordTrajectory:
     or None).  Random access reads the headers of frames ``0..k`` once (kept), then only the
     updates frame ``k`` resolves to."""
 
+    __slots__ = ("_c", "number", "_view", "_n", "_updates", "_box_updates", "_steps", "_times")
+
     def __init__(self, reader: CollectionReader, number: int, view: Optional[CollectionView]) -> None:
         self._c, self.number, self._view = reader, number, view
-        self._first = int(reader._first[number])
         self._n = int(reader._count[number])
         self._updates: Dict[str, List[int]] = {}
         self._box_updates: List[int] = []
@@ -621,46 +686,48 @@ class RecordTrajectory:
         return self._n
 
     def _ordinal(self, k: Any) -> int:
-        n = operator.index(k)
+        n = k if type(k) is int else operator.index(k)
         if n < 0:
             n += self._n
         if not 0 <= n < self._n:
             raise IndexError(f"frame {k} of a trajectory of {self._n} frames (record {self.number})")
         return n
 
-    @contextmanager
-    def _reading(self) -> Iterator[_Reading]:
-        if self._view is not None:
-            yield self._view._open()
-        else:
-            with self._c._reading() as reading:
-                yield reading
-
     def __getitem__(self, k: int) -> Frame:
-        with self._reading() as reading:
-            return self._resolve(reading, self._ordinal(k))
+        k = self._ordinal(k)
+        if k == 0:  # the first frame holds every block present there: one value
+            update = self._c._update(self._c._get if self._view is None else self._view._open().get, self.number, 0)
+            self._check(update.blocks, 0)
+            return Frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"), update.blocks,
+                         update.box)
+        if self._view is not None:
+            return self._resolve(self._view._open(), k)
+        with self._c._reading() as reading:
+            return self._resolve(reading, k)
 
     def __iter__(self) -> Iterator[Frame]:
-        """Every frame in order, carry-forward kept from frame to frame (one transaction per frame)."""
+        """Every frame in order, carry-forward kept from frame to frame."""
         state: Dict[str, Block] = {}
         box: Optional[Box] = None
+        get = self._c._get if self._view is None else self._view._open().get
         for k in range(self._n):
-            with self._reading() as reading:
-                update = self._c._update(reading, self.number, self._first + k, k)
+            update = self._c._update(get, self.number, k)
             state.update(update.blocks)
             if update.box is not None:
                 box = update.box
             self._check(state, k)
-            yield Frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"), dict(state), box)
+            yield Frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"),
+                        {n: state[n] for n in self._c._plans if n in state}, box)
 
     def _scan(self, reading: _Reading, upto: int) -> None:
         """Headers of the frames not yet scanned, up to ``upto`` (inclusive): which blocks and
         whether a cell each one updates, its step and time."""
         c = self._c
+        first = int(c._first[self.number])
+        node = f"/records/{self.number}/trajectory"
         for k in range(len(self._steps), upto + 1):
-            fk = key(FRAME, self._first + k)
+            fk = key(FRAME, first + k)
             raw = reading.txn.get(fk)
-            node = f"/records/{self.number}/trajectory"
             if raw is None:
                 raise _fail(CorruptDataError, f"frame {k} of record {self.number} is missing", c._where, fk, node, L8)
             try:
@@ -680,28 +747,24 @@ class RecordTrajectory:
             self._steps.append(step)
             self._times.append(timed)
 
-    def _resolve(self, reading: _Reading, k: int) -> Frame:
+    def _resolve(self, reading: _Reading, k: int, meta: bool = True) -> Frame:
         c = self._c
-        if k == 0:  # the first frame holds every block present there
-            update = c._update(reading, self.number, self._first, 0)
-            blocks, box = update.blocks, update.box
-        else:
-            self._scan(reading, k)
-            where_from: Dict[int, List[str]] = {}
-            for name, ordinals in self._updates.items():
-                i = bisect.bisect_right(ordinals, k) - 1
-                if i >= 0:
-                    where_from.setdefault(ordinals[i], []).append(name)
-            i = bisect.bisect_right(self._box_updates, k) - 1
-            box_at = self._box_updates[i] if i >= 0 else None
-            wanted = set(where_from) | {k} | ({box_at} if box_at is not None else set())
-            updates = {u: c._update(reading, self.number, self._first + u, u) for u in sorted(wanted)}
-            update = updates[k]
-            blocks = {name: updates[u].blocks[name] for u, names in where_from.items() for name in names}
-            blocks = {name: blocks[name] for name in c._schema.block_names() if name in blocks}
-            box = updates[box_at].box if box_at is not None else None
+        self._scan(reading, k)
+        where_from: Dict[int, List[str]] = {}
+        for name, ordinals in self._updates.items():
+            i = bisect.bisect_right(ordinals, k) - 1
+            if i >= 0:
+                where_from.setdefault(ordinals[i], []).append(name)
+        i = bisect.bisect_right(self._box_updates, k) - 1
+        box_at = self._box_updates[i] if i >= 0 else None
+        wanted = set(where_from) | {k} | ({box_at} if box_at is not None else set())
+        updates = {u: c._update(reading.get, self.number, u) for u in sorted(wanted)}
+        found = {name: updates[u].blocks[name] for u, names in where_from.items() for name in names}
+        blocks = {name: found[name] for name in c._plans if name in found}
         self._check(blocks, k)
-        return Frame(c._meta_values(update.meta, f"/records/{self.number}/trajectory"), blocks, box)
+        box = updates[box_at].box if box_at is not None else None
+        raw = updates[k].meta
+        return Frame(c._meta_values(raw, f"/records/{self.number}/trajectory") if meta else raw, blocks, box)
 
     def _check(self, blocks: Dict[str, Block], k: int) -> None:
         c = self._c
@@ -715,20 +778,24 @@ class RecordTrajectory:
             raise SpecViolationError(exc.message, store=c._where, node=f"/records/{self.number}{exc.node}",
                                      rule=_RESOLVED_RULES.get(exc.rule or "", exc.rule)) from None
 
+    def _scan_all(self) -> None:
+        if len(self._steps) < self._n:
+            if self._view is not None:
+                self._scan(self._view._open(), self._n - 1)
+            else:
+                with self._c._reading() as reading:
+                    self._scan(reading, self._n - 1)
+
     @property
     def step(self) -> np.ndarray:
         """Each frame's step number (int64)."""
-        with self._reading() as reading:
-            if self._n:
-                self._scan(reading, self._n - 1)
+        self._scan_all()
         return np.asarray(self._steps, dtype=np.int64)
 
     @property
     def time(self) -> Optional[np.ndarray]:
         """Each frame's time (float64), or None when the trajectory has none."""
-        with self._reading() as reading:
-            if self._n:
-                self._scan(reading, self._n - 1)
+        self._scan_all()
         if not self._times or self._times[0] is None:
             return None
         return np.asarray(self._times, dtype=np.float64)
@@ -767,6 +834,27 @@ def _block_problems(block: Block, node: str) -> Iterator[Violation]:
             yield problem
 
 
+def _system_problems(blocks: Dict[str, Block], node: str) -> Iterator[Violation]:
+    """``_block_problems`` of a decoded system frame whose row counts the decoder already held
+    to ``count`` (its row references depend on the values: checked by the caller)."""
+    for name, block in blocks.items():
+        at = f"{node}/{name}"
+        if name == "box":
+            yield Violation("frame-and-types#14.31", at, "a block may not be named 'box' (the cell's reserved name)")
+        shape = block.structural_shape
+        if shape is not None and math.prod(shape) != block.nrows:
+            yield from check_block_shape(block, at)
+        for column, values in block.columns.items():
+            canonical = VOCABULARY.get(column)
+            if canonical is not None and (values.ndim != 1 or values.dtype != (
+                    _OBJECT if canonical == "string" else COLUMN_NUMPY[canonical])):
+                problem = canonical_violation(column, column_dtype_of(values) or "", values.shape, f"{at}/{column}")
+                if problem is not None:
+                    yield problem
+            elif column == "_validity":
+                yield Violation("frame-and-types#14.32", f"{at}/{column}", "a column may not be named '_validity'")
+
+
 def _merged(system: Optional[Frame], own: Frame, where: str, r: int) -> Frame:
     """The reader's view: system and trajectory blocks sharing a name as one block."""
     if system is None:
@@ -777,14 +865,7 @@ def _merged(system: Optional[Frame], own: Frame, where: str, r: int) -> Frame:
         if base is None:
             blocks[name] = block
             continue
-        node = f"/records/{r}/trajectory/{name}"
-        if base.nrows != block.nrows:
-            raise SpecViolationError(f"trajectory block {name!r} has {block.nrows} rows, the system block of that name "
-                                     f"{base.nrows}: they are aligned 1:1 by row order", store=where, node=node, rule=C9)
-        shared = [c for c in block.columns if c in base.columns]
-        if shared:
-            raise SpecViolationError(f"column {shared[0]!r} is in both the system and the trajectory block {name!r}",
-                                     store=where, node=node, rule=C10)
+        _check_pair(base, block, where, r, name)
         blocks[name] = Block({**base.columns, **block.columns}, {**base.masks, **block.masks},
                              {**base.precision, **block.precision}, {**base.targets, **block.targets},
                              base.structural_shape if base.structural_shape is not None else block.structural_shape,
@@ -793,7 +874,8 @@ def _merged(system: Optional[Frame], own: Frame, where: str, r: int) -> Frame:
 
 
 class _Batch:
-    """``CollectionReader.batch``: gathers arrays out of one transaction, concatenates once."""
+    """``CollectionReader.batch``: gathers each record's arrays out of one transaction (views
+    into the map, checked as every read is), concatenates once at the end."""
 
     def __init__(self, reader: CollectionReader, numbers: List[int], frame: Optional[int]) -> None:
         if frame is not None:
@@ -801,59 +883,93 @@ class _Batch:
         self.c, self.numbers, self.frame = reader, numbers, frame
 
     def gather(self, reading: _Reading) -> Dict[str, np.ndarray]:
-        c = self.c
-        columns: Dict[str, List[np.ndarray]] = {}
-        present: Dict[str, List[int]] = {}  # label -> the batch positions that have the column
-        masks: Dict[str, Dict[int, np.ndarray]] = {}
-        kinds: Dict[str, Tuple[str, Tuple[int, ...]]] = {}
+        c, frame = self.c, self.frame
+        get = reading.get
+        pieces: Dict[Tuple[str, str], List[np.ndarray]] = {}
+        present: Dict[Tuple[str, str], List[int]] = {}  # the batch positions that have the column
+        masks: Dict[Tuple[str, str], Dict[int, np.ndarray]] = {}
+        kinds: Dict[Tuple[str, str], Tuple[np.dtype, Tuple[int, ...]]] = {}
         rows: Dict[str, List[int]] = {}
-        meta: Dict[str, List[Any]] = {name: [] for name in c._meta_tags}
+        meta: List[Dict[str, Any]] = []
         steps: List[int] = []
         times: List[Optional[float]] = []
         boxes: List[Optional[Box]] = []
         n = len(self.numbers)
         for i, r in enumerate(self.numbers):
-            frame, step, time = self._frame(reading, r)
-            for name, block in frame.blocks.items():
-                rows.setdefault(name, [0] * n)[i] = block.nrows
+            system = c._system_blocks(get(key(SYSTEM, r)), r)
+            blocks: Dict[str, Block] = {} if system is None else system.blocks
+            if frame is not None:
+                count = int(c._count[r])
+                k = frame + count if frame < 0 else frame
+                if not 0 <= k < count:
+                    raise InvalidValueError(f"batch: record {r} has {count} frames, no frame {frame}", store=c._where,
+                                            node=f"/records/{r}/trajectory")
+                if k == 0:
+                    update = c._update(get, r, 0)
+                    own, box = update.blocks, update.box
+                    meta.append(update.meta)
+                    steps.append(update.step)
+                    times.append(update.time)
+                    if c._resolved_check:
+                        RecordTrajectory(c, r, None)._check(own, 0)
+                else:
+                    trajectory = RecordTrajectory(c, r, None)
+                    resolved = trajectory._resolve(reading, k, meta=False)
+                    own, box = resolved.blocks, resolved.box
+                    meta.append(resolved.meta)
+                    steps.append(trajectory._steps[k])
+                    times.append(trajectory._times[k])
+                boxes.append(box)
+                for name, block in own.items():  # the reader's view (``blocks`` is this decode's own dict)
+                    base = blocks.get(name)
+                    if base is not None:
+                        _check_pair(base, block, c._where, r, name)
+                        block = Block({**base.columns, **block.columns}, {**base.masks, **block.masks},
+                                      count=base.nrows)
+                    blocks[name] = block
+            for name, block in blocks.items():
+                counts = rows.get(name)
+                if counts is None:
+                    counts = rows[name] = [0] * n
+                counts[i] = block.nrows
+                block_masks = block.masks
                 for column, values in block.columns.items():
-                    label = f"{name}/{column}"
-                    kind = (column_dtype_of(values) or "", tuple(values.shape[1:]))
+                    label = (name, column)
+                    kind = (values.dtype, values.shape[1:])
                     have = kinds.setdefault(label, kind)
                     if have != kind:
-                        raise SpecViolationError(f"batch: column {label} is {kind[0]}{list(kind[1])} in record {r} and "
-                                                 f"{have[0]}{list(have[1])} in an earlier one", store=c._where,
-                                                 node=f"/records/{r}/{label}", rule=C2)
-                    columns.setdefault(label, []).append(values)
-                    present.setdefault(label, []).append(i)
-                    if column in block.masks:
-                        masks.setdefault(label, {})[len(columns[label]) - 1] = block.masks[column]
-            if self.frame is not None:
-                for name in meta:
-                    meta[name].append(frame.meta[name])
-                steps.append(step)
-                times.append(time)
-                boxes.append(frame.box)
+                        raise SpecViolationError(f"batch: column {name}/{column} is {column_dtype_of(values)}"
+                                                 f"{list(kind[1])} in record {r} and {have[0]}{list(have[1])} in an "
+                                                 "earlier one", store=c._where, node=f"/records/{r}/{name}/{column}",
+                                                 rule=C2)
+                    found = pieces.get(label)
+                    if found is None:
+                        found = pieces[label] = []
+                        present[label] = []
+                    if block_masks and column in block_masks:
+                        masks.setdefault(label, {})[len(found)] = block_masks[column]
+                    found.append(values)
+                    present[label].append(i)
         out: Dict[str, np.ndarray] = {}
-        for label, pieces in columns.items():
-            block, column = label.split("/", 1)
-            counts = rows[block]
-            if len(pieces) != sum(1 for count in counts if count):
+        for label, arrays in pieces.items():
+            name, column = label
+            counts = rows[name]
+            if len(arrays) != n:
                 has = set(present[label])
-                lacking = [self.numbers[i] for i, count in enumerate(counts) if count and i not in has]
+                lacking = [self.numbers[j] for j, count in enumerate(counts) if count and j not in has]
                 if lacking:
-                    raise SpecViolationError(f"batch: record {lacking[0]}'s block {block!r} has no column {column!r}, "
+                    raise SpecViolationError(f"batch: record {lacking[0]}'s block {name!r} has no column {column!r}, "
                                              "which other records' have", store=c._where,
-                                             node=f"/records/{lacking[0]}/{label}", rule=C2)
-            out[label] = np.concatenate(pieces)
+                                             node=f"/records/{lacking[0]}/{name}/{column}", rule=C2)
+            out[f"{name}/{column}"] = np.concatenate(arrays)
             if label in masks:
-                flags = [masks[label].get(at, np.ones(p.shape[0], bool)) for at, p in enumerate(pieces)]
-                out[f"{block}/_validity/{column}"] = np.concatenate(flags)
+                flags = [masks[label].get(at, np.ones(a.shape[0], bool)) for at, a in enumerate(arrays)]
+                out[f"{name}/_validity/{column}"] = np.concatenate(flags)
         for name, counts in rows.items():
             out[f"n_{name}"] = np.asarray(counts, dtype=np.int64)
-        if self.frame is not None:
+        if frame is not None:
             for name, tag in c._meta_tags.items():
-                out[name] = _meta_array(tag, meta[name])
+                out[name] = _meta_array(tag, [m[name] for m in meta], name)
             out["step"] = np.asarray(steps, dtype=np.int64)
             if times and all(t is not None for t in times):
                 out["time"] = np.asarray(times, dtype=np.float64)
@@ -865,38 +981,27 @@ class _Batch:
         out["record"] = np.asarray(self.numbers, dtype=np.int64)
         return out
 
-    def _frame(self, reading: _Reading, r: int) -> Tuple[Frame, int, Optional[float]]:
-        """Record ``r``'s frame in the reader's view; its per-step meta as stored (typed JSON),
-        its step and time."""
-        c = self.c
-        system = c._system(reading, r)
-        if self.frame is None:
-            return (system if system is not None else Frame()), 0, None
-        count = int(c._count[r])
-        k = self.frame + count if self.frame < 0 else self.frame
-        if not 0 <= k < count:
-            raise InvalidValueError(f"batch: record {r} has {count} frames, no frame {self.frame}", store=c._where,
-                                    node=f"/records/{r}/trajectory")
-        trajectory = RecordTrajectory(c, r, None)
-        if k == 0:
-            update = c._update(reading, r, int(c._first[r]), 0)
-            own = Frame(update.meta, update.blocks, update.box)
-            trajectory._check(own.blocks, 0)
-            step, time = update.step, update.time
-        else:
-            own = trajectory._resolve(reading, k)
-            own.meta = c._update(reading, r, int(c._first[r]) + k, k).meta
-            step, time = trajectory._steps[k], trajectory._times[k]
-        merged = _merged(system, own, c._where, r)
-        merged.meta = own.meta
-        return merged, step, time
+
+def _check_pair(base: Block, block: Block, where: str, r: int, name: str) -> None:
+    """A system block and the trajectory block of its name: one row count (``C9``), no shared
+    column (``C10``)."""
+    node = f"/records/{r}/trajectory/{name}"
+    if base.nrows != block.nrows:
+        raise SpecViolationError(f"trajectory block {name!r} has {block.nrows} rows, the system block of that name "
+                                 f"{base.nrows}: they are aligned 1:1 by row order", store=where, node=node, rule=C9)
+    for column in block.columns:
+        if column in base.columns:
+            raise SpecViolationError(f"column {column!r} is in both the system and the trajectory block {name!r}",
+                                     store=where, node=node, rule=C10)
 
 
-def _meta_array(tag: str, raw: List[Any]) -> np.ndarray:
+def _meta_array(tag: str, raw: List[Any], name: str) -> np.ndarray:
     """One per-step meta key over a batch (typed JSON forms decoded), shaped by its tag."""
     dtype, trailing = META_STORAGE[tag]
-    values = [typed_json.decode_value(tag, v, f"/meta/{tag}") for v in raw]
-    if tag in ("json",):
+    if tag == "f64" and all(type(v) is float for v in raw):
+        return np.asarray(raw, dtype=np.float64)
+    values = [typed_json.decode_value(tag, v, f"/meta/{name}") for v in raw]
+    if tag == "json":
         out = np.empty(len(values), dtype=object)
         for i, v in enumerate(values):
             out[i] = v

@@ -210,7 +210,9 @@ class CollectionWriter:
         if system is None and frames is None:
             raise SpecViolationError("a record has a system, a trajectory or both; this one has neither",
                                      node=where, rule=C8)
-        system_value, system_blocks, n_atoms = None, {}, None
+        system_value: Optional[bytes] = None
+        system_blocks: Dict[str, Block] = {}
+        n_atoms: Optional[int] = None
         if system is not None:
             if not isinstance(system, Frame):
                 raise InvalidValueError(f"system must be a Frame, got {type(system).__name__}", node=f"{where}/system")

@@ -114,8 +114,7 @@ class SystemCounterparts:
         for name in schema.block_names():
             block = system.get(name)
             if block is not None:
-                ids = block.columns.get("id")
-                self._blocks[name] = (block.nrows, lambda ids=ids: None if ids is None else np.asarray(ids))
+                self._blocks[name] = (block.nrows, partial(_given_ids, block.columns.get("id")))
         return self
 
     def __contains__(self, block: str) -> bool:
@@ -148,3 +147,7 @@ class SystemCounterparts:
 def _stored_ids(group: Group) -> Optional[np.ndarray]:
     arr = group.get("id")
     return arr[...] if isinstance(arr, Array) else None
+
+
+def _given_ids(ids: Any) -> Optional[np.ndarray]:
+    return None if ids is None else np.asarray(ids)
