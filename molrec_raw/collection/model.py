@@ -277,10 +277,13 @@ class IndexRow:
 class IndexColumns:
     """The index block a writer builds record by record (``C5``, ``C6``).
 
-    Columns are ``index_schema``'s when given (an empty collection still has them); else the
-    first record's ``index`` values declare them (dtype as the column would be stored,
-    trailing shape), and every later record gives the same columns.  Memory: per record,
-    its index row (the binding's 17 bytes and the collection's own columns) — the one thing a
+    Columns are ``index_schema``'s when given (an empty collection still has them; a record
+    gives only those, a missing one only when it is nullable).  Without one, the records
+    declare them: a column's dtype and trailing shape are those of the first value given for
+    it (as the column would be stored: canonical keys at their dtype), every later value
+    agrees, and a record that gives no value for a column — or a record before the first
+    that gave one — holds null there (the column is then nullable).  Memory: per record, its
+    index row (the binding's 17 bytes and the collection's own columns) — the one thing a
     streaming writer holds for every record.
     """
 
@@ -301,31 +304,33 @@ class IndexColumns:
         self.rows = 0
 
     def prepare(self, values: Optional[Mapping[str, Any]], record: int) -> "IndexValues":
-        """One record's index values, checked (``C6``) and coerced; nothing is kept yet (the
-        first record's values declare the columns when no ``index_schema`` did)."""
+        """One record's index values, checked (``C6``) and coerced; nothing is kept yet (a
+        derived index grows by the columns this record is the first to give)."""
         where = f"{self.where}[{record}]"
         if values is not None and not isinstance(values, Mapping):
             raise InvalidValueError(f"index must be a mapping of column -> value, got {type(values).__name__}",
                                     node=where, rule=C6)
         given = dict(values or {})
         specs = self.specs
-        if not self.declared and self.rows == 0 and not specs:
-            specs = {name: _inferred_spec(name, value, self.where) for name, value in given.items()}
         extra = [name for name in given if name not in specs]
         if extra:
             reserved = [n for n in extra if n in _RESERVED_INDEX_NAMES]
             if reserved:
                 raise SpecViolationError(f"index column {reserved[0]!r} is reserved for the binding (reserved: "
-                                         f"{', '.join(BINDING_COLUMNS)})", node=where, rule=C5)
-            how = "index_schema" if self.declared else "the first record's index"
-            raise SpecViolationError(f"index column(s) {extra} are not among the columns {how} declared "
-                                     f"({list(specs)})", node=where, rule=C6)
+                                         f"{', '.join(BINDING_COLUMNS)})", node=f"{where}/{reserved[0]}", rule=C5)
+            if self.declared:
+                raise SpecViolationError(f"index column(s) {extra} are not among the columns index_schema declared "
+                                         f"({list(specs)})", node=where, rule=C6)
+            specs = dict(specs)
+            for name in extra:
+                if given[name] is not None:
+                    specs[name] = _inferred_spec(name, given[name], self.where)
         out: Dict[str, Tuple[Any, bool]] = {}
         for name, spec in specs.items():
             value = given.get(name)
             at = f"{where}/{name}"
             if value is None:
-                if not spec.nullable:
+                if not spec.nullable and self.declared:
                     raise SpecViolationError(f"record {record} gives no value for index column {name!r}, which is not "
                                              "nullable", node=at, rule=C6)
                 out[name] = (None, False)
@@ -341,10 +346,13 @@ class IndexColumns:
 
     def append(self, row: IndexRow, prepared: "IndexValues") -> None:
         """Keep one record's row (after the record was accepted)."""
-        if prepared.specs is not self.specs:  # the first record declared the columns
-            self.specs = prepared.specs
-            self._stores = {n: _ColumnStore(s) for n, s in prepared.specs.items()}
-        values = prepared.values
+        for name, spec in prepared.specs.items():
+            if name not in self._stores:  # a derived column first given now: the rows before hold null
+                store = self._stores[name] = _ColumnStore(ColumnSpec(spec.dtype, spec.trailing, self.rows > 0,
+                                                                     spec.precision))
+                for _ in range(self.rows):
+                    store.append(None, False)
+        self.specs = {name: store.spec for name, store in self._stores.items()}
         if self._used == _CHUNK_ROWS:
             self._pieces.append(self._binding)
             self._binding = np.zeros((_CHUNK_ROWS, 3), np.uint64)
@@ -352,7 +360,10 @@ class IndexColumns:
         self._binding[self._used] = (row.n_frames, row.n_atoms, 1 if row.has_trajectory else 0)
         self._used += 1
         for name, store in self._stores.items():
-            value, valid = values.get(name, (None, False))
+            value, valid = prepared.values.get(name, (None, False))
+            if not valid and not store.spec.nullable:  # derived: a column without a value here is nullable
+                store.spec = ColumnSpec(store.spec.dtype, store.spec.trailing, True, store.spec.precision)
+                self.specs[name] = store.spec
             store.append(value, valid)
         self.rows += 1
 
