@@ -21,6 +21,7 @@ without it.
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, Optional, Tuple
@@ -78,12 +79,15 @@ _PID = os.getpid()
 
 class Handle:
     """One process's environment of one file, shared by its readers (and its writer).
-    ``env`` is None once dropped (a ``fork`` child, or closed)."""
+    ``env`` is None once dropped (a ``fork`` child, or closed).  ``held``: the long-lived
+    transactions opened on it (views), each with a ``forget()`` that drops its transaction
+    without ending it — what a ``fork`` child does with its parent's."""
 
-    __slots__ = ("env", "pid", "users", "identity", "path", "writable")
+    __slots__ = ("env", "pid", "users", "identity", "path", "writable", "held")
 
     def __init__(self, env: Any, identity: Tuple[int, int], path: str, writable: bool) -> None:
         self.env, self.pid, self.users, self.identity, self.path, self.writable = env, _PID, 1, identity, path, writable
+        self.held: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
     @property
     def inherited(self) -> bool:
@@ -111,6 +115,8 @@ def _forget_inherited() -> None:
     global _PID
     _PID = os.getpid()
     for handle in _OPEN.values():
+        for held in list(handle.held):
+            held.forget()
         handle.env = None
     _OPEN.clear()
 

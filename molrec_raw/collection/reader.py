@@ -62,11 +62,15 @@ class _Reading:
     """One read transaction.  ``copy``: each value is copied out of the map (the arrays made
     from it outlive the transaction); else values are views into the map."""
 
-    __slots__ = ("txn", "copy")
+    __slots__ = ("txn", "copy", "__weakref__")
 
     def __init__(self, env: Any, copy: bool) -> None:
-        self.txn = env.begin(buffers=True)
+        self.txn: Any = env.begin(buffers=True)
         self.copy = copy
+
+    def forget(self) -> None:
+        """Drop the transaction without ending it (in a ``fork`` child: it is the parent's)."""
+        self.txn = None
 
     def get(self, k: bytes) -> Any:
         value = self.txn.get(k)
@@ -75,7 +79,8 @@ class _Reading:
         return bytearray(value)
 
     def close(self) -> None:
-        self.txn.abort()
+        if self.txn is not None:
+            self.txn.abort()
 
     def __enter__(self) -> "_Reading":
         return self
@@ -552,13 +557,15 @@ class CollectionView:
     def __init__(self, reader: CollectionReader) -> None:
         self._reader = reader
         self._reading: Optional[_Reading] = _Reading(reader._env(), False)
+        assert reader._handle is not None, "_env() opened it"
+        reader._handle.held.add(self._reading)  # a fork child forgets it (binding._forget_inherited)
         self._pid = os.getpid()
 
     def _open(self) -> _Reading:
         if self._reading is None:
             raise InvalidValueError("the view is closed: its arrays were views into the map, valid only while it "
                                     "was open", store=self._reader._where)
-        if os.getpid() != self._pid:
+        if os.getpid() != self._pid or self._reading.txn is None:
             raise StoreError("a view is never used across fork (its transaction belongs to the parent)",
                              store=self._reader._where, rule="lmdb#L1")
         return self._reading
