@@ -44,7 +44,7 @@ from molrec_raw.record.model import Block, Box
 from molrec_raw.record.precision import check_precision
 
 __all__ = ["MAGIC", "ALIGN", "DecodedFrame", "Layout", "LayoutCache", "compile_layout", "encode_frame", "decode_frame",
-           "box_header", "read_box", "header_of"]
+           "box_header", "read_box", "header_of", "made_block"]
 
 MAGIC = b"MRF1"
 ALIGN = 8
@@ -86,6 +86,17 @@ class DecodedFrame:
         self.blocks, self.meta, self.meta_types, self.step, self.time = blocks, meta, meta_types, step, time
         self.has_step, self.has_time = step is not None, time is not None  # a JSON null reads as absent
         self.box, self.layout = box, layout
+
+
+def made_block(columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray], precision: Dict[str, float],
+               targets: Dict[str, str], structural_shape: Optional[Tuple[int, ...]], attrs: Dict[str, Any],
+               count: int) -> Block:
+    """``Block(...)`` of checked parts, without the dataclass's defaulting (a decoder makes one
+    per block of every value it reads; the fields are the same)."""
+    block = Block.__new__(Block)
+    block.__dict__.update(columns=columns, masks=masks, precision=precision, targets=targets,
+                          structural_shape=structural_shape, attrs=attrs, count=count, column_attrs={})
+    return block
 
 
 def _align(n: int) -> int:
@@ -233,13 +244,13 @@ class _Column:
     """One column's part of a layout: a numeric buffer (``start`` payload-relative), a run of
     1-D buffers of one dtype that touch (one view, a row each), or string values."""
 
-    __slots__ = ("kind", "names", "dtype", "start", "count", "shape", "strings", "mask", "at")
+    __slots__ = ("kind", "names", "dtype", "start", "count", "shape", "mask", "at")
 
-    def __init__(self, kind: str, dtype: Any, start: int, count: int, shape: Tuple[int, ...],
-                 strings: Optional[List[str]], mask: Optional[int], at: str) -> None:
+    def __init__(self, kind: str, dtype: Any, start: int, count: int, shape: Tuple[int, ...], mask: Optional[int],
+                 at: str) -> None:
         self.kind, self.dtype, self.start, self.count = kind, dtype, start, count
         self.names: List[str] = []
-        self.shape, self.strings, self.mask, self.at = shape, strings, mask, at
+        self.shape, self.mask, self.at = shape, mask, at
 
 
 class _BlockLayout:
@@ -266,8 +277,9 @@ class Layout:
         self.blocks, self.need = blocks, need
         self.checked: Dict[Any, bool] = {}
 
-    def build(self, value: Any, payload: int, where: str) -> Dict[str, Block]:
-        """The blocks of ``value`` (views of it) under this layout."""
+    def build(self, value: Any, payload: int, where: str, raw_blocks: Dict[str, Any]) -> Dict[str, Block]:
+        """The blocks of ``value`` (views of it) under this layout; string values come from
+        the header's ``raw_blocks`` (they are not part of a layout)."""
         if payload + self.need > len(value):
             self._past_end(payload, len(value), where)
         blocks: Dict[str, Block] = {}
@@ -288,16 +300,17 @@ class Layout:
                     continue
                 name = col.names[0]
                 if kind == "strings":
-                    text = np.empty(col.count, dtype=object)
-                    text[:] = col.strings
-                    columns[name] = text.reshape(col.shape)
+                    columns[name] = _strings(raw_blocks[b.name]["columns"][name].get("values"), col.count, col.shape,
+                                             col.at)
                 elif col.dtype.kind == "b":
                     columns[name] = _bools(value, payload + col.start, col.count, col.at, R_DTYPE).reshape(col.shape)
                 else:
                     columns[name] = np.frombuffer(value, col.dtype, col.count, payload + col.start).reshape(col.shape)
                 if col.mask is not None:
                     masks[name] = _bools(value, payload + col.mask, b.count, col.at, R_VALIDITY)
-            blocks[b.name] = Block(columns, masks, dict(b.precision), dict(b.targets), b.shape, dict(b.attrs), b.count)
+            blocks[b.name] = made_block(columns, masks, dict(b.precision) if b.precision else {},
+                                        dict(b.targets) if b.targets else {}, b.shape,
+                                        dict(b.attrs) if b.attrs else {}, b.count)
         return blocks
 
     def _past_end(self, payload: int, end: int, where: str) -> None:
@@ -323,11 +336,22 @@ class LayoutCache:
         self.layouts: Dict[bytes, Layout] = {}
 
     def get(self, raw_blocks: Any, where: str) -> Layout:
-        """The layout of ``raw_blocks``: kept, or compiled (checked) and kept."""
+        """The layout of ``raw_blocks``: kept, or compiled (checked) and kept.  The key is the
+        JSON text of the blocks without their string columns' ``values`` (frames of one shape
+        share a layout whatever their strings; :meth:`Layout.build` checks the values)."""
+        held = []
+        if type(raw_blocks) is dict:
+            for raw in raw_blocks.values():
+                columns = raw.get("columns") if type(raw) is dict else None
+                if type(columns) is dict:
+                    for entry in columns.values():
+                        if type(entry) is dict and entry.get("dtype") == "string" and "values" in entry:
+                            held.append((entry, entry.pop("values")))
         try:
             text = orjson.dumps(raw_blocks)
-        except TypeError:  # pragma: no cover - parsed JSON always serializes
-            return compile_layout(raw_blocks, where)
+        finally:
+            for entry, values in held:
+                entry["values"] = values
         layout = self.layouts.get(text)
         if layout is None:
             layout = compile_layout(raw_blocks, where)
@@ -350,6 +374,21 @@ def _offset(raw: Any, nbytes: int, where: str, what: str) -> int:
     return raw
 
 
+def _strings(values: Any, count: int, shape: Tuple[int, ...], where: str) -> np.ndarray:
+    """A string column's header ``values`` (lmdb#L12): a list of ``count`` strings, row-major."""
+    if type(values) is not list:
+        raise _corrupt(f"string column 'values' is not a list: {brief(values)}", where, R_STRING)
+    if len(values) != count:
+        raise _corrupt(f"string column of shape {list(shape)} holds {len(values)} values", where, R_STRING)
+    try:
+        "".join(values)  # a C loop that fails on any element that is not a str
+    except TypeError:
+        raise _corrupt("string column 'values' holds a non-string", where, R_STRING) from None
+    text = np.empty(count, dtype=object)
+    text[:] = values
+    return text if len(shape) == 1 else text.reshape(shape)
+
+
 def _column(raw: Any, count: int, where: str) -> Tuple[_Column, Optional[float]]:
     """One column entry, checked (everything but its bytes)."""
     if type(raw) is not dict:
@@ -362,15 +401,8 @@ def _column(raw: Any, count: int, where: str) -> Tuple[_Column, Optional[float]]
         _object(raw, _STRING_KEYS, where, "string column entry")
         shape = _shape(raw.get("shape"), count, where)
         strings = raw.get("values")
-        if type(strings) is not list:
-            raise _corrupt(f"string column 'values' is not a list: {brief(strings)}", where, R_STRING)
-        if len(strings) != math.prod(shape):
-            raise _corrupt(f"string column of shape {list(shape)} holds {len(strings)} values", where, R_STRING)
-        try:
-            "".join(strings)  # a C loop that fails on any element that is not a str
-        except TypeError:
-            raise _corrupt("string column 'values' holds a non-string", where, R_STRING) from None
-        column = _Column("strings", None, 0, len(strings), shape, strings, mask, where)
+        _strings(strings, math.prod(shape), shape, where)
+        column = _Column("strings", None, 0, math.prod(shape), shape, mask, where)
     else:
         numpy = COLUMN_NUMPY.get(dtype) if type(dtype) is str else None
         if numpy is None:
@@ -380,7 +412,7 @@ def _column(raw: Any, count: int, where: str) -> Tuple[_Column, Optional[float]]
         shape = _shape(raw.get("shape"), count, where)
         n = math.prod(shape)
         start = _offset(raw.get("offset"), n * numpy.itemsize, where, "buffer")
-        column = _Column("array", numpy, start, n, shape, None, mask, where)
+        column = _Column("array", numpy, start, n, shape, mask, where)
     precision = raw.get("precision")
     if precision is not None or "precision" in raw:
         problems = list(check_precision(precision, "f64" if dtype == "f64" else str(dtype), where))
@@ -504,9 +536,9 @@ def decode_frame(value: Any, where: str = "", cache: Optional[LayoutCache] = Non
     header, payload = header_of(value, where)
     if not header.keys() <= _TOP_KEYS:
         _object(header, _TOP_KEYS, where, "the header")
-    raw_blocks = header.get("blocks")
+    raw_blocks: Any = header.get("blocks")
     layout = compile_layout(raw_blocks, where) if cache is None else cache.get(raw_blocks, where)
-    blocks = layout.build(value, payload, where)
+    blocks = layout.build(value, payload, where, raw_blocks)  # a dict: compile_layout checked it
     meta = header.get("meta", {})
     if type(meta) is not dict:
         raise _corrupt(f"the header's 'meta' is not a JSON object: {brief(meta)}", where, R_HEADER)

@@ -24,7 +24,7 @@ import operator
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 import orjson
@@ -41,7 +41,7 @@ from molrec_raw.record.trajectory.schema import ColumnSpec, SequenceSchema
 from molrec_raw.record.violations import Violation
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, key, key_name
-from molrec_raw.collection.frame_bytes import DecodedFrame, LayoutCache, decode_frame, header_of
+from molrec_raw.collection.frame_bytes import DecodedFrame, LayoutCache, decode_frame, header_of, made_block
 from molrec_raw.collection.model import BINDING_COLUMNS, C1, C2, C9, C10, C11, check_units
 
 __all__ = ["CollectionReader", "CollectionView", "Record", "RecordTrajectory", "read_collection"]
@@ -432,8 +432,10 @@ class CollectionReader:
             plan = plans[name]
             if block.masks:
                 block.masks = {c: m for c, m in block.masks.items() if not m.all()}
-            block.precision = dict(plan.precision)
-            block.targets = dict(plan.targets)
+            if plan.precision:
+                block.precision = dict(plan.precision)
+            if plan.targets:
+                block.targets = dict(plan.targets)
             block.structural_shape = plan.shape
         meta = decoded.meta
         if meta.keys() != self._meta_tags.keys():
@@ -442,7 +444,7 @@ class CollectionReader:
             raise SpecViolationError(f"trajectory frame {k} carries meta keys {list(meta)}: every declared key, nothing "
                                      f"else (missing {missing}, undeclared {extra})", node=f"{node}/meta",
                                      rule=L8 if missing else C2)
-        return _Update(k, decoded.blocks, meta, step, time, decoded.box)
+        return _Update(k, decoded.blocks, meta, step, time, decoded.box, decoded.layout)
 
     def _check_update_layout(self, blocks: Dict[str, Block], k: int, node: str) -> None:
         """A trajectory update's blocks against the declaration (``collection#C2``, lmdb#L14,
@@ -665,11 +667,12 @@ class Record:
 
 
 class _Update:
-    __slots__ = ("k", "blocks", "meta", "step", "time", "box")
+    __slots__ = ("k", "blocks", "meta", "step", "time", "box", "layout")
 
     def __init__(self, k: int, blocks: Dict[str, Block], meta: Dict[str, Any], step: int, time: Optional[float],
-                 box: Optional[Box]) -> None:
+                 box: Optional[Box], layout: Any = None) -> None:
         self.k, self.blocks, self.meta, self.step, self.time, self.box = k, blocks, meta, step, time, box
+        self.layout = layout
 
 
 class RecordTrajectory:
@@ -902,9 +905,11 @@ class _Batch:
         times: List[Optional[float]] = []
         boxes: List[Optional[Box]] = []
         n = len(self.numbers)
+        trusted: Set[Any] = set()  # (system layout, frame layout) pairs whose columns were checked in this batch
         for i, r in enumerate(self.numbers):
             system = c._system_blocks(get(key(SYSTEM, r)), r)
             blocks: Dict[str, Block] = {} if system is None else system.blocks
+            pair: Any = None
             if frame is not None:
                 count = int(c._count[r])
                 k = frame + count if frame < 0 else frame
@@ -919,6 +924,8 @@ class _Batch:
                     times.append(update.time)
                     if c._resolved_check:
                         RecordTrajectory(c, r, None)._check(own, 0)
+                    if update.layout is not None:
+                        pair = (None if system is None else system.layout, update.layout)
                 else:
                     trajectory = RecordTrajectory(c, r, None)
                     resolved = trajectory._resolve(reading, k, meta=False)
@@ -931,9 +938,12 @@ class _Batch:
                     base = blocks.get(name)
                     if base is not None:
                         _check_pair(base, block, c._where, r, name)
-                        block = Block({**base.columns, **block.columns}, {**base.masks, **block.masks},
-                                      count=base.nrows)
+                        block = made_block({**base.columns, **block.columns}, {**base.masks, **block.masks}, {}, {},
+                                           None, {}, base.nrows)
                     blocks[name] = block
+            elif system is not None:
+                pair = (system.layout, None)
+            checked = pair is not None and pair in trusted
             for name, block in blocks.items():
                 counts = rows.get(name)
                 if counts is None:
@@ -942,13 +952,14 @@ class _Batch:
                 block_masks = block.masks
                 for column, values in block.columns.items():
                     label = (name, column)
-                    kind = (values.dtype, values.shape[1:])
-                    have = kinds.setdefault(label, kind)
-                    if have != kind:
-                        raise SpecViolationError(f"batch: column {name}/{column} is {column_dtype_of(values)}"
-                                                 f"{list(kind[1])} in record {r} and {have[0]}{list(have[1])} in an "
-                                                 "earlier one", store=c._where, node=f"/records/{r}/{name}/{column}",
-                                                 rule=C2)
+                    if not checked:
+                        kind = (values.dtype, values.shape[1:])
+                        have = kinds.setdefault(label, kind)
+                        if have != kind:
+                            raise SpecViolationError(f"batch: column {name}/{column} is {column_dtype_of(values)}"
+                                                     f"{list(kind[1])} in record {r} and {have[0]}{list(have[1])} in "
+                                                     "an earlier one", store=c._where,
+                                                     node=f"/records/{r}/{name}/{column}", rule=C2)
                     found = pieces.get(label)
                     if found is None:
                         found = pieces[label] = []
@@ -957,6 +968,8 @@ class _Batch:
                         masks.setdefault(label, {})[len(found)] = block_masks[column]
                     found.append(values)
                     present[label].append(i)
+            if pair is not None:
+                trusted.add(pair)
         out: Dict[str, np.ndarray] = {}
         for label, arrays in pieces.items():
             name, column = label
