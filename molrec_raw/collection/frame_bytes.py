@@ -104,12 +104,13 @@ def _align(n: int) -> int:
 
 
 # -- encoding --------------------------------------------------------------------------------
-def _little(values: np.ndarray) -> np.ndarray:
-    """C-order, little-endian, in the table's dtype (a copy only when needed)."""
-    dtype = COLUMN_NUMPY[column_dtype_of(values) or ""]
-    if values.dtype != dtype or not values.flags.c_contiguous:
-        values = np.ascontiguousarray(values, dtype=dtype)
-    return values
+_NAMES = {numpy: name for name, numpy in COLUMN_NUMPY.items()}  # little-endian and native: one table
+
+
+def _column_dtype(values: np.ndarray) -> Optional[str]:
+    """The column dtype of a checked array (a dict lookup for the common, native case)."""
+    name = _NAMES.get(values.dtype)
+    return name if name is not None else column_dtype_of(values)
 
 
 def box_header(box: Box) -> Dict[str, Any]:
@@ -148,15 +149,18 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
         columns: Dict[str, Any] = {}
         for column, raw in block.columns.items():
             values = raw if type(raw) is np.ndarray else np.asarray(raw)
-            dtype = column_dtype_of(values)
+            dtype = _column_dtype(values)
             if dtype is None:
                 raise InvalidValueError(f"column {column!r} of block {name!r} has dtype {values.dtype}, "
                                         "not one of the 13 column dtypes", rule=R_DTYPE)
-            entry: Dict[str, Any] = {"dtype": dtype, "shape": [int(n) for n in values.shape]}
+            entry: Dict[str, Any] = {"dtype": dtype, "shape": list(values.shape)}
             if dtype == "string":
                 entry["values"] = values.ravel().tolist()
             else:
-                buffer = _little(values)
+                buffer = values
+                if values.dtype is not COLUMN_NUMPY[dtype] and values.dtype != COLUMN_NUMPY[dtype] \
+                        or not values.flags.c_contiguous:  # C-order, little-endian: a copy only when needed
+                    buffer = np.ascontiguousarray(values, dtype=COLUMN_NUMPY[dtype])
                 entry["offset"] = size
                 parts.append(buffer)
                 size += buffer.nbytes

@@ -37,7 +37,7 @@ from molrec_raw.record.trajectory.references import SystemCounterparts, check_re
 from molrec_raw.record.trajectory.schema import SKIPPED_FRAME_META_KEYS, BlockSpec, MetaSpec, SequenceSchema
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, SUFFIX, key
-from molrec_raw.collection.frame_bytes import encode_frame
+from molrec_raw.collection.frame_bytes import encode_frame, made_block
 from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, IndexColumns, IndexRow, check_record_meta,
                                          collection_document)
 
@@ -269,8 +269,8 @@ class CollectionWriter:
             columns = {c: round_to_precision(v, block.precision[c]) if c in block.precision else v
                        for c, v in block.columns.items()}
             masks = {c: m for c, m in block.masks.items() if not m.all()}
-            blocks[name] = Block(columns, masks, dict(block.precision), dict(block.targets), block.structural_shape,
-                                 dict(block.attrs), block.nrows)
+            blocks[name] = made_block(columns, masks, dict(block.precision), dict(block.targets),
+                                      block.structural_shape, dict(block.attrs), block.nrows)
         value = encode_frame(blocks, meta=prepared.meta, meta_types=prepared.meta_types if prepared.meta_types else None)
         return value, prepared.blocks
 
@@ -456,7 +456,7 @@ class CollectionWriter:
             if draft.cell is not None and draft.cell.same(cell):
                 cell = None
         # -- accept and encode
-        blocks = {name: Block(u.columns, u.masks, count=u.rows, structural_shape=self._schema.structural_shape(name))
+        blocks = {name: made_block(u.columns, u.masks, {}, {}, self._states[name].spec.structural_shape, {}, u.rows)
                   for name, u in changed.items()}
         value = encode_frame(blocks, meta=meta, step=typed_json.encode_value("i64", step),
                              time=typed_json.encode_value("f64", time) if time is not None else None,
