@@ -144,6 +144,19 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
     same bytes."""
     parts: List[Any] = []
     size = 0
+
+    def place(buffer: np.ndarray) -> int:
+        """Append a buffer at the next 8-aligned payload offset; that offset."""
+        nonlocal size
+        at = size
+        parts.append(buffer)
+        size += buffer.nbytes
+        pad = -size % ALIGN
+        if pad:
+            parts.append(_ZERO_PAD[:pad])
+            size += pad
+        return at
+
     header_blocks: Dict[str, Any] = {}
     for name, block in blocks.items():
         columns: Dict[str, Any] = {}
@@ -161,23 +174,10 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
                 if values.dtype is not COLUMN_NUMPY[dtype] and values.dtype != COLUMN_NUMPY[dtype] \
                         or not values.flags.c_contiguous:  # C-order, little-endian: a copy only when needed
                     buffer = np.ascontiguousarray(values, dtype=COLUMN_NUMPY[dtype])
-                entry["offset"] = size
-                parts.append(buffer)
-                size += buffer.nbytes
-                pad = -size % ALIGN
-                if pad:
-                    parts.append(_ZERO_PAD[:pad])
-                    size += pad
+                entry["offset"] = place(buffer)
             mask = block.masks.get(column)
             if mask is not None:
-                flags = np.ascontiguousarray(mask, dtype=np.bool_)
-                entry["validity"] = size
-                parts.append(flags)
-                size += flags.nbytes
-                pad = -size % ALIGN
-                if pad:
-                    parts.append(_ZERO_PAD[:pad])
-                    size += pad
+                entry["validity"] = place(np.ascontiguousarray(mask, dtype=np.bool_))
             p = block.precision.get(column)
             if p is not None:
                 entry["precision"] = float(p)
@@ -361,7 +361,7 @@ class LayoutCache:
             layout = compile_layout(raw_blocks, where)
             if len(self.layouts) >= self.size:
                 for stale in list(self.layouts)[: self.size // 2]:
-                    del self.layouts[stale]
+                    self.layouts.pop(stale, None)  # (another thread may have dropped it)
             self.layouts[text] = layout
         return layout
 

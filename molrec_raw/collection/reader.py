@@ -240,6 +240,8 @@ class CollectionReader:
         self._index_schema = {c: ColumnSpec(column_dtype_of(v) or "", tuple(v.shape[1:]), c in own.masks,
                                             own.precision.get(c)) for c, v in own.columns.items()}
         own.masks = {c: m for c, m in own.masks.items() if not m.all()}
+        for array in [*own.columns.values(), *own.masks.values()]:
+            array.flags.writeable = False  # shared by every ``index`` call: read-only, never copied again
         self._index = own
 
     def _load_forcefield(self, raw: Any) -> ForceFieldSection:
@@ -291,8 +293,11 @@ class CollectionReader:
     @property
     def index(self) -> Block:
         """The collection's own index columns, ``R`` rows in record order, as written (the
-        binding's four columns are not part of it: :meth:`binding_index`)."""
-        return _owned(self._index)
+        binding's four columns are not part of it: :meth:`binding_index`).  The arrays are
+        read-only and shared by every call (copy one to change it)."""
+        index = self._index
+        return Block(dict(index.columns), dict(index.masks), dict(index.precision), dict(index.targets), None,
+                     dict(index.attrs), index.nrows)
 
     @property
     def index_schema(self) -> Dict[str, ColumnSpec]:
