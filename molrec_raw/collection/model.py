@@ -283,7 +283,7 @@ class IndexColumns:
     it (as the column would be stored: canonical keys at their dtype), every later value
     agrees, and a record that gives no value for a column — or a record before the first
     that gave one — holds null there (the column is then nullable).  Memory: per record, its
-    index row (the binding's 17 bytes and the collection's own columns) — the one thing a
+    index row (the binding's 24 bytes and the collection's own columns) — the one thing a
     streaming writer holds for every record.
     """
 

@@ -267,6 +267,7 @@ class CollectionReader:
         return self._path
 
     def __len__(self) -> int:
+        """The number of records."""
         return self._n_records
 
     @property
@@ -328,9 +329,11 @@ class CollectionReader:
         return n
 
     def __getitem__(self, r: int) -> "Record":
+        """Record ``r`` (negative counts from the end; IndexError outside)."""
         return Record(self, self._number(r), None)
 
     def __iter__(self) -> Iterator["Record"]:
+        """Every record, in record order."""
         for r in range(self._n_records):
             yield Record(self, r, None)
 
@@ -544,12 +547,15 @@ class CollectionReader:
             handle.release()
 
     def __enter__(self) -> "CollectionReader":
+        """The reader itself (``with`` closes it)."""
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Close the reader."""
         self.close()
 
     def __reduce__(self) -> Tuple[Any, Tuple[str]]:
+        """Pickled as its path: unpickling (in another process) opens the file again."""
         return (CollectionReader, (self._where,))
 
     def __repr__(self) -> str:
@@ -578,9 +584,11 @@ class CollectionView:
         return self._reading
 
     def __len__(self) -> int:
+        """The number of records."""
         return len(self._reader)
 
     def __getitem__(self, r: int) -> "Record":
+        """Record ``r``, whose arrays are views into the map (valid while the view is open)."""
         return Record(self._reader, self._reader._number(r), self)
 
     def batch(self, records: Iterable[int], frame: Optional[int] = 0) -> Dict[str, np.ndarray]:
@@ -698,6 +706,7 @@ class RecordTrajectory:
         self._times: List[Optional[float]] = []
 
     def __len__(self) -> int:
+        """The number of frames."""
         return self._n
 
     def _ordinal(self, k: Any) -> int:
@@ -709,6 +718,7 @@ class RecordTrajectory:
         return n
 
     def __getitem__(self, k: int) -> Frame:
+        """Frame ``k`` (negative counts from the end), carry-forward resolved inside the record."""
         k = self._ordinal(k)
         if k == 0:  # the first frame holds every block present there: one value
             update = self._c._update(self._c._get if self._view is None else self._view._open().get, self.number, 0)

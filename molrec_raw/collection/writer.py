@@ -635,9 +635,11 @@ class CollectionWriter:
                 pass
 
     def __enter__(self) -> "CollectionWriter":
+        """The writer itself: leaving the ``with`` block closes it, or aborts it on an exception."""
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """``close()``, or ``abort()`` when the block raised."""
         if exc_type is None:
             self.close()
         else:
