@@ -384,11 +384,16 @@ class CollectionWriter:
             raise InvalidValueError("frames is an iterable of Frame (a one-frame trajectory is [frame])", node=where)
         step_iter: Optional[Iterator[Any]] = None if steps is None else iter(steps)
         time_iter: Optional[Iterator[Any]] = None if times is None else iter(times)
-        for k, frame in enumerate(frames):
+        upcoming = iter(frames)
+        following = next(upcoming, _MISSING)
+        k = -1
+        while following is not _MISSING:  # one frame of look-ahead: the last frame keeps no base
+            frame, following = following, next(upcoming, _MISSING)
+            k += 1
             step = _next(step_iter, "steps", k, where)
             time = _next(time_iter, "times", k, where)
             value = self._frame(draft, k, frame, None if step is _MISSING else step, None if time is _MISSING else time,
-                                where)
+                                where, following is not _MISSING)
             draft.values.append((key(FRAME, draft.first_frame + k), value))
             self._pending_bytes += len(value)
             draft.frames = k + 1
@@ -404,8 +409,9 @@ class CollectionWriter:
         self._pending.extend(draft.values)
         draft.values = []
 
-    def _frame(self, draft: _Draft, k: int, frame: Any, step: Any, time: Any, where: str) -> bytes:
-        """Trajectory frame ``k`` of the record as the update frame bytes hold (lmdb#L8)."""
+    def _frame(self, draft: _Draft, k: int, frame: Any, step: Any, time: Any, where: str, more: bool) -> bytes:
+        """Trajectory frame ``k`` of the record as the update frame bytes hold (lmdb#L8);
+        ``more``: frames follow (this one's blocks become the base they are compared with)."""
         if not isinstance(frame, Frame):
             raise InvalidValueError(f"trajectory frame {k} is not a Frame ({type(frame).__name__})", node=where)
         node = f"{where}/trajectory"
@@ -461,9 +467,10 @@ class CollectionWriter:
         value = encode_frame(blocks, meta=meta, step=typed_json.encode_value("i64", step),
                              time=typed_json.encode_value("f64", time) if time is not None else None,
                              box=cell.box() if cell is not None else None)
-        for name, u in changed.items():  # the base of the next frame: our own copy, never the caller's arrays
-            draft.last[name] = Update(k, u.rows, {c: v.copy() for c, v in u.columns.items()},
-                                      {c: m.copy() for c, m in u.masks.items()})
+        if more:
+            for name, u in changed.items():  # the base of the next frame: our own copy, never the caller's arrays
+                draft.last[name] = Update(k, u.rows, {c: v.copy() for c, v in u.columns.items()},
+                                          {c: m.copy() for c, m in u.masks.items()})
         if cell is not None:
             draft.cell, draft.defined = cell, cell.defined
         if draft.n_atoms is None and "atoms" in changed:

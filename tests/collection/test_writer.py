@@ -416,3 +416,23 @@ def test_repr_and_properties(path: Path) -> None:
     w.close()  # idempotent
     c = mr.read_collection(path)
     assert "1 records" in repr(c) and c.path == path and repr(c[0]).startswith("Record(0")
+
+
+def test_lmdb_L8_a_producer_reusing_one_array_in_place_is_recorded_frame_by_frame(path: Path) -> None:
+    x = np.zeros(3)
+
+    def frames():
+        for k in range(4):
+            x[:] = k // 2  # changes at frames 0 and 2, the same object every time
+            yield mr.Frame({}, {"atoms": mr.Block({"x": x})})
+
+    with mr.CollectionWriter(path, units=UNITS) as w:
+        w.add_record(frames=frames())
+    t = mr.read_collection(path)[0].trajectory
+    assert [f.blocks["atoms"].columns["x"].tolist() for f in t] == [[0.0] * 3, [0.0] * 3, [1.0] * 3, [1.0] * 3]
+    from molrec_raw.collection.frame_bytes import header_of
+    handle = binding.acquire(path)
+    with handle.env.begin() as txn:
+        changed = [list(header_of(bytes(txn.get(u64be(b"f", j))), "")[0]["blocks"]) for j in range(4)]
+    handle.release()
+    assert changed == [["atoms"], [], ["atoms"], []]
