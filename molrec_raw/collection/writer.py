@@ -384,16 +384,12 @@ class CollectionWriter:
             raise InvalidValueError("frames is an iterable of Frame (a one-frame trajectory is [frame])", node=where)
         step_iter: Optional[Iterator[Any]] = None if steps is None else iter(steps)
         time_iter: Optional[Iterator[Any]] = None if times is None else iter(times)
-        upcoming = iter(frames)
-        following = next(upcoming, _MISSING)
-        k = -1
-        while following is not _MISSING:  # one frame of look-ahead: the last frame keeps no base
-            frame, following = following, next(upcoming, _MISSING)
-            k += 1
+        known = len(frames) if isinstance(frames, (list, tuple)) else None  # no look-ahead: a producer may
+        for k, frame in enumerate(frames):                                 # reuse its arrays in place
             step = _next(step_iter, "steps", k, where)
             time = _next(time_iter, "times", k, where)
             value = self._frame(draft, k, frame, None if step is _MISSING else step, None if time is _MISSING else time,
-                                where, following is not _MISSING)
+                                where, known is None or k + 1 < known)
             draft.values.append((key(FRAME, draft.first_frame + k), value))
             self._pending_bytes += len(value)
             draft.frames = k + 1
