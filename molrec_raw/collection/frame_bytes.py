@@ -339,12 +339,14 @@ class LayoutCache:
         self.size = size
         self.layouts: Dict[bytes, Layout] = {}
 
-    def get(self, raw_blocks: Any, where: str) -> Layout:
+    def get(self, raw_blocks: Any, where: str, strings: bool = True) -> Layout:
         """The layout of ``raw_blocks``: kept, or compiled (checked) and kept.  The key is the
         JSON text of the blocks without their string columns' ``values`` (frames of one shape
-        share a layout whatever their strings; :meth:`Layout.build` checks the values)."""
+        share a layout whatever their strings; :meth:`Layout.build` checks the values).
+        ``strings=False`` (the header's text has no ``string``) skips looking for them: a
+        layout never holds string values, so a key that has them is only a missed share."""
         held = []
-        if type(raw_blocks) is dict:
+        if strings and type(raw_blocks) is dict:
             for raw in raw_blocks.values():
                 columns = raw.get("columns") if type(raw) is dict else None
                 if type(columns) is dict:
@@ -541,7 +543,11 @@ def decode_frame(value: Any, where: str = "", cache: Optional[LayoutCache] = Non
     if not header.keys() <= _TOP_KEYS:
         _object(header, _TOP_KEYS, where, "the header")
     raw_blocks: Any = header.get("blocks")
-    layout = compile_layout(raw_blocks, where) if cache is None else cache.get(raw_blocks, where)
+    if cache is None:
+        layout = compile_layout(raw_blocks, where)
+    else:
+        text = value[_PREFIX.size:payload]  # (a memoryview has no substring search: its bytes do)
+        layout = cache.get(raw_blocks, where, b"string" in (text.tobytes() if type(text) is memoryview else text))
     blocks = layout.build(value, payload, where, raw_blocks)  # a dict: compile_layout checked it
     meta = header.get("meta", {})
     if type(meta) is not dict:

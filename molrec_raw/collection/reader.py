@@ -401,12 +401,12 @@ class CollectionReader:
                 meta = typed_json.decode_document(attrs, node)
             except MolrecError as exc:
                 raise exc.add_context(store=self._where, key=key_name(k)) from None
-        return Frame(meta, decoded.blocks, None)
+        return _frame(meta, decoded.blocks, None)
 
     def _update(self, get: Getter, r: int, k: int) -> "_Update":
         """The trajectory update of frame ``k`` of record ``r``, checked against the
         declaration (lmdb#L8)."""
-        fk = key(FRAME, int(self._first[r]) + k)
+        fk = FRAME + (int(self._first[r]) + k).to_bytes(8, "big")
         raw = get(fk)
         if raw is None:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
@@ -623,7 +623,9 @@ class Record:
     @property
     def system(self) -> Optional[Frame]:
         """The record's system, or None."""
-        return self._c._system(self._getter()(key(SYSTEM, self.number)), self.number)
+        c = self._c
+        return c._system((c._get if self._view is None else self._view._open().get)(
+            SYSTEM + self.number.to_bytes(8, "big")), self.number)
 
     @property
     def has_trajectory(self) -> bool:
@@ -722,9 +724,10 @@ class RecordTrajectory:
         k = self._ordinal(k)
         if k == 0:  # the first frame holds every block present there: one value
             update = self._c._update(self._c._get if self._view is None else self._view._open().get, self.number, 0)
-            self._check(update.blocks, 0)
-            return Frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"), update.blocks,
-                         update.box)
+            if self._c._resolved_check:
+                self._check(update.blocks, 0)
+            return _frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"), update.blocks,
+                          update.box)
         if self._view is not None:
             return self._resolve(self._view._open(), k)
         with self._c._reading() as reading:
@@ -830,6 +833,13 @@ class RecordTrajectory:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+def _frame(meta: Dict[str, Any], blocks: Dict[str, Block], box: Optional[Box]) -> Frame:
+    """``Frame(meta, blocks, box)`` without the dataclass's defaulting (one per read)."""
+    frame = Frame.__new__(Frame)
+    frame.__dict__.update(meta=meta, blocks=blocks, box=box)
+    return frame
+
+
 def _owned(block: Block) -> Block:
     """A block whose arrays are its own (copies)."""
     return Block({c: np.array(v) for c, v in block.columns.items()}, {c: np.array(m) for c, m in block.masks.items()},
