@@ -90,6 +90,8 @@ def check_targets(block: Block, blocks: Dict[str, Block], node: str, rows_of: Op
 
 
 def check_block_shape(block: Block, node: str) -> Iterable[Violation]:
+    """A block's shape (§5, §7): ``count`` a non-negative integer, every column that many rows,
+    ``structural_shape`` multiplying to it, masks bool of one flag per row, for a column."""
     count = block.count
     if count is None or isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
         yield _v("14.5", node, f"count {count!r} is not a non-negative integer (columns disagree?)")
@@ -117,6 +119,7 @@ def check_block_shape(block: Block, node: str) -> Iterable[Violation]:
 
 
 def check_box(box: Box, node: str) -> Iterable[Violation]:
+    """A cell (§10): vectors 3×3, origin and boundary of 3, f64; an undefined cell is not periodic."""
     vectors, origin = np.asarray(box.vectors), np.asarray(box.origin)
     if vectors.shape != (3, 3) or origin.shape != (3,) or len(tuple(box.boundary)) != 3:
         yield _v("14.19", node, "box needs vectors 3x3, origin of 3 and boundary of 3")
