@@ -70,6 +70,12 @@ def _refusal(case: Case) -> Dict[str, object]:
 
 
 def _check_refused(case: Case, target: Path) -> None:
+    from molrec_raw.rules import UnknownRuleError, lookup
+
+    try:
+        lookup(str(case.rule))  # the id an implementer looks up must be defined
+    except UnknownRuleError as exc:
+        raise BuildError(f"{case.name}: {exc}") from None
     try:
         dump_record(target)
     except MolrecError as exc:

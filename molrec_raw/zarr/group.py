@@ -22,7 +22,6 @@ from molrec_raw.zarr.dtypes import data_type_for_numpy
 from molrec_raw.zarr.metadata import ArrayMetadata, ChunkKeyEncoding, GroupMetadata, parse_metadata
 from molrec_raw.zarr.remote import is_url, open_url
 from molrec_raw.zarr.store import DirectoryStore, Store, StoreLike
-from molrec_raw.zarr.zipstore import ZipStore
 
 __all__ = ["Group", "open_group", "open_array", "open_node", "default_codecs", "as_store", "is_valid_node_name"]
 
@@ -73,6 +72,7 @@ def as_store(store_or_path: StoreLike, mode: str = "r") -> Store:
     if path.is_file() or (path.suffix == ".zip" and not path.is_dir()):
         if mode != "r":
             raise ReadOnlyError("zip archives are read-only", store=str(path))
+        from molrec_raw.zarr.zipstore import ZipStore  # only a zip needs it (and zipfile)
         return ZipStore(path)
     return DirectoryStore(path, read_only=(mode == "r"))
 
