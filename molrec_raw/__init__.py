@@ -50,5 +50,5 @@ if TYPE_CHECKING:
     from molrec_raw.record.pack import unpack_mrec_zip as unpack_mrec_zip
     from molrec_raw.record.repair import RepairReport as RepairReport
     from molrec_raw.record.repair import repair_mrec as repair_mrec
-
-__getattr__, __dir__, __all__ = _lazy.attach(__name__, eager=("errors", "__version__"))
+else:  # type checkers see the imports above; unknown names stay errors for them
+    __getattr__, __dir__, __all__ = _lazy.attach(__name__, eager=("errors", "__version__"))

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List
 
 from molrec_raw.errors import MolrecError
 
@@ -81,18 +81,12 @@ def run_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_corpus() -> Optional[Path]:
-    from molrec_raw.conformance.build import default_frozen_source
-
-    return default_frozen_source()
-
-
 def run_conform(args: argparse.Namespace) -> int:
     from molrec_raw.conformance.runner import command_reader, run_corpus
 
-    corpus = args.corpus if args.corpus is not None else _default_corpus()
-    if corpus is None:
-        raise MolrecError("no corpus here: give --corpus DIR (tests/conformance/corpus of a molrec_raw checkout)")
+    from molrec_raw.conformance import default_corpus
+
+    corpus = args.corpus if args.corpus is not None else default_corpus()
     if not (Path(corpus) / "index.json").is_file():
         raise MolrecError(f"{corpus}: not a conformance corpus (no index.json)")
     shown = (lambda o: print(o.line(), flush=True)) if args.verbose else (

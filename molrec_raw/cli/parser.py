@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                "Bare 'molrec-raw' prints this overview and exits 2 (no command given).")
     parser.add_argument("--version", action="version", version=f"molrec-raw {__version__}",
                         help="print the version of molrec-raw and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands",
+                                help="one of the commands below ('molrec-raw COMMAND --help' for its arguments)")
 
     def command(name: str, summary: str, description: str, run: str) -> argparse.ArgumentParser:
         """A subcommand: ``summary`` for the overview, ``description`` for its own --help

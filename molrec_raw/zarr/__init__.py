@@ -31,5 +31,5 @@ if TYPE_CHECKING:
     from molrec_raw.zarr.store import Store as Store
     from molrec_raw.zarr.store import validate_key as validate_key
     from molrec_raw.zarr.zipstore import ZipStore as ZipStore
-
-__getattr__, __dir__, __all__ = _lazy.attach(__name__)
+else:  # type checkers see the imports above; unknown names stay errors for them
+    __getattr__, __dir__, __all__ = _lazy.attach(__name__)

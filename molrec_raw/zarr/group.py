@@ -102,6 +102,8 @@ class Group(Node):
         return open_node(self.store, path, **self._options())
 
     def get(self, name: str, default: Any = None) -> Any:
+        """The child node (group or array) at ``name`` (a relative path), or ``default`` when
+        nothing is there."""
         try:
             return self[name]
         except NodeNotFoundError:
@@ -135,9 +137,11 @@ class Group(Node):
         return tuple(found)
 
     def groups(self) -> Iterator[Tuple[str, "Group"]]:
+        """(name, group) of every child group, sorted by name."""
         return ((n, m) for n, m in self.members() if isinstance(m, Group))
 
     def arrays(self) -> Iterator[Tuple[str, Array]]:
+        """(name, array) of every child array, sorted by name."""
         return ((n, m) for n, m in self.members() if isinstance(m, Array))
 
     # -- creation -----------------------------------------------------------
@@ -170,6 +174,8 @@ class Group(Node):
         return _created(Group(self.store, path, metadata, **self._options()))
 
     def require_group(self, name: str, *, durable: bool = False) -> "Group":
+        """The child group ``name``, created when absent; an array there is refused
+        (NodeExistsError)."""
         node = self.get(name)
         if node is None:
             return self.create_group(name, durable=durable)

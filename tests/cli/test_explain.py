@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 
 import molrec_raw as mr
+from molrec_raw.conformance import default_corpus
 from molrec_raw.cli import main
 from molrec_raw.record.explain import explain
 from molrec_raw.zarr.explain import Explanation, Section
 from molrec_raw.zarr.zipstore import write_zip
 
-CORPUS = Path(__file__).resolve().parents[1] / "conformance" / "corpus"
+CORPUS = default_corpus()
 
 
 def case(name: str, form: str = "record.mrec") -> str:
