@@ -1,7 +1,26 @@
-"""molrec_raw — a from-scratch MolRec record library on a hand-rolled Zarr V3 subset.
+"""molrec_raw — MolRec molecular records on a hand-rolled Zarr V3 subset.
 
-Layers: ``molrec_raw.zarr`` (the Zarr V3 subset, knows nothing of MolRec) and
-``molrec_raw.record`` (the record format), re-exported here.
+A record (``*.mrec`` directory, ``*.mrec.zip`` at rest) holds a system, frames, an MD
+trajectory, a force field, observables, run status and metrics.  The core needs only numpy,
+zstandard, crc32c and orjson.
+
+Whole sections:   ``write_mrec_frame`` / ``read_mrec_frame``, ``write_mrec_system`` /
+                  ``read_mrec_system``, ``write_mrec_forcefield`` / ``read_mrec_forcefield``,
+                  ``read_mrec_meta``, ``section_names``; ``Frame``, ``Block``, ``Box``,
+                  ``MetaValue``, ``ForceFieldSection``, ``Observable``.
+Whole records:    ``MolRec``, ``write_mrec`` / ``read_mrec``, ``validate`` (-> ``Violation``),
+                  ``repair_mrec`` (-> ``RepairReport``), ``pack_mrec_zip`` / ``unpack_mrec_zip``.
+Trajectories:     ``MrecWriter`` (streaming, crash-safe commits) under a ``SequenceSchema``,
+                  ``MrecReader`` (frames by index, live following), ``write_mrec_trajectory`` /
+                  ``read_mrec_trajectory`` (-> ``Trajectory``).
+Metrics:          ``MetricsWriter`` (a JSONL WAL densified into Zarr), ``read_metrics``
+                  (-> ``Series``), ``follow_metrics`` (-> ``MetricEvent``), ``discover_metrics``.
+Errors:           ``molrec_raw.errors`` (every error is a ``MolrecError`` naming the store,
+                  node, key, byte offset and rule id); ``molrec_raw.rules`` defines every rule id.
+Layers:           ``molrec_raw.zarr`` (the Zarr V3 subset, knows nothing of MolRec),
+                  ``molrec_raw.record`` (the format), ``molrec_raw.integrations`` (optional
+                  tools: MDAnalysis, mdtraj, ASE, OpenMM, xarray, dask).
+Command line:     ``molrec-raw --help``.
 
 ``import molrec_raw`` is cheap: each public name below is imported on first use
 (PEP 562, ``molrec_raw._lazy``).  Adding a public name is one line in the

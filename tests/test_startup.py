@@ -63,9 +63,13 @@ def test_issue24_import_loads_only_the_package_itself(tmp_path):
 
 
 def test_issue24_first_use_of_the_record_layer_loads_no_network_and_no_tools(tmp_path):
+    """Beyond what the four dependencies load themselves (numpy 2.2 on Python 3.10 imports
+    subprocess, for one)."""
     touch = "; ".join(f"molrec_raw.{name}" for name in CORE_NAMES)
     loaded = _loaded_after(f"import molrec_raw\n{touch}\nimport molrec_raw.zarr as z; z.open_group; z.Array", tmp_path)
-    assert not _offenders(loaded, NEVER_ON_FIRST_USE), _offenders(loaded, NEVER_ON_FIRST_USE)
+    theirs = set(_loaded_after("import numpy, zstandard, crc32c, orjson", tmp_path))
+    offenders = [m for m in _offenders(loaded, NEVER_ON_FIRST_USE) if m not in theirs]
+    assert not offenders, offenders
     assert "molrec_raw.record.trajectory.writer" in loaded and "molrec_raw.zarr.codecs.sharding" in loaded
 
 

@@ -19,10 +19,11 @@ def _explain_rule(args: argparse.Namespace) -> int:
 
     if args.path is not None or args.node is not None or args.chunk is not None or args.frame is not None:
         raise MolrecError("--rule explains a rule id, not a record: give either --rule ID or PATH [NODE]")
-    entries = [rules.lookup(args.rule)] if "#" in args.rule else list(rules.rules_of(args.rule))
+    one = "#" in args.rule
+    entries = [rules.lookup(args.rule)] if one else list(rules.rules_of(args.rule))
     if args.json:
-        print(json.dumps([e.to_json() for e in entries] if "#" not in args.rule else entries[0].to_json(),
-                         indent=1, ensure_ascii=False))
+        doc = entries[0].to_json() if one else [e.to_json() for e in entries]
+        print(json.dumps(doc, indent=1, ensure_ascii=False))
     else:
         print("\n\n".join(e.text() for e in entries))
     return 0
