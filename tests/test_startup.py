@@ -170,3 +170,22 @@ def test_issue24_malformed_table_line_is_refused(tmp_path):
     done = subprocess.run([sys.executable, "-c", "import lazypkg"], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": f"{tmp_path}{':' + str(ROOT)}"})
     assert done.returncode != 0 and "__init__.py:5: a public name is listed as" in done.stderr, done.stderr
+
+
+def test_issue24_type_checkers_see_every_public_name_and_refuse_unknown_ones(tmp_path):
+    """A user's module type-checked with ``mypy --strict``: the lazy names have their real
+    types, and a misspelt one is still an error (the loader hides from type checkers)."""
+    api = pytest.importorskip("mypy.api", reason="mypy is installed by the test extra on Python >= 3.12")
+    user = tmp_path / "user.py"
+    user.write_text(
+        "import molrec_raw\nfrom molrec_raw import *\nfrom molrec_raw.zarr import Array, open_group\n"
+        "frame: Frame = read_mrec_frame('x.mrec')\nreader: MrecReader = molrec_raw.MrecReader('x.mrec')\n"
+        "def ndim(array: Array) -> int:\n    return array.ndim + len(open_group('x.mrec').attrs)\n"
+        "version: str = molrec_raw.__version__\nrule: str = molrec_raw.errors.MolrecError('m').message\n"
+        "reveal_type(molrec_raw.write_mrec_trajectory)\nmolrec_raw.MrecWritr\n", encoding="utf-8")
+    out, err, status = api.run(["--strict", "--no-error-summary", "--follow-imports=silent",
+                                "--cache-dir", str(ROOT / ".mypy_cache"), str(user)])
+    lines = [line for line in out.splitlines() if line.startswith(str(user))]
+    assert any('Revealed type is "def (path:' in line and "-> pathlib.Path" in line for line in lines), out
+    assert [line for line in lines if "error" in line] == [
+        f'{user}:11: error: Module has no attribute "MrecWritr"; maybe "MrecWriter"?  [attr-defined]'], out
