@@ -35,7 +35,7 @@ def public_table(module_name: str) -> Dict[str, str]:
     try:
         with open(str(path), encoding="utf-8") as file:
             lines = file.read().splitlines()
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # no source beside the bytecode, for one
         raise ImportError(f"{module_name}: its public names are read from its source file {path}, "
                           f"which cannot be read ({exc})") from None
     if _HEADER not in lines:

@@ -89,7 +89,7 @@ class Rule:
         chapter = _chapters()[self.chapter][0]
         lines = [f"{self.id} - {self.title}"]
         for label, body in (("requires", self.requires), ("binds", _PARTIES[self.who]),
-                            ("from", self.source or chapter.source), ("digest", chapter.digest)):
+                            ("from", self.source or chapter.source)):
             lines.append(textwrap.fill(body, width, initial_indent=f"  {label + ':':10}",
                                        subsequent_indent=" " * 12, break_on_hyphens=False))
         return "\n".join(lines)
