@@ -56,8 +56,9 @@ RULES = (
          "group whose attributes are its metadata (kind, description, time_dependent, optional unit, axes, "
          "sampling, domain, target); unknown kinds and keys are carried.", _OBS),
     Rule("6.1", READER, "observables layout",
-         "Every child of observables/ is a data array or the meta group; observables/meta/ holds one group per "
-         "observable; a node of another kind there (an array named meta, a group among the data) is refused.",
+         "Every child of observables/ is a data array or the group meta/, and meta/ holds one group per "
+         "observable: a reader reports a child group other than meta/, or an array inside meta/, instead of "
+         "dropping it.",
          f"{_OBS} (layout)"),
     Rule("7", BOTH, "the force field",
          "forcefield/ is frame-shaped: its attributes are the force-field document (name, units, styles, optional "
