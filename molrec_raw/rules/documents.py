@@ -36,7 +36,8 @@ RULES = (
     Rule("4.1", BOTH, "metric events",
          "An event has a type ('scalar' or a module's type), a non-empty key (train/loss), an optional integer "
          "step, an RFC 3339 wall_time, a value (a finite number, or 'NaN' / 'Infinity' / '-Infinity') and optional "
-         "tags.", _METRICS),
+         "tags; every event of one key has the same type, and a line that is not such an event is refused.",
+         _METRICS),
     Rule("4.2", BOTH, "the dense layout",
          "metrics/series/<safe name> (float64), steps/<safe name> (int64, only for a series with steps) and "
          "wall_time/<safe name> (string) are aligned point for point; a series cannot mix events with and "
@@ -49,7 +50,8 @@ RULES = (
          "optional fields are omitted rather than null.", _WAL),
     Rule("5.5", BOTH, "reading dense series and the WAL tail",
          "Dense series are authoritative up to the catalog's watermark; the complete WAL lines after its byte "
-         "offset are appended under the duplicate-step rule; without dense series the WAL alone is the record.",
+         "offset are appended under the duplicate-step rule; without dense series the WAL alone is the record; "
+         "with dense series and no watermark the WAL is not part of the record (a writer refuses to append to it).",
          _WAL),
     Rule("6", BOTH, "observables",
          "observables/<name> is a data array (any shape, a column dtype) paired with observables/meta/<name>, a "
