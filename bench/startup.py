@@ -59,28 +59,32 @@ def _run(args: List[str], env: Dict[str, str], cwd: str) -> "tuple[float, float,
     return 1000 * wall, 1000 * cpu, done.stdout
 
 
-def measure(baseline: Optional[str], repeats: int) -> Dict[str, List[float]]:
-    """``{stage: [best wall ms, best cpu ms]}`` for the package first on the path."""
-    env = _env(baseline)
+def measure(trees: Dict[str, Optional[str]], repeats: int) -> Dict[str, Dict[str, List[float]]]:
+    """``{tree: {stage: [best wall ms, best cpu ms]}}``; ``trees`` maps a label to the source
+    tree put first on the path (None: the installed package).  The trees take turns within
+    each repeat, so a change of the machine's load touches both alike."""
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "python -m molrec_raw --help": [sys.executable, "-m", "molrec_raw", "--help"],
+    }
+    best: Dict[str, Dict[str, List[float]]] = {label: {} for label in trees}
     with tempfile.TemporaryDirectory() as cwd:  # not the checkout: only the path decides
-        where = _run([sys.executable, "-c", "import molrec_raw; print(molrec_raw.__file__)"], env, cwd)[2].strip()
-        commands = {
-            "python -c pass": [sys.executable, "-c", "pass"],
-            "python -m molrec_raw --help": [sys.executable, "-m", "molrec_raw", "--help"],
-        }
-        for args in commands.values():
-            _run(args, env, cwd)  # bytecode written once before anything is timed
-        _run([sys.executable, "-c", CHILD], env, cwd)
-        best: Dict[str, List[float]] = {}
+        envs = {label: _env(tree) for label, tree in trees.items()}
+        for label, env in envs.items():
+            where = _run([sys.executable, "-c", "import molrec_raw; print(molrec_raw.__file__)"], env, cwd)[2]
+            print(f"# {label}: {where.strip()}")
+            for args in [*commands.values(), [sys.executable, "-c", CHILD]]:
+                _run(args, env, cwd)  # bytecode written once before anything is timed
         for _ in range(repeats):
-            stages = json.loads(_run([sys.executable, "-c", CHILD], env, cwd)[2])
-            for name, args in commands.items():
-                wall, cpu, _out = _run(args, env, cwd)
-                stages[name] = [wall, cpu]
-            for name, (wall, cpu) in stages.items():
-                kept = best.setdefault(name, [wall, cpu])
-                kept[0], kept[1] = min(kept[0], wall), min(kept[1], cpu)
-    print(f"# measured: {where}")
+            for label, env in envs.items():
+                stages = {name: list(values) for name, values in json.loads(_run([sys.executable, "-c", CHILD], env,
+                                                                                  cwd)[2]).items()}
+                for name, args in commands.items():
+                    wall, cpu, _out = _run(args, env, cwd)
+                    stages[name] = [wall, cpu]
+                for name, (wall, cpu) in stages.items():
+                    kept = best[label].setdefault(name, [wall, cpu])
+                    kept[0], kept[1] = min(kept[0], wall), min(kept[1], cpu)
     return best
 
 
@@ -91,10 +95,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="another source tree (containing molrec_raw/) measured first, for before/after")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write every figure as JSON")
     args = parser.parse_args(argv)
-    runs: Dict[str, Dict[str, List[float]]] = {}
-    if args.baseline:
-        runs["baseline"] = measure(args.baseline, args.repeats)
-    runs["this tree"] = measure(None, args.repeats)
+    trees: Dict[str, Optional[str]] = {"baseline": args.baseline} if args.baseline else {}
+    trees["this tree"] = None
+    runs = measure(trees, args.repeats)
     stages = list(runs["this tree"])
     print(f"best of {args.repeats}, milliseconds (wall / cpu)")
     print("| stage | " + " | ".join(runs) + (" | after / before (wall, cpu) |" if args.baseline else " |"))
