@@ -22,8 +22,7 @@ from molrec_raw.record.model import Frame
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import DirectoryStore, Group, Store, open_group
 from molrec_raw.zarr.fileops import FileOps
-from molrec_raw.zarr.httpstore import redact
-from molrec_raw.zarr.remote import is_url, url_name
+from molrec_raw.zarr.remote import is_url, redact, url_name
 from molrec_raw.zarr.store import PathLike, StoreLike
 
 # What a reading door takes: a local path, a URL (read-only) or an open Store.

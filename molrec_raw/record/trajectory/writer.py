@@ -312,12 +312,16 @@ class MrecWriter:
 
     @property
     def flush_every(self) -> int:
+        """Frames buffered before an automatic commit: the caller's ``flush_every``, else the
+        reference cadence K derived from the frame size at the first append (README#decision-3)."""
         if self._flush_every is None:
             self._flush_every = self._derive_cadence()
         return self._flush_every
 
     @property
     def schema(self) -> SequenceSchema:
+        """A copy of the pinned declaration this writer appends under (it never changes,
+        trajectory#I13)."""
         return self._schema.copy()
 
     def _frame_rows(self, block: BlockWriter) -> int:
