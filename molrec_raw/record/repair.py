@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from molrec_raw.errors import MolrecError, StoreError
-from molrec_raw.record.doors import check_record_path, open_record
+from molrec_raw.record.doors import check_record_path, open_record, writable_record_path
 from molrec_raw.record.metrics import dense
 from molrec_raw.record.metrics.wal import WalFile, complete_part
 from molrec_raw.record.trajectory import recovery
@@ -64,7 +64,7 @@ def _wal_cut(store: DirectoryStore, group: Optional[Group]) -> Optional[int]:
 def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[FileOps] = None) -> RepairReport:
     """Restore a crashed record in place (see the module docstring); ``dry_run`` only says
     what it would change.  Raises MolrecError when the record cannot be read at all."""
-    target = check_record_path(path)
+    target = check_record_path(path) if dry_run else writable_record_path(path, fileops)
     if not target.is_dir():
         raise StoreError("repair works on a record directory (a zip is read-only: readers recover it "
                          "without writing)", store=str(target))

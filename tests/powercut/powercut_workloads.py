@@ -37,7 +37,8 @@ import molrec_raw as mr
 from molrec_raw.errors import MolrecError
 from molrec_raw.record import live
 from molrec_raw.record.precision import round_to_precision
-from powercut_sim import CrashModel, Recorder, State, Tree, check_replay, materialize, snapshot, tree_digest
+from powercut_sim import (PSOW_512, CrashModel, Device, Recorder, State, Tree, check_replay, materialize, snapshot,
+                          tree_digest)
 
 Verdict = Optional[Tuple[str, str]]
 
@@ -150,6 +151,7 @@ def zarr_python_reads(path: Path, section: str = "trajectory") -> Verdict:
 class Workload:
     name = ""
     record = "r.mrec"
+    exchange = True  # the recorder performs atomic exchanges (False: refused, as some file systems do)
 
     def setup(self, root: Path) -> None:
         """The initial tree (written without the recorder; taken as durable)."""
@@ -486,8 +488,37 @@ class PackWorkload(Workload):
         return None
 
 
+class DoorsRenamesWorkload(DoorsWorkload):
+    """``write_mrec_frame`` over a record where the file system refuses the atomic exchange:
+    the two-rename fallback (issue 23 item 5).  Every state must read as the old record or
+    the new one — the reader finds an interrupted swap by the names it left — and the next
+    writer completes or undoes the swap from those names."""
+
+    name = "doors-renames"
+    exchange = False
+
+    def check(self, root: Path, t: int, marks: List[Tuple[int, str, Any]], deep: bool) -> Verdict:
+        verdict = super().check(root, t, marks, deep)
+        if verdict is not None:
+            return verdict
+        try:  # which version a reader sees before anything is settled
+            before = 2 if same_frame(mr.read_mrec_frame(root / self.record), door_frame(2)) else 1
+            mr.write_mrec_frame(root / self.record, door_frame(3))  # the next writer settles the swap first
+            after = mr.read_mrec_frame(root / self.record)
+        except Exception as exc:
+            return symptom_of("the next writer failed", exc)
+        if not same_frame(after, door_frame(3)):
+            return "the next writer's record is not read back", f"after a crash that left version {before}"
+        left = sorted(p.name for p in root.iterdir() if p.name != self.record and ".molrec-" in p.name
+                      and not p.name.startswith(f".{self.record}.molrec-new-"))
+        if left:
+            return "the interrupted swap left names behind", ", ".join(left)
+        return None
+
+
 WORKLOADS: Dict[str, Callable[[], Workload]] = {
-    "trajectory": TrajectoryWorkload, "metrics": MetricsWorkload, "doors": DoorsWorkload, "pack": PackWorkload,
+    "trajectory": TrajectoryWorkload, "metrics": MetricsWorkload, "doors": DoorsWorkload,
+    "doors-renames": DoorsRenamesWorkload, "pack": PackWorkload,
 }
 
 
@@ -498,33 +529,43 @@ class Recorded:
     marks: List[Tuple[int, str, Any]]
 
 
-def record(workload: Workload, work: Path) -> Recorded:
+def record(workload: Workload, work: Path, device: Device = PSOW_512) -> Recorded:
     """Run ``workload`` once through a recorder; prove the log complete (replay == disk)."""
     root = work / workload.name
     root.mkdir(parents=True)
     workload.setup(root)
     initial = snapshot(str(root))
-    rec = Recorder(str(root))
+    rec = Recorder(str(root), exchange=workload.exchange)
     workload.run(root, rec)
-    model = CrashModel(initial, rec.log)
+    model = CrashModel(initial, rec.log, device)
     check_replay(model, str(root))
     return Recorded(workload, model, list(rec.marks))
 
 
+def zarr_python_available() -> bool:
+    """zarr-python (the interop reader of the deep checks) imports here (it needs 3.11+)."""
+    try:
+        import zarr  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def make_checker(recorded: Recorded, scratch: str, deep_every: int) -> Callable[[Tree, State], Verdict]:
-    """``check(tree, state)``: materialize the tree and run the workload's assertions;
-    every ``deep_every``-th distinct tree also gets the zarr-python read."""
+    """``check(tree, state)``: materialize the tree and run the workload's assertions; one
+    distinct tree in ``deep_every`` (chosen by its digest, so the same ones in any order and
+    any process) also gets the zarr-python read."""
     counter = [0]
 
     def check(tree: Tree, state: State) -> Verdict:
         counter[0] += 1
-        root = Path(scratch) / f"{recorded.workload.name}-{counter[0]}"
+        root = Path(scratch) / f"{recorded.workload.name}-{os.getpid()}-{counter[0]}"
+        deep = deep_every > 0 and int(tree_digest(tree), 16) % deep_every == 0
         materialize(tree, str(root))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return recorded.workload.check(root, state.t, recorded.marks,
-                                               deep=deep_every > 0 and counter[0] % deep_every == 0)
+                return recorded.workload.check(root, state.t, recorded.marks, deep=deep)
         except Exception as exc:  # a checker crash is reported, never hidden
             return "checker crashed", f"{type(exc).__name__}: {exc}"
         finally:
@@ -532,11 +573,30 @@ def make_checker(recorded: Recorded, scratch: str, deep_every: int) -> Callable[
     return check
 
 
-def campaign(names: List[str], states_per_workload: Dict[str, int], seed: int, work: Path,
-             deep_every: int = 25, progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:
-    """Record each workload once, enumerate its systematic states, cut or top them up with
-    seeded random states to ``states_per_workload[name]``, check them all.  Returns
-    ``{name: Outcome}``."""
+def sample_states(states: List[State], wanted: int, rng: Any) -> List[State]:
+    """``wanted`` of ``states``: an even share per state class (a class smaller than its
+    share gives all of its states, the rest go to the others), drawn with ``rng``."""
+    if len(states) <= wanted:
+        return list(states)
+    by_kind: Dict[str, List[State]] = {}
+    for st in states:
+        by_kind.setdefault(st.kind, []).append(st)
+    chosen: List[State] = []
+    left = wanted
+    for n, kind in enumerate(sorted(by_kind, key=lambda k: (len(by_kind[k]), k))):
+        share = min(len(by_kind[kind]), left // (len(by_kind) - n))
+        chosen += rng.sample(by_kind[kind], share)
+        left -= share
+    return chosen
+
+
+def campaign(names: List[str], seed: int, work: Path, *, device: Device = PSOW_512,
+             budget: Optional[Dict[str, int]] = None, random_states: int = 0, deep_every: int = 25, jobs: int = 1,
+             progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:
+    """Record each workload once on ``device``, enumerate every state of its systematic
+    classes; with a ``budget`` (states per workload) check an even share per class of them
+    (``sample_states``), else all of them, plus ``random_states`` seeded random ones.
+    Returns ``{name: Outcome}``."""
     import random
 
     from powercut_sim import Outcome, enumerate_states, random_sample, run_states
@@ -545,34 +605,16 @@ def campaign(names: List[str], states_per_workload: Dict[str, int], seed: int, w
     scratch = scratch_root()
     try:
         for name in names:
-            recorded = record(WORKLOADS[name](), work)
-            wanted = states_per_workload[name]
+            recorded = record(WORKLOADS[name](), work, device)
             rng = random.Random(seed * 7919 + len(name))
             states = enumerate_states(recorded.model, seed=seed)
-            if len(states) > wanted:  # an even share per kind (sector masks are the many), sampled
-                by_kind: Dict[str, List[State]] = {}
-                for st in states:
-                    by_kind.setdefault(st.kind, []).append(st)
-                chosen: List[State] = []
-                left = wanted
-                for n, kind in enumerate(sorted(by_kind, key=lambda k: len(by_kind[k]))):
-                    share = min(len(by_kind[kind]), left // (len(by_kind) - n))
-                    chosen += rng.sample(by_kind[kind], share)
-                    left -= share
-                states = chosen
-            else:
-                states += random_sample(recorded.model, rng, wanted - len(states))
-            outcome = Outcome()
-            checker = make_checker(recorded, scratch, deep_every)
-            done = [0]
-
-            def counted(tree: Tree, state: State) -> Verdict:
-                done[0] += 1
-                if progress is not None and done[0] % 200 == 0:
-                    progress(name, done[0], len(states))
-                return checker(tree, state)
-            run_states(recorded.model, states, counted, outcome)
-            outcome.ops = len(recorded.model.ops)  # type: ignore[attr-defined]
+            if budget is not None:
+                states = sample_states(states, budget[name], rng)
+            states += random_sample(recorded.model, rng, random_states)
+            outcome = Outcome(ops=len(recorded.model.ops))
+            checker = make_checker(recorded, scratch, deep_every if zarr_python_available() else 0)
+            run_states(recorded.model, states, checker, outcome, jobs=jobs,
+                       progress=None if progress is None else (lambda done, total, name=name: progress(name, done, total)))
             results[name] = outcome
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
