@@ -639,6 +639,9 @@ def check_replay(model: CrashModel, root: str) -> None:
         assert live[path] == real[path], path
 
 
+NOTE = "note: "  # a verdict that held in a documented way (counted, never a violation)
+
+
 @dataclass
 class Outcome:
     """What a campaign found: per state class, states run and distinct trees first seen in
@@ -649,12 +652,17 @@ class Outcome:
     distinct_by_kind: Dict[str, int] = field(default_factory=dict)
     violations: Dict[Tuple[str, str], int] = field(default_factory=dict)
     examples: Dict[str, str] = field(default_factory=dict)
+    notes: Dict[Tuple[str, str], int] = field(default_factory=dict)  # held, by a documented way (NOTE)
     ops: int = 0  # operations in the recorded log
 
     def add(self, kind: str, symptom: Optional[str], detail: str = "") -> None:
-        """Count one state of class ``kind`` with its verdict (``symptom`` None: it held)."""
+        """Count one state of class ``kind`` with its verdict (``symptom`` None: it held; a
+        symptom starting with ``NOTE``: it held the way the note says, counted apart)."""
         self.states[kind] = self.states.get(kind, 0) + 1
-        if symptom is not None:
+        if symptom is not None and symptom.startswith(NOTE):
+            self.notes[(symptom[len(NOTE):], kind)] = self.notes.get((symptom[len(NOTE):], kind), 0) + 1
+            self.examples.setdefault(symptom, detail)
+        elif symptom is not None:
             self.violations[(symptom, kind)] = self.violations.get((symptom, kind), 0) + 1
             self.examples.setdefault(symptom, detail)
 
@@ -675,11 +683,11 @@ class Outcome:
         lines = [f"states {self.total} ({self.distinct} distinct trees checked), failing {self.failed}",
                  "  by state class (distinct): " + ", ".join(
                      f"{k} {self.states[k]} ({self.distinct_by_kind.get(k, 0)})" for k in kinds)]
-        symptoms = sorted({s for s, _ in self.violations})
-        for symptom in symptoms:
-            row = ", ".join(f"{k} {self.violations[(symptom, k)]}" for k in kinds if (symptom, k) in self.violations)
-            lines.append(f"  {symptom}: {sum(v for (s, _), v in self.violations.items() if s == symptom)} ({row})")
-            lines.append(f"      e.g. {self.examples[symptom][:300]}")
+        for table, prefix in ((self.violations, ""), (self.notes, NOTE)):
+            for symptom in sorted({s for s, _ in table}):
+                row = ", ".join(f"{k} {table[(symptom, k)]}" for k in kinds if (symptom, k) in table)
+                lines.append(f"  {prefix}{symptom}: {sum(v for (s, _), v in table.items() if s == symptom)} ({row})")
+                lines.append(f"      e.g. {self.examples[prefix + symptom][:300]}")
         return "\n".join(lines)
 
 
