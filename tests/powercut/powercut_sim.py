@@ -700,36 +700,49 @@ def _check_forked(index: int) -> Tuple[int, Optional[Tuple[str, str]]]:
     return index, check(model.build(states[index]), states[index])
 
 
+def _digest_forked(index: int) -> str:
+    return tree_digest(_FORKED["model"].build(_FORKED["states"][index]))
+
+
 def run_states(model: CrashModel, states: Sequence[State], check: Check, outcome: Outcome, *, jobs: int = 1,
                progress: Optional[Callable[[int, int], None]] = None) -> None:
     """Build every state and check each distinct tree once (identical trees share a
     verdict), in ``jobs`` forked processes; ``progress(done, distinct)`` now and then."""
-    digests: List[str] = []
-    first: Dict[str, int] = {}
-    for i, state in enumerate(states):
-        digest = tree_digest(model.build(state))
-        digests.append(digest)
-        first.setdefault(digest, i)
-    todo = sorted(first.values())
     verdicts: Dict[str, Optional[Tuple[str, str]]] = {}
-
-    def done(index: int, verdict: Optional[Tuple[str, str]]) -> None:
-        verdicts[digests[index]] = verdict
-        if progress is not None and len(verdicts) % 200 == 0:
-            progress(len(verdicts), len(todo))
-    if jobs <= 1 or len(todo) < 2 * jobs:
-        for index in todo:
-            done(index, check(model.build(states[index]), states[index]))
-    else:
+    first: Dict[str, int] = {}
+    parallel = jobs > 1 and len(states) >= 4 * jobs
+    pool: Any = None
+    if parallel:
         import multiprocessing
 
         _FORKED.update(model=model, states=states, check=check)
-        try:
-            with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                for index, verdict in pool.imap_unordered(_check_forked, todo, chunksize=4):
-                    done(index, verdict)
-        finally:
-            _FORKED.clear()
+        pool = multiprocessing.get_context("fork").Pool(jobs)
+    try:
+        if pool is not None:
+            digests = list(pool.imap(_digest_forked, range(len(states)), chunksize=64))
+        else:
+            digests = [tree_digest(model.build(state)) for state in states]
+        for i, digest in enumerate(digests):
+            first.setdefault(digest, i)
+        todo = sorted(first.values())
+        if progress is not None:
+            progress(0, len(todo))
+
+        def done(index: int, verdict: Optional[Tuple[str, str]]) -> None:
+            verdicts[digests[index]] = verdict
+            if progress is not None and len(verdicts) % 200 == 0:
+                progress(len(verdicts), len(todo))
+        if pool is not None:
+            for index, verdict in pool.imap_unordered(_check_forked, todo, chunksize=2):
+                done(index, verdict)
+        else:
+            for index in todo:
+                done(index, check(model.build(states[index]), states[index]))
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+        _FORKED.clear()
     for index in todo:
         kind = states[index].kind
         outcome.distinct_by_kind[kind] = outcome.distinct_by_kind.get(kind, 0) + 1

@@ -624,8 +624,8 @@ def campaign(names: List[str], seed: int, work: Path, *, device: Device = PSOW_5
              budget: Optional[Dict[str, int]] = None, random_states: int = 0, deep_every: int = 25, jobs: int = 1,
              progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:
     """Record each workload once on ``device``, enumerate every state of its systematic
-    classes; with a ``budget`` (states per workload) check an even share per class of them
-    (``sample_states``), else all of them, plus ``random_states`` seeded random ones.
+    classes; with a ``budget`` (states per workload; None: all) check an even share per class
+    of them (``sample_states``), else all of them, plus ``random_states`` seeded random ones.
     Returns ``{name: Outcome}``."""
     import random
 
@@ -638,7 +638,7 @@ def campaign(names: List[str], seed: int, work: Path, *, device: Device = PSOW_5
             recorded = record(WORKLOADS[name](), work, device)
             rng = random.Random(seed * 7919 + len(name))
             states = enumerate_states(recorded.model, seed=seed)
-            if budget is not None:
+            if budget is not None and budget.get(name) is not None:
                 states = sample_states(states, budget[name], rng)
             states += random_sample(recorded.model, rng, random_states)
             outcome = Outcome(ops=len(recorded.model.ops))
