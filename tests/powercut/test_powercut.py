@@ -55,6 +55,28 @@ def test_powercut_the_two_rename_fallback_is_checked_where_the_path_is_missing(t
     assert all(any(p.startswith(".r.mrec.molrec-new-") and p.endswith("/zarr.json") for p in t) for t in missing)
 
 
+@pytest.mark.interop
+def test_powercut_recovered_records_are_read_by_zarr_python(tmp_path: Path) -> None:
+    """The deep check of the campaign (bench/powercut.py runs it on one distinct tree in 25):
+    zarr-python reads every trajectory array of each recovered record."""
+    pytest.importorskip("zarr", reason="zarr-python 3 (the [test] extra, Python 3.11+)")
+    from powercut_workloads import DEEP_READS
+
+    recorded = record(WORKLOADS["trajectory"](), tmp_path, TORN_4096)
+    states = [s for s in enumerate_states(recorded.model, seed=SEED) if s.t > len(recorded.model.ops) // 2]
+    states = sample_states(states, 21, random.Random(SEED))
+    outcome = Outcome()
+    scratch = scratch_root()
+    before = DEEP_READS[0]
+    try:
+        run_states(recorded.model, states, make_checker(recorded, scratch, 1), outcome, jobs=1)
+    finally:
+        import shutil
+        shutil.rmtree(scratch, ignore_errors=True)
+    assert outcome.failed == 0, outcome.table()
+    assert DEEP_READS[0] - before == outcome.distinct  # every distinct tree was read by zarr-python
+
+
 def _hole_campaign(tmp_path: Path, device: Device, aligned: bool, monkeypatch: pytest.MonkeyPatch) -> Outcome:
     """The trajectory workload's torn states (the class the alignment is for), sampled."""
     if not aligned:
