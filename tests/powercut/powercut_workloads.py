@@ -1,5 +1,5 @@
 """The workloads of the power-cut simulator and what must hold in every crash state
-(issue 10).  Shared by ``tests/powercut/test_powercut.py`` and ``bench/powercut.py``.
+(issues 10 and 23).  Shared by ``tests/powercut/test_powercut.py`` and ``bench/powercut.py``.
 
 - **trajectory**: create, automatic commits (``flush_every`` 3, later 2), durable flushes,
   close, reopen and append, a topology change that switches a block to CSR, a cell change
@@ -7,6 +7,9 @@
 - **metrics**: log, automatic WAL appends (a new wall-clock second writes the buffer),
   flush with densify, close, reopen and log again.
 - **doors**: ``write_mrec_frame`` over an existing record (build beside, then swap).
+- **doors-renames**: the same where the file system refuses the atomic exchange (the
+  two-rename fallback); then the next writer must settle the swap and leave no retired
+  record behind.
 - **pack**: ``pack_mrec_zip(remove_source=True)`` of a closed trajectory record.
 
 Asserted in every state, after the last durable point (the marks the workload sets once a
@@ -15,7 +18,10 @@ opens at ``nstep`` >= that commit, every frame below ``nstep`` equals what was a
 bit for bit, frames past it are invisible; ``MrecWriter.open`` continues and what it
 appends reads back; recovery (``repair_mrec``) run twice gives identical bytes; on a sample
 of states zarr-python opens the recovered record and reads every trajectory array.
-Metrics: every event logged before the last durable flush is read back, none twice.
+Metrics: every event logged before the last durable flush is read back, none twice — a WAL
+line past the watermark that a torn sector garbled is refused by the reader (README
+decision 9) and cut by ``repair_mrec``, after which the durable events must read back
+(counted as a note, not a violation).
 ``write_mrec_frame``: the old record or the new one, never a mix and never nothing.
 ``pack_mrec_zip``: the record stays readable from the directory or the zip, and a zip under
 its final name is complete.
