@@ -10,7 +10,8 @@ in ``powercut_sim.enumerate_states`` — builds each post-crash tree on the devi
 (``--device``: ``torn-4096`` = no powersafe overwrite, a torn 4 KiB sector garbles all of
 it; ``torn-512``; ``psow-512`` = the powersafe model of issue 10; ``all``) and checks every
 distinct tree once.  By default EVERY systematic state is run (``--sample N``: an even share
-per class of N states per workload instead; ``--random N``: N seeded random states on top).
+per class of N states per workload instead; ``--random N``: N seeded random states on top;
+``--unaligned``: the layout before issue 23, a negative control).
 Prints, per workload, the states and the distinct trees per class, the violations by symptom
 and class, and the states that held in a documented way (notes).  Exit status 1 when any
 state violates a promise.
@@ -52,7 +53,12 @@ def main() -> int:
     parser.add_argument("--deep-every", type=int, default=25,
                         help="one distinct trajectory tree in N is also read by zarr-python (0: none)")
     parser.add_argument("--json", default=None, help="write the counts here")
+    parser.add_argument("--unaligned", action="store_true",
+                        help="negative control: the layout before issue 23 (sharding.SECTOR_ALIGN = 1)")
     args = parser.parse_args()
+    if args.unaligned:
+        import molrec_raw.zarr.codecs.sharding as sharding
+        sharding.SECTOR_ALIGN = 1
     names = [n for n in args.workloads.split(",") if n]
     devices = sorted(DEVICES) if args.device == "all" else [args.device]
     budget = None if args.sample is None else {n: args.sample for n in names}
