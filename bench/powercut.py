@@ -43,6 +43,7 @@ def cpu_seconds() -> float:
 
 
 def main() -> int:
+    """Run the campaign on each device model asked for and print the counts."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="torn-4096", choices=sorted(DEVICES) + ["all"])
     parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS))

@@ -49,6 +49,7 @@ print(json.dumps(out))
 
 
 def main() -> int:
+    """Run the rounds and print the table (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tree", action="append", required=True, metavar="NAME=PATH",
                         help="a checkout to time (the first is the reference of the ratios)")

@@ -59,6 +59,7 @@ class Device:
 
     @property
     def name(self) -> str:
+        """``psow-512``, ``torn-4096``, ...: the key of ``DEVICES``."""
         return f"{'psow' if self.powersafe else 'torn'}-{self.sector}"
 
 

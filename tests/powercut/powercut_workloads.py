@@ -537,6 +537,8 @@ class DoorsRenamesWorkload(DoorsWorkload):
     exchange = False
 
     def check(self, root: Path, t: int, marks: List[Tuple[int, str, Any]], deep: bool) -> Verdict:
+        """The old record or the new one (read through the leftover names), then the next
+        writer settles the swap: its record reads back, and no retired record is left."""
         verdict = super().check(root, t, marks, deep)
         if verdict is not None:
             return verdict
