@@ -4,6 +4,8 @@
 - **trajectory**: create, automatic commits (``flush_every`` 3, later 2), durable flushes,
   close, reopen and append, a topology change that switches a block to CSR, a cell change
   (the attribute form becomes arrays), step numbers that stop being a progression, close.
+- **trajectory-reopen**: ``MrecWriter.open`` of a record with the layout before issue 23
+  (no sector alignment), appends, a durable flush, close.
 - **metrics**: log, automatic WAL appends (a new wall-clock second writes the buffer),
   flush with densify, close, reopen and log again.
 - **doors**: ``write_mrec_frame`` over an existing record (build beside, then swap).
@@ -215,6 +217,7 @@ def traj_expected(i: int) -> mr.Frame:
 class TrajectoryWorkload(Workload):
     name = "trajectory"
     record = "t.mrec"
+    frames = TRAJ_FRAMES  # after the last close(): the run's status is "succeeded"
 
     def run(self, root: Path, rec: Recorder) -> None:
         path = root / self.record
@@ -300,7 +303,7 @@ class TrajectoryWorkload(Workload):
             state = (live.read_status(mr.zarr.open_group(path)) or {}).get("state")
         except Exception as exc:
             return symptom_of("status unreadable", exc)
-        if durable == TRAJ_FRAMES and state != "succeeded":
+        if durable == self.frames and state != "succeeded":
             return "status lost", f"state {state!r} after close() returned"
         # recovery twice gives identical bytes, and reads the same frames
         repaired = root.parent / (root.name + "-repaired")
@@ -339,6 +342,44 @@ class TrajectoryWorkload(Workload):
         if verdict is not None:
             return f"after reopen and append: {verdict[0]}", verdict[1]
         return None
+
+
+class TrajectoryReopenWorkload(TrajectoryWorkload):
+    """``MrecWriter.open`` of a record written with the layout before issue 23 (shards end
+    anywhere; their first chunks share the index page's sector), then appends, a durable
+    flush and close: the reopening writer must align the durable tails without writing
+    into their sectors."""
+
+    name = "trajectory-reopen"
+    frames = 14
+
+    def setup(self, root: Path) -> None:
+        import molrec_raw.zarr.codecs.sharding as sharding
+
+        saved, sharding.SECTOR_ALIGN = sharding.SECTOR_ALIGN, 1  # the layout before issue 23
+        try:
+            w = mr.MrecWriter(root / self.record, traj_schema(), flush_every=3)
+            for i in range(7):
+                w.append(traj_frame(i), step=traj_step(i), time=traj_time(i))
+            w.close()
+        finally:
+            sharding.SECTOR_ALIGN = saved
+
+    def run(self, root: Path, rec: Recorder) -> None:
+        for i in range(7):  # appended and closed by setup: durable before the log starts
+            rec.mark("append", i + 1)
+        rec.mark("durable", 7)
+        w = mr.MrecWriter.open(root / self.record, flush_every=2, fileops=rec)
+        for i in range(7, 12):
+            rec.mark("append", i + 1)
+            w.append(traj_frame(i), step=traj_step(i), time=traj_time(i))
+        w.flush()
+        rec.mark("durable", 12)
+        for i in range(12, self.frames):
+            rec.mark("append", i + 1)
+            w.append(traj_frame(i), step=traj_step(i), time=traj_time(i))
+        w.close()
+        rec.mark("durable", self.frames)
 
 
 # metrics ---------------------------------------------------------------------------------------
@@ -558,8 +599,8 @@ class DoorsRenamesWorkload(DoorsWorkload):
 
 
 WORKLOADS: Dict[str, Callable[[], Workload]] = {
-    "trajectory": TrajectoryWorkload, "metrics": MetricsWorkload, "doors": DoorsWorkload,
-    "doors-renames": DoorsRenamesWorkload, "pack": PackWorkload,
+    "trajectory": TrajectoryWorkload, "trajectory-reopen": TrajectoryReopenWorkload, "metrics": MetricsWorkload,
+    "doors": DoorsWorkload, "doors-renames": DoorsRenamesWorkload, "pack": PackWorkload,
 }
 
 

@@ -85,15 +85,29 @@ def test_trajectory_durable_points_end_every_shard_at_a_sector_boundary(tmp_path
     pads = [op for op in rec.log if op.kind == "write" and not any(op.data) and (op.arg + len(op.data)) % SECTOR == 0]
     assert pads and all(len(op.data) < SECTOR for op in pads)
     assert len(fsyncs) == 2 * len(shards(path))  # flush() and close(): each shard once
-    # a shard left unaligned (a writer before issue 23, or a kill between commits) is aligned on reopen
+    # a shard left unaligned (a writer before issue 23, another tool) is aligned on reopen — by
+    # a new file renamed over it, never by a write into the sector holding its durable bytes
     x = path / "trajectory" / "atoms" / "x" / "c" / "0"
     x.write_bytes(x.read_bytes()[:-7])
-    w = mr.MrecWriter.open(path)
+    rec = Recorder(str(tmp_path))
+    w = mr.MrecWriter.open(path, fileops=rec)
     assert all(p.stat().st_size % SECTOR == 0 for p in shards(path))
+    assert not [op for op in rec.log if op.kind == "write" and op.path == "t.mrec/trajectory/atoms/x/c/0"]
+    assert [op.arg for op in rec.log if op.kind == "rename" and op.arg == "t.mrec/trajectory/atoms/x/c/0"]
     w.append(frame(6))
     w.close()
     with mr.MrecReader(path) as r:
         assert len(r) == 7 and r[6].blocks["atoms"].columns["x"].tolist() == [6.0, 7.0, 8.0]
+
+
+def test_trajectory_a_whole_trajectory_door_leaves_aligned_shards(tmp_path: Path) -> None:
+    """write_mrec_trajectory builds with durable=False and makes the record durable by its
+    swap: its close() aligns the tails all the same, so a writer reopening it pads nothing."""
+    path = mr.write_mrec_trajectory(tmp_path / "w.mrec", [frame(i) for i in range(5)])
+    assert shards(path) and all(p.stat().st_size % SECTOR == 0 for p in shards(path))
+    rec = Recorder(str(tmp_path))
+    mr.MrecWriter.open(path, fileops=rec).close()
+    assert not [op for op in rec.log if "/c/" in op.path and op.kind in ("write", "rename")]
 
 
 @pytest.mark.interop

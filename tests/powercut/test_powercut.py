@@ -25,7 +25,8 @@ from powercut_sim import (CLASSES, PSOW_512, TORN_4096, TORN_512, CrashModel, De
                           enumerate_states, materialize, run_states, snapshot)
 from powercut_workloads import WORKLOADS, campaign, make_checker, record, sample_states, scratch_root
 
-SUITE_STATES = {"trajectory": 200, "metrics": 150, "doors": 90, "doors-renames": None, "pack": 90}  # None: every state
+SUITE_STATES = {"trajectory": 200, "trajectory-reopen": 100, "metrics": 150, "doors": 90, "doors-renames": None,
+                "pack": 90}  # None: every state
 SEED = 20261211
 JOBS = 2  # the machine's cores; the checkers run in forked processes
 

@@ -59,16 +59,27 @@ def tail_shards(arr: Array, rows: int) -> List[str]:
     return [arr.chunk_key(coords) for coords in itertools.product([k], *(range(g) for g in arr.metadata.grid_shape[1:]))]
 
 
-def align_tails(store: Store, keys: Iterable[str]) -> None:
+def align_tails(store: Store, keys: Iterable[str], *, rewrite: bool = False) -> None:
     """End each shard (that exists) at a ``SECTOR_ALIGN`` boundary with zero bytes, before a
     durable point syncs it: the next append then starts in a sector of its own, and no
     later write shares a sector with bytes made durable now — on a device without
     powersafe overwrite a torn sector loses all of them (spec-notes/trajectory.md "Power
-    cuts"; at most 4 KiB per shard, outside every indexed range)."""
+    cuts"; at most 4 KiB per shard, outside every indexed range).  The zeros are appended
+    in place, which is safe for bytes written since the last durable point; ``rewrite``
+    (bytes that may already be durable: a reopened record's tails) writes the padded shard
+    as a new file and renames it over the old one instead (``replace_durable``), so that no
+    write ever lands in a sector holding them."""
     for key in keys:
         size = store.size(key)
-        if size is not None and align_up(size) != size:
-            store.write_at(key, size, bytes(align_up(size) - size))
+        if size is None or align_up(size) == size:
+            continue
+        pad = bytes(align_up(size) - size)
+        if rewrite:
+            data = store.get(key)
+            if data is not None:
+                store.replace_durable(key, data + pad)
+        else:
+            store.write_at(key, size, pad)
 
 
 def delete_node(group: Group, name: str) -> None:

@@ -187,7 +187,10 @@ class MrecWriter:
         if self._status:
             live.record_state(root, live.RUNNING, durable=durable)
         if durable:  # the reopened state (arrays maybe shrunk) is the new durable point
-            self._grown.update(key for arr, rows in self._committed_arrays() for key in tail_shards(arr, rows))
+            # its tails may be durable and end inside a sector (a record written before issue 23,
+            # by a durable=False writer, or by another tool): rewritten aligned, never written into
+            align_tails(root.store, [key for arr, rows in self._committed_arrays() for key in tail_shards(arr, rows)],
+                        rewrite=True)
             self._sync_data()
             self._durable_point()
         return self
@@ -635,6 +638,9 @@ class MrecWriter:
             self._commit(durable=self._durable, closing=True)
             if self._durable:  # closed and durable as it stands: the checkpoint has done its work
                 self._root.store.delete(recovery.CHECKPOINT)
+            else:  # whoever makes it durable later (write_mrec_trajectory's swap) gets aligned tails
+                align_tails(self._root.store, sorted(self._grown))
+                self._grown.clear()
         except BaseException as exc:
             self._end(exc)
             raise
