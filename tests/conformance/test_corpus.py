@@ -87,7 +87,8 @@ def test_issue16_corpus_has_60_valid_and_40_invalid_cases(index):
 
 def test_issue16_cases_stay_small(index):
     """A few KiB each; a trajectory array is at least 8 KiB (its 4 KiB index page and data padded to a
-    4 KiB sector boundary: spec-notes/trajectory.md "Power cuts without powersafe overwrite"), so the case with 17 per-step meta arrays is the largest."""
+    4 KiB sector boundary: spec-notes/trajectory.md "Power cuts without powersafe overwrite"), so the
+    case with 17 per-step meta arrays is the largest."""
     sizes = {c["name"]: sum(p.stat().st_size for p in (CORPUS / c["name"]).rglob("*") if p.is_file())
              for c in index["cases"]}
     assert max(sizes.values()) < 512 << 10, max(sizes.items(), key=lambda kv: kv[1])
