@@ -7,7 +7,8 @@ per-record columns, an optional force field, and the records (``meta`` + ``syste
 ``trajectory``).  Nothing here touches storage: the LMDB binding (``binding.py``) stores what
 these functions check and build.
 
-Rule ids (``collection#C<n>``; the binding's are ``lmdb#L<n>``, listed in spec-notes/collection.md):
+Rule ids (``collection#C1`` .. ``C12``; the binding's are ``lmdb#L1`` .. ``L17``; the catalogue
+``molrec_raw/rules/collection.py`` and ``lmdb.py`` defines them):
 
 - ``C1``  the collection document carries ``units``: an object of quantity → unit string.
 - ``C2``  a record presents a subset of the declared blocks and nothing outside the
