@@ -9,8 +9,15 @@ from molrec_raw.record.repair import repair_mrec
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    from molrec_raw.collection.inspection import is_collection_path
+
     with ProgressBar("validate") as bar:
-        violations = validate(args.path, progress=bar)
+        if is_collection_path(args.path):  # a collection: every record, lmdb#L* and collection#C*
+            from molrec_raw.collection.inspection import validate_collection
+
+            violations = validate_collection(args.path, progress=bar)
+        else:
+            violations = validate(args.path, progress=bar)
     for v in violations:
         print(f"{v.rule}\t{v.node}\t{v.message}")
     if not violations:
@@ -19,6 +26,12 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_repair(args: argparse.Namespace) -> int:
+    from molrec_raw.collection.inspection import is_collection_path
+    from molrec_raw.errors import MolrecError
+
+    if is_collection_path(args.path):
+        raise MolrecError("repair restores a record; a collection is never half-written (a file without its "
+                          "meta key is not a collection: write it again)")
     report = repair_mrec(args.path, dry_run=args.dry_run)
     verb = "would" if args.dry_run else "did"
     for change in report.changes:

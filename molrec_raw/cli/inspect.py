@@ -101,7 +101,25 @@ def inspect_lines(path: str, as_json: bool) -> List[str]:
     return lines
 
 
+def _inspect_collection(args: argparse.Namespace) -> int:
+    """``inspect`` of a ``*.mrec.lmdb``: the collection at a glance (no ``--follow``: a
+    collection is complete once it exists, its ``meta`` written last)."""
+    from molrec_raw.collection.inspection import describe, describe_lines
+    from molrec_raw.errors import MolrecError
+
+    if args.follow:
+        raise MolrecError("--follow follows a record as its run commits; a collection is complete once it exists "
+                          "(its writer writes meta last)")
+    doc = describe(args.path)
+    print(json.dumps(doc, indent=2, default=str, ensure_ascii=False) if args.json else "\n".join(describe_lines(doc)))
+    return 0
+
+
 def run_inspect(args: argparse.Namespace) -> int:
+    from molrec_raw.collection.inspection import is_collection_path
+
+    if is_collection_path(args.path):
+        return _inspect_collection(args)
     if not args.follow:
         print("\n".join(inspect_lines(args.path, args.json)))
         return 0

@@ -67,17 +67,27 @@ def run_explain(args: argparse.Namespace) -> int:
         return _explain_rule(args)
     if args.path is None:
         raise MolrecError("give a record PATH to explain (or --rule ID for a rule of the catalogue)")
-    from molrec_raw.record.explain import explain
+    from molrec_raw.collection.inspection import explain_key, is_collection_path
 
-    report = explain(args.path, args.node, chunk=args.chunk, frame=args.frame)
+    if is_collection_path(args.path):
+        if args.chunk is not None or args.frame is not None:
+            raise MolrecError("a collection's values are explained by key: PATH KEY with KEY meta, index, ff, "
+                              "r/N, s/N or f/J (no --chunk, no --frame)")
+        report = explain_key(args.path, args.node)
+    else:
+        from molrec_raw.record.explain import explain
+
+        report = explain(args.path, args.node, chunk=args.chunk, frame=args.frame)
     print(json.dumps(report.to_json(), indent=1, ensure_ascii=False) if args.json else report.text() + _legend(report))
     return 1 if report.fault is not None else 0
 
 
 def run_dump(args: argparse.Namespace) -> int:
-    from molrec_raw.conformance import canonical_bytes, dump_record
+    from molrec_raw.collection.inspection import is_collection_path
+    from molrec_raw.conformance import canonical_bytes, dump_collection, dump_record
 
-    sys.stdout.buffer.write(canonical_bytes(dump_record(args.path)))
+    doc = dump_collection(args.path) if is_collection_path(args.path) else dump_record(args.path)
+    sys.stdout.buffer.write(canonical_bytes(doc))
     sys.stdout.flush()
     return 0
 

@@ -59,6 +59,7 @@ def _pixels(text: str) -> Tuple[int, int]:
 
 
 _WHERE = "a record: *.mrec, *.mrec.zip, or a URL (https://.../x.mrec.zip, s3://.../x.mrec with molrec-raw[remote])"
+_OR_COLLECTION = " - or a collection, *.mrec.lmdb (molrec-raw[lmdb])"
 _LOCAL = "a record directory (*.mrec) on this machine"
 _EXIT = "Exit status: 0 done, 2 usage error or unreadable input (one line on stderr)."
 
@@ -121,17 +122,19 @@ def build_parser() -> argparse.ArgumentParser:
                 "Print a record's tree - groups with their attributes, arrays with shape, dtype, chunk and shard "
                 "geometry, codecs and stored bytes - and the trajectory summary (frames, steps, times, cell "
                 "updates, blocks, an uncommitted tail).  Percent-encoded names (force-field tables, metrics "
-                "series) are shown decoded with the stored name beside them.", "molrec_raw.cli.inspect:run_inspect")
-    p.add_argument("path", help=_WHERE)
+                "series) are shown decoded with the stored name beside them.  A collection (*.mrec.lmdb): its "
+                "document, declaration, index columns, counts and keys by kind.", "molrec_raw.cli.inspect:run_inspect")
+    p.add_argument("path", help=_WHERE + _OR_COLLECTION)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _follow_options(p, "redraw the summary after every commit until the run is over")
 
     p = command("validate", "every violated rule (exit 0 clean, 1 violations, 2 unreadable)",
                 "Check a record against every rule this library knows and print each violation as "
-                "RULE<TAB>NODE<TAB>MESSAGE ('molrec-raw explain --rule RULE' says what a rule requires).\n\n"
+                "RULE<TAB>NODE<TAB>MESSAGE ('molrec-raw explain --rule RULE' says what a rule requires).  A "
+                "collection (*.mrec.lmdb) is checked record by record, every frame resolved as a reader does.\n\n"
                 "Exit status: 0 valid, 1 violations found, 2 usage error or unreadable record.",
                 "molrec_raw.cli.check:run_validate")
-    p.add_argument("path", help=_WHERE)
+    p.add_argument("path", help=_WHERE + _OR_COLLECTION)
 
     p = command("repair", "restore a crashed record in place (exit 0 when sound afterwards)",
                 "Restore a record a killed writer left behind: roll a torn trajectory commit back to its last "
@@ -218,14 +221,17 @@ def build_parser() -> argparse.ArgumentParser:
                 "Explain a record's bytes field by field with the rule each follows: the root (or the zip "
                 "container of a *.mrec.zip), a node's zarr.json, a chunk or shard, how trajectory frame I is "
                 "resolved, a checkpoint or the metrics WAL.  Explaining stops at the first thing a reader "
-                "refuses and names its byte offset.  --rule ID prints what a rule of the catalogue requires "
+                "refuses and names its byte offset.  A collection (*.mrec.lmdb): its keys, or one key's value "
+                "(meta, index, ff, r/N, s/N, f/J) - the frame-bytes prefix, header, padding and every buffer at its "
+                "offset.  --rule ID prints what a rule of the catalogue requires "
                 "(--rule CHAPTER: every rule of that chapter).\n\n"
                 "Exit status: 0 explained, 1 the explanation ends in a fault, 2 usage error or unreadable input.",
                 "molrec_raw.cli.kit:run_explain")
-    p.add_argument("path", nargs="?", default=None, help=_WHERE + " (not with --rule)")
+    p.add_argument("path", nargs="?", default=None, help=_WHERE + _OR_COLLECTION + " (not with --rule)")
     p.add_argument("node", nargs="?", default=None,
                    help="a node (frame/atoms/x), a store key (frame/atoms/x/c/0, trajectory/__molrec_checkpoint, "
-                        "metrics/metrics.jsonl); default: the root (of a *.mrec.zip: its zip container)")
+                        "metrics/metrics.jsonl); default: the root (of a *.mrec.zip: its zip container); of a collection "
+                "a key: meta, index, ff, r/N, s/N, f/J (default: its keys)")
     p.add_argument("--chunk", default=None, metavar="COORDS", help="a chunk of the array NODE: grid coordinates "
                    "(0, 0.1) or its key (c/0)")
     p.add_argument("--frame", type=int, default=None, metavar="I", help="how trajectory frame I is resolved")
@@ -237,8 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("dump", "a record's decoded content in the canonical JSON form (conformance corpus)",
                 "Print a record's decoded content as the canonical JSON document the conformance corpus "
                 "compares (spec-notes/conformance.md); a record a reader must refuse is a one-line error naming "
-                "its rule, exit 2.", "molrec_raw.cli.kit:run_dump")
-    p.add_argument("path", help=_WHERE)
+                "its rule, exit 2.  A collection (*.mrec.lmdb) dumps its document, declaration, index, force field "
+                "and every record.", "molrec_raw.cli.kit:run_dump")
+    p.add_argument("path", help=_WHERE + _OR_COLLECTION)
 
     p = command("conform", "run another implementation's dumper over the conformance corpus",
                 "Run another implementation's dumper over the conformance corpus shipped with this package: "

@@ -1,7 +1,7 @@
 """The reference kit for implementers: a language-neutral conformance corpus and its tools.
 
 - :func:`dump_record` (``molrec-raw dump``): a record's decoded content in the canonical
-  JSON form (``canonical``);
+  JSON form (``canonical``); :func:`dump_collection` the same for a ``*.mrec.lmdb``;
 - :func:`build_corpus` (``python -m molrec_raw.conformance build DIR``): the corpus of
   valid and invalid records with their expected answers, checked in under
   ``molrec_raw/conformance/corpus`` and installed with the package (:func:`default_corpus`);
@@ -14,9 +14,10 @@ to use them.
 from pathlib import Path
 
 from molrec_raw.conformance.canonical import canonical_bytes, first_difference
-from molrec_raw.conformance.dump import dump_record
+from molrec_raw.conformance.dump import dump_collection, dump_record
 
-__all__ = ["canonical_bytes", "first_difference", "dump_record", "build_corpus", "run_corpus", "default_corpus"]
+__all__ = ["canonical_bytes", "first_difference", "dump_record", "dump_collection", "build_corpus", "run_corpus",
+           "default_corpus"]
 
 
 def default_corpus() -> Path:

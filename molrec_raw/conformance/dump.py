@@ -23,7 +23,7 @@ from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.zarr import Array, Group, Store, open_group
 from molrec_raw.zarr.group import as_store
 
-__all__ = ["dump_record"]
+__all__ = ["dump_record", "dump_collection"]
 
 _INTERPRETED = ("trajectory", "metrics")
 
@@ -169,3 +169,37 @@ def dump_record(path: RecordSource) -> Dict[str, Any]:
             rec.trajectory.close()
         if not isinstance(path, Store):
             store.close()
+
+
+def dump_collection(path: Any) -> Dict[str, Any]:
+    """The decoded content of the collection at ``path`` (a ``*.mrec.lmdb`` file) in the
+    canonical form (``molrec_raw/conformance/README.md``, "Collections"): the collection
+    document, the declaration, the collection's own index columns, the force field, and
+    every record's meta, system and trajectory frame by frame (carry-forward resolved, the
+    trajectory's own blocks).  Raises the reader's error for a collection a reader refuses."""
+    from molrec_raw.collection import CollectionReader
+
+    with CollectionReader(path) as c:
+        schema = c.schema
+        tags = dict(schema.meta_keys())
+        doc: Dict[str, Any] = {"molrec_dump": FORMAT, "collection": json_document(c.meta),
+                               "sequence_schema": json_document(schema.to_json()),
+                               "index": _block(c.index), "records": []}
+        if c.forcefield is not None:
+            doc["forcefield"] = {"document": json_document(c.forcefield.document),
+                                 "tables": {n: _block(b) for n, b in c.forcefield.tables.items()}}
+        for rec in c:
+            system = rec.system
+            trajectory = rec.trajectory
+            entry: Dict[str, Any] = {"meta": json_document(rec.meta),
+                                     "system": None if system is None else _frame(system)}
+            if trajectory is None:
+                entry["trajectory"] = None
+            else:
+                times = trajectory.time
+                entry["trajectory"] = {
+                    "nstep": len(trajectory), "step": values_of(np.asarray(trajectory.step, dtype=np.int64)),
+                    "time": None if times is None else values_of(np.asarray(times, dtype=np.float64)),
+                    "frames": [_frame(frame, tags) for frame in trajectory]}
+            doc["records"].append(entry)
+    return doc
