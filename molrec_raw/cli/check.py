@@ -12,7 +12,7 @@ def run_validate(args: argparse.Namespace) -> int:
     from molrec_raw.collection.inspection import is_collection_path
 
     with ProgressBar("validate") as bar:
-        if is_collection_path(args.path):  # a collection: record by record (the lmdb and collection rules)
+        if is_collection_path(args.path):  # a collection: every record, and the rules of the lmdb and collection chapters
             from molrec_raw.collection.inspection import validate_collection
 
             violations = validate_collection(args.path, progress=bar)
