@@ -38,6 +38,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (MolrecError, OSError) as exc:
         print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except ImportError as exc:  # an optional extra is missing: its own message names it, e.g. [lmdb]
+        if "pip install 'molrec-raw[" not in str(exc):
+            raise
+        print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

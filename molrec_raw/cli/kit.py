@@ -83,11 +83,10 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_dump(args: argparse.Namespace) -> int:
-    from molrec_raw.collection.inspection import is_collection_path
-    from molrec_raw.conformance import canonical_bytes, dump_collection, dump_record
+    from molrec_raw.conformance import canonical_bytes
+    from molrec_raw.conformance.dump import dump_path
 
-    doc = dump_collection(args.path) if is_collection_path(args.path) else dump_record(args.path)
-    sys.stdout.buffer.write(canonical_bytes(doc))
+    sys.stdout.buffer.write(canonical_bytes(dump_path(args.path)))
     sys.stdout.flush()
     return 0
 

@@ -158,20 +158,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("zip", help="the packed record (*.mrec.zip)")
     p.add_argument("dest", help="the directory to extract into (must not exist, or be empty), e.g. run.mrec")
 
-    p = command("convert", "a trajectory MDAnalysis reads -> a record, a record -> any format it writes",
+    p = command("convert", "a trajectory MDAnalysis reads -> a record, a record -> any format it writes; "
+                "extxyz / ASE db <-> a collection",
                 "Convert through MDAnalysis (pip install 'molrec-raw[mdanalysis]'): any trajectory it reads into a "
                 "record, or a record into any format it writes (chosen by the target's extension).\n\n"
+                "Collections (*.mrec.lmdb, pip install 'molrec-raw[lmdb]'): extended XYZ, an ASE database (*.db) "
+                "or any file ASE reads into a collection, each image a record (--group-by KEY: consecutive images "
+                "of one atoms.info[KEY] as one record of many frames), in ASE's units (angstrom, eV; pip install "
+                "'molrec-raw[ase]'); a collection to extended XYZ; a record's frames into a collection, each frame "
+                "a record (--frames-as-records).\n\n"
                 "Examples:\n"
                 "  molrec-raw convert run.xtc run.mrec --topology run.gro --precision 0.001\n"
-                "  molrec-raw convert run.mrec last.pdb --frames -1", "molrec_raw.cli.convert:run_convert")
-    p.add_argument("source", help="input trajectory (XTC, TRR, DCD, NetCDF, GRO, PDB, XYZ, H5MD, *.mrec, ...)")
-    p.add_argument("target", help="output: *.mrec, or any format MDAnalysis writes (by extension)")
+                "  molrec-raw convert run.mrec last.pdb --frames -1\n"
+                "  molrec-raw convert train.extxyz train.mrec.lmdb --group-by config_id\n"
+                "  molrec-raw convert run.mrec frames.mrec.lmdb --frames-as-records", "molrec_raw.cli.convert:run_convert")
+    p.add_argument("source", help="input trajectory (XTC, TRR, DCD, NetCDF, GRO, PDB, XYZ, H5MD, *.mrec, ...), "
+                   "extended XYZ or an ASE database (*.db) for a collection, or a collection (*.mrec.lmdb)")
+    p.add_argument("target", help="output: *.mrec, or any format MDAnalysis writes (by extension); a collection "
+                   "*.mrec.lmdb; extended XYZ (*.xyz, *.extxyz) from a collection")
     p.add_argument("--topology", default=None, help="topology file for inputs that carry none (PSF, PDB, GRO, ...)")
     p.add_argument("--precision", type=float, default=None, help="record output: round positions to this (default lossless)")
     p.add_argument("--stride", type=int, default=1, help="every N-th frame (default 1)")
     p.add_argument("--frames", type=_frames, default=None, metavar="A:B",
                    help="frames A:B of the input (A:, :B, or one frame N; negatives count from the end: -1:, -10:-5)")
     p.add_argument("--format", default=None, help="input format when its extension does not say it (e.g. LAMMPSDUMP)")
+    p.add_argument("--group-by", default=None, metavar="KEY", help="into a collection: consecutive images sharing "
+                   "atoms.info[KEY] form one record of many frames (default: each image a record)")
+    p.add_argument("--frames-as-records", action="store_true",
+                   help="a record (*.mrec) into a collection: each trajectory frame becomes one record")
+    p.add_argument("--units", default=None, metavar="Q=U,...", help="with --frames-as-records: the collection's "
+                   "units when the record states none, e.g. length=angstrom,energy=eV,force=eV/angstrom")
 
     p = command("metrics", "latest value of every metric series; --follow tails the WAL",
                 "Print one row per metrics series - points, last step, last value, min and max of the finite "

@@ -29,11 +29,13 @@ from molrec_raw.collection.frame_bytes import ALIGN, MAGIC, decode_frame, header
 from molrec_raw.collection.reader import CollectionReader, _merged
 from molrec_raw.errors import InvalidValueError, MolrecError
 from molrec_raw.record.columns import COLUMN_NUMPY
+from molrec_raw.record.model import Frame
 from molrec_raw.record.violations import Violation
 from molrec_raw.zarr.explain import Explanation, Section, fault_of, first_values
 from molrec_raw.zarr.parts import Part
 
-__all__ = ["describe", "validate_collection", "explain_key", "raw_keys", "parse_key", "is_collection_path"]
+__all__ = ["describe", "describe_lines", "validate_collection", "explain_key", "raw_keys", "parse_key",
+           "is_collection_path", "joined"]
 
 _KEY_TEXT = re.compile(r"([rsf])(?:/|‖|:)?(\d+)")
 _PREFIX = struct.Struct("<4sI")
@@ -135,6 +137,12 @@ def describe_lines(doc: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def joined(system: Optional[Frame], frame: Frame, where: str, r: int) -> Frame:
+    """Record ``r``'s trajectory frame joined with its system as ``rec.frame(k)`` joins them:
+    blocks of one name as one (``collection#C9`` rows, ``#C10`` no column in both)."""
+    return _merged(system, frame, where, r)
+
+
 # -- validate ------------------------------------------------------------------------------------
 def _violation(exc: MolrecError, node: str) -> Violation:
     return Violation(exc.rule or type(exc).__name__, exc.node or node, exc.message)
@@ -183,7 +191,7 @@ def validate_collection(path: Any, *, progress: Optional[Callable[[int, int], No
                     trajectory.step
                     trajectory.time
                     for frame in trajectory:
-                        _merged(system, frame, str(path), r)
+                        joined(system, frame, str(path), r)
             except MolrecError as exc:
                 out.append(_violation(exc, f"/records/{r}"))
             if progress is not None:

@@ -21,9 +21,9 @@ import zstandard
 
 from molrec_raw.conformance import cases as _cases  # noqa: F401  (registers every case)
 from molrec_raw.conformance.canonical import canonical_bytes, first_difference
-from molrec_raw.conformance.cases.base import CASES, RECORD, ZIP, Case
+from molrec_raw.conformance.cases.base import CASES, COLLECTION, RECORD, ZIP, Case
 from molrec_raw.conformance.cases.zarr_python import DIGESTS
-from molrec_raw.conformance.dump import dump_record
+from molrec_raw.conformance.dump import dump_path
 from molrec_raw.conformance.runner import EXPECTED, INDEX
 from molrec_raw.errors import MolrecError
 from molrec_raw.record.pack import pack_mrec_zip
@@ -80,7 +80,7 @@ def _check_refused(case: Case, target: Path) -> None:
     except UnknownRuleError as exc:
         raise BuildError(f"{case.name}: {exc}") from None
     try:
-        dump_record(target)
+        dump_path(target)
     except MolrecError as exc:
         if exc.rule != case.rule:
             raise BuildError(f"{case.name}: refused under {exc.rule}, not {case.rule}: {exc}") from None
@@ -90,8 +90,8 @@ def _check_refused(case: Case, target: Path) -> None:
 
 def _expected_of_valid(case: Case, case_dir: Path) -> bytes:
     try:
-        doc = dump_record(case_dir / RECORD)
-        zipped = dump_record(case_dir / ZIP)
+        doc = dump_path(case_dir / RECORD)
+        zipped = dump_path(case_dir / ZIP)
     except MolrecError as exc:
         raise BuildError(f"{case.name}: a valid case is refused: {exc}") from None
     difference = first_difference(doc, zipped)
@@ -100,9 +100,32 @@ def _expected_of_valid(case: Case, case_dir: Path) -> bytes:
     return canonical_bytes(doc)
 
 
+def _build_collection_case(case: Case, case_dir: Path) -> List[str]:
+    """A collection case: one ``collection.mrec.lmdb`` (no zip form), checked like the others;
+    the LMDB lock file a reader leaves beside it is removed (it is no part of the case)."""
+    target = case_dir / COLLECTION
+    case.build(target)
+    try:
+        if case.valid:
+            try:
+                expected = canonical_bytes(dump_path(target))
+            except MolrecError as exc:
+                raise BuildError(f"{case.name}: a valid case is refused: {exc}") from None
+        else:
+            _check_refused(case, target)
+            expected = canonical_bytes(_refusal(case))
+    finally:
+        for stray in case_dir.glob(f"{COLLECTION}-lock"):
+            stray.unlink()
+    (case_dir / EXPECTED).write_bytes(expected)
+    return [COLLECTION]
+
+
 def _build_case(case: Case, case_dir: Path, frozen_from: Optional[Path]) -> List[str]:
     """Build one case into ``case_dir``; the forms it comes in."""
     case_dir.mkdir(parents=True)
+    if case.form == "lmdb":
+        return _build_collection_case(case, case_dir)
     if case.frozen:
         source = None if frozen_from is None else frozen_from / case.name
         if source is None or not source.is_dir():

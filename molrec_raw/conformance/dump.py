@@ -23,7 +23,7 @@ from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.zarr import Array, Group, Store, open_group
 from molrec_raw.zarr.group import as_store
 
-__all__ = ["dump_record", "dump_collection"]
+__all__ = ["dump_record", "dump_collection", "dump_path"]
 
 _INTERPRETED = ("trajectory", "metrics")
 
@@ -178,6 +178,7 @@ def dump_collection(path: Any) -> Dict[str, Any]:
     every record's meta, system and trajectory frame by frame (carry-forward resolved, the
     trajectory's own blocks).  Raises the reader's error for a collection a reader refuses."""
     from molrec_raw.collection import CollectionReader
+    from molrec_raw.collection.inspection import joined
 
     with CollectionReader(path) as c:
         schema = c.schema
@@ -197,9 +198,20 @@ def dump_collection(path: Any) -> Dict[str, Any]:
                 entry["trajectory"] = None
             else:
                 times = trajectory.time
+                frames = []
+                for frame in trajectory:
+                    joined(system, frame, str(path), rec.number)  # refused as the reader's view refuses it
+                    frames.append(_frame(frame, tags))
                 entry["trajectory"] = {
                     "nstep": len(trajectory), "step": values_of(np.asarray(trajectory.step, dtype=np.int64)),
                     "time": None if times is None else values_of(np.asarray(times, dtype=np.float64)),
-                    "frames": [_frame(frame, tags) for frame in trajectory]}
+                    "frames": frames}
             doc["records"].append(entry)
     return doc
+
+
+def dump_path(path: Any) -> Dict[str, Any]:
+    """``molrec-raw dump``: :func:`dump_collection` for a ``*.mrec.lmdb``, else :func:`dump_record`."""
+    from molrec_raw.collection.inspection import is_collection_path
+
+    return dump_collection(path) if is_collection_path(path) else dump_record(path)

@@ -3,7 +3,7 @@
 A *reader* is anything that, given a record path, answers (exit status, stdout, stderr):
 another implementation's dumper run as a command (:func:`command_reader`: the command
 line with ``{path}`` replaced), or this package's dumper in-process
-(:func:`in_process_reader`).  A valid case passes when the dumper exits 0 and prints a
+(:func:`in_process_reader`; ``dump_path``: a record or a collection).  A valid case passes when the dumper exits 0 and prints a
 document with no difference from ``expected.json`` (``canonical.first_difference``), for
 each form (directory and zip); an invalid case passes when it exits non-zero.  With
 ``strict_rules`` an invalid case also needs the rule id of its ``expected.json`` in the
@@ -14,13 +14,15 @@ from __future__ import annotations
 import fnmatch
 import json
 import shlex
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from molrec_raw.conformance.canonical import canonical_bytes, first_difference
-from molrec_raw.conformance.dump import dump_record
+from molrec_raw.conformance.dump import dump_path
 from molrec_raw.errors import MolrecError
 
 __all__ = ["Outcome", "Reader", "command_reader", "in_process_reader", "run_corpus", "INDEX", "EXPECTED"]
@@ -70,7 +72,7 @@ def in_process_reader() -> Reader:
     it exits, without starting a process per case)."""
     def read(path: Path) -> Tuple[int, bytes, bytes]:
         try:
-            return 0, canonical_bytes(dump_record(path)), b""
+            return 0, canonical_bytes(dump_path(path)), b""
         except MolrecError as exc:
             return 2, b"", f"molrec-raw dump: error: {exc}\n".encode()
     return read
@@ -114,6 +116,19 @@ def _judge(entry: Dict[str, object], expected: Dict[str, object], form: str, ans
     return Outcome(name, form, True, f"refused (exit {status}{', names ' + rule if named else ''})")
 
 
+def _read_case(reader: Reader, path: Path) -> Tuple[int, bytes, bytes]:
+    """``reader`` on one form of a case.  A collection (``*.mrec.lmdb``) is handed over as a
+    copy in a temporary directory: an LMDB reader takes its lock file beside the file
+    (lmdb.md: a collection on read-only media is copied first), and the corpus — perhaps
+    installed read-only — stays as built."""
+    if not path.name.endswith(".mrec.lmdb"):
+        return reader(path)
+    with tempfile.TemporaryDirectory(prefix="molrec-conform-") as scratch:
+        copy = Path(scratch) / path.name
+        shutil.copyfile(path, copy)
+        return reader(copy)
+
+
 def run_corpus(corpus: Path, reader: Reader, *, only: Optional[Sequence[str]] = None,
                strict_rules: bool = False, progress: Optional[Callable[[Outcome], None]] = None) -> List[Outcome]:
     """Run ``reader`` over every case (``only``: shell patterns of case names) and judge it."""
@@ -126,7 +141,7 @@ def run_corpus(corpus: Path, reader: Reader, *, only: Optional[Sequence[str]] = 
             continue
         expected = json.loads((corpus / name / EXPECTED).read_text(encoding="utf-8"))
         for form in entry["forms"]:
-            outcome = _judge(entry, expected, form, reader(corpus / name / form), strict_rules)
+            outcome = _judge(entry, expected, form, _read_case(reader, corpus / name / form), strict_rules)
             outcomes.append(outcome)
             if progress is not None:
                 progress(outcome)

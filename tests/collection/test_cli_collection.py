@@ -162,3 +162,16 @@ def test_issue22_bad_files_one_line_exit_2_no_traceback(tmp_path: Path, command:
         assert run.returncode == 2, (target, run.stdout, run.stderr)
         assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr, run.stderr
         assert run.stderr.startswith(f"molrec-raw {command}: error: ") and "lmdb#L" in run.stderr
+
+
+def test_issue22_a_missing_lmdb_extra_is_one_line_naming_it(written: Path, tmp_path: Path) -> None:
+    """Without py-lmdb (hidden from a subprocess) a collection command names the extra."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "lmdb.py").write_text("raise ImportError('no lmdb here')\n")
+    import os
+    env = dict(os.environ, PYTHONPATH=f"{hide}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    run = subprocess.run([sys.executable, "-m", "molrec_raw", "inspect", str(written)], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "pip install 'molrec-raw[lmdb]'" in run.stderr and len(run.stderr.strip().splitlines()) == 1

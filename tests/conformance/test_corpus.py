@@ -20,14 +20,26 @@ from molrec_raw.conformance import default_corpus
 from molrec_raw.conformance.build import EXPECTED, INDEX, build_corpus, case_digest, compressors
 from molrec_raw.conformance.canonical import canonical_bytes
 from molrec_raw.conformance.cases import CASES
-from molrec_raw.conformance.cases.base import RECORD, ZIP
+from molrec_raw.conformance.cases.base import COLLECTION, RECORD, ZIP
 from molrec_raw.conformance.cases.zarr_python import DIGESTS, LAYOUTS
-from molrec_raw.conformance.dump import dump_record
+from molrec_raw.conformance.dump import dump_path
 from molrec_raw.conformance.runner import command_reader, in_process_reader, run_corpus
 from molrec_raw.errors import MolrecError
 
 CORPUS = default_corpus()  # the package's own copy (the repository keeps no other)
-RULE_FILES = ("frame-and-types", "trajectory", "documents", "zarr-v3-subset", "root-layout", "README")
+RULE_FILES = ("frame-and-types", "trajectory", "documents", "zarr-v3-subset", "root-layout", "README", "collection",
+              "lmdb")
+
+
+def _readable(path: Path, tmp_path: Path) -> Path:
+    """A case's form as a reader may open it: a collection is copied first (LMDB's reader
+    lock file would land beside it, in the corpus)."""
+    if path.name != COLLECTION:
+        return path
+    copy = tmp_path / path.parent.name / COLLECTION
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes(path.read_bytes())
+    return copy
 
 
 def _files(root: Path) -> dict:
@@ -77,7 +89,10 @@ def test_issue16_corpus_has_60_valid_and_40_invalid_cases(index):
     assert len(cases) == len(CASES) and len({c["name"] for c in cases}) == len(cases)
     for case in valid:
         folder = CORPUS / case["name"]
-        assert case["forms"] == [RECORD, ZIP] and (folder / RECORD).is_dir() and (folder / ZIP).is_file()
+        if case["forms"] == [COLLECTION]:  # a collection is one file (lmdb.md), there is no zip form
+            assert (folder / COLLECTION).is_file() and case["name"].startswith("valid/collection-")
+        else:
+            assert case["forms"] == [RECORD, ZIP] and (folder / RECORD).is_dir() and (folder / ZIP).is_file()
         assert json.loads((folder / EXPECTED).read_text(encoding="utf-8"))["molrec_dump"] == 1
     for case in invalid:
         expected = json.loads((CORPUS / case["name"] / EXPECTED).read_text(encoding="utf-8"))
@@ -96,12 +111,13 @@ def test_issue16_cases_stay_small(index):
     assert sorted(sizes.values())[len(sizes) // 2] < 16 << 10  # the median case
 
 
-def test_issue16_expected_json_is_the_canonical_dump(index):
+def test_issue16_expected_json_is_the_canonical_dump(index, tmp_path):
     """expected.json of a valid case is byte for byte what `molrec-raw dump` prints."""
     for case in index["cases"]:
         if case["valid"]:
             folder = CORPUS / case["name"]
-            assert canonical_bytes(dump_record(folder / ZIP)) == (folder / EXPECTED).read_bytes(), case["name"]
+            form = _readable(folder / case["forms"][-1], tmp_path)
+            assert canonical_bytes(dump_path(form)) == (folder / EXPECTED).read_bytes(), case["name"]
 
 
 def test_issue16_own_dumper_passes_every_case_in_process():
@@ -111,12 +127,12 @@ def test_issue16_own_dumper_passes_every_case_in_process():
     assert len(outcomes) >= 2 * 60 + 40
 
 
-def test_issue16_invalid_cases_are_refused_under_their_rule(index):
+def test_issue16_invalid_cases_are_refused_under_their_rule(index, tmp_path):
     for case in index["cases"]:
         if case["valid"]:
             continue
         with pytest.raises(MolrecError) as caught:
-            dump_record(CORPUS / case["name"] / case["forms"][0])
+            dump_path(_readable(CORPUS / case["name"] / case["forms"][0], tmp_path))
         assert caught.value.rule == case["rule"], case["name"]
 
 
@@ -192,3 +208,33 @@ def test_issue16_build_refuses_to_replace_what_is_not_a_corpus(tmp_path):
 def test_issue16_build_command_line_reports_the_counts(rebuilt, index):
     valid = sum(c["valid"] for c in index["cases"])
     assert rebuilt[1].strip().endswith(f": {valid} valid and {len(index['cases']) - valid} invalid cases")
+
+
+def test_issue22_collection_cases_cover_collection_md_conformance_and_refusals(index):
+    """collection.md "Conformance" (round trip, records without system / trajectory, zero
+    frames, subsets, topology changing and not, a collection-wide force field, aligned
+    blocks) and the refusals collection.md and lmdb.md name, each under its rule."""
+    cases = {c["name"]: c for c in index["cases"] if c["forms"] == [COLLECTION]}
+    assert {n for n in cases if n.startswith("valid/")} == {
+        "valid/collection-basic", "valid/collection-sparse-records", "valid/collection-forcefield",
+        "valid/collection-aligned", "valid/collection-empty"}
+    refused = {c["rule"] for c in cases.values() if not c["valid"]}
+    assert refused == {"lmdb#L3", "lmdb#L4", "lmdb#L7", "lmdb#L9", "lmdb#L10", "lmdb#L11", "collection#C1",
+                       "collection#C2", "collection#C9"}
+    doc = json.loads((CORPUS / "valid/collection-sparse-records" / EXPECTED).read_text(encoding="utf-8"))
+    kinds = [(r["system"] is not None, r["trajectory"] and r["trajectory"]["nstep"]) for r in doc["records"]]
+    assert kinds == [(True, 4), (False, 2), (True, None), (True, 0)]
+    bonds = [f["blocks"]["bonds"]["count"] for f in doc["records"][0]["trajectory"]["frames"]]
+    assert bonds == [2, 2, 1, 1] and all("bonds" not in f["blocks"] for f in doc["records"][1]["trajectory"]["frames"])
+
+
+def test_issue22_conform_runs_collection_cases_on_a_copy(tmp_path):
+    """`molrec-raw conform` on collection cases in a subprocess; the corpus stays as built
+    (no LMDB lock file is left beside a case: the runner hands the reader a copy)."""
+    reader = f"{sys.executable} -m molrec_raw dump {{path}}"
+    args = [sys.executable, "-m", "molrec_raw", "conform", "--reader", reader, "--corpus", str(CORPUS),
+            "--strict-rules", "--case", "valid/collection-basic", "--case", "invalid/collection-bad-magic"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].startswith("2/2 passed")
+    assert not list(CORPUS.rglob("*-lock"))

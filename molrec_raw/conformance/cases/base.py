@@ -17,11 +17,13 @@ import numpy as np
 from molrec_raw.zarr import Array, DirectoryStore, Group, open_group
 from molrec_raw.zarr import jsonio
 
-__all__ = ["Case", "CASES", "valid", "invalid", "RECORD", "ZIP", "strings", "store_of", "group_at", "array_at", "edit_json",
+__all__ = ["Case", "CASES", "valid", "invalid", "valid_collection", "invalid_collection", "RECORD", "ZIP", "COLLECTION",
+           "strings", "store_of", "group_at", "array_at", "edit_json",
            "edit_attrs", "write_json", "remove", "WALL"]
 
 RECORD = "record.mrec"
 ZIP = "record.mrec.zip"
+COLLECTION = "collection.mrec.lmdb"  # the one form of a collection case (lmdb.md: one file)
 WALL = "2026-08-04T00:00:{:02d}Z"  # wall times of metrics events: fixed, second by second
 
 
@@ -30,7 +32,8 @@ class Case:
     """One corpus case: ``name`` (``valid/…`` or ``invalid/…``), what it is about, its
     builder (writes the record directory at the path it is given), and for an invalid case
     the rule a reader must refuse it under and the form it comes in (``dir`` or ``zip``:
-    a zip case's ``zip_edit`` breaks the packed archive).  ``frozen``: laid out once by
+    a zip case's ``zip_edit`` breaks the packed archive; ``lmdb``: a collection, one
+    ``*.mrec.lmdb`` file, valid or not).  ``frozen``: laid out once by
     another tool and checked in (verified, never rebuilt)."""
 
     name: str
@@ -64,6 +67,22 @@ def invalid(name: str, rule: str, about: str, *, zip_edit: Optional[Callable[[Pa
     ``zip_edit`` breaks the archive."""
     def register(build: Callable[[Path], None]) -> Callable[[Path], None]:
         CASES.append(Case(f"invalid/{name}", about, build, rule, "zip" if zip_edit else "dir", zip_edit))
+        return build
+    return register
+
+
+def valid_collection(name: str, about: str) -> Callable[[Callable[[Path], None]], Callable[[Path], None]]:
+    """Register a valid collection case (one ``collection.mrec.lmdb``; expected.json is its dump)."""
+    def register(build: Callable[[Path], None]) -> Callable[[Path], None]:
+        CASES.append(Case(f"valid/{name}", about, build, form="lmdb"))
+        return build
+    return register
+
+
+def invalid_collection(name: str, rule: str, about: str) -> Callable[[Callable[[Path], None]], Callable[[Path], None]]:
+    """Register a collection case a reader refuses under ``rule``."""
+    def register(build: Callable[[Path], None]) -> Callable[[Path], None]:
+        CASES.append(Case(f"invalid/{name}", about, build, rule, "lmdb"))
         return build
     return register
 
