@@ -136,7 +136,7 @@ class SpecViolationError(MolrecError):
     """Input that breaks a MolRec record rule."""
 
 
-class NotARecordError(StoreError):
+class NotARecordError(NodeNotFoundError):
     """A path that is not a MolRec record (missing, a directory without a root ``zarr.json``,
     a file that is not a ``*.mrec.zip``): the one answer every door and subcommand gives."""
 

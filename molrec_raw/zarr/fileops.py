@@ -387,6 +387,25 @@ class PoisonGuard(DelegatingFileOps):
             "close() it, then reopen the record (MrecWriter.open / a new writer), which verifies what "
             "reached the disk", first=first)
 
+    # The helpers go to ``inner`` whole (a seam may override a helper, e.g. to act halfway
+    # through a write): the guard sees their failures, not each verb inside them.
+    def write_all(self, fd: int, data: Buffer) -> None:
+        """See :meth:`FileOps.write_all`."""
+        self._call("write", self.path_of(fd), self.inner.write_all, fd, data)
+
+    def pwrite_all(self, fd: int, data: Buffer, offset: int) -> None:
+        """See :meth:`FileOps.pwrite_all`."""
+        self._call("pwrite", self.path_of(fd), self.inner.pwrite_all, fd, data, offset)
+
+    def makedirs(self, path: str) -> List[str]:
+        """See :meth:`FileOps.makedirs`."""
+        made: List[str] = self._call("mkdir", path, self.inner.makedirs, path)
+        return made
+
+    def rmtree(self, path: str) -> None:
+        """See :meth:`FileOps.rmtree`."""
+        self._call("rmtree", path, self.inner.rmtree, path)
+
     def _call(self, verb: str, path: str, function: Callable[..., Any], *args: Any) -> Any:
         if self.failure is not None and verb not in _UNGUARDED:
             raise self.refusal(self.failure)

@@ -276,24 +276,47 @@ class DirectoryStore(Store):
     def describe(self) -> str:
         return str(self.root)
 
-    def _path(self, key: str) -> str:
-        return os.path.join(self.root, *validate_key(key).split("/"))
-
-    def _write_path(self, key: str) -> str:
-        """The file of ``key`` for a write or a delete, refused when its directory resolves
-        outside the root (a symbolic link placed in the store must not carry a write out of
-        it).  Checked once per directory; the file itself is never followed (writes replace
-        or open it with O_NOFOLLOW)."""
-        path = self._path(key)
+    def _path(self, key: str, *, reading: bool = True) -> str:
+        """The file of ``key``, for every read, write and delete: refused (StoreError naming
+        the link) when a symbolic link leads outside the root — a directory on the way, or,
+        for a read, the file itself — so nothing outside a store is read, packed or written
+        through it.  Directories are checked once each (remembered); a read's file costs one
+        ``lstat``.  A write never follows the file (it replaces a link, or opens O_NOFOLLOW)."""
+        path = os.path.join(self.root, *validate_key(key).split("/"))
         directory = os.path.dirname(path)
         if directory not in self._inside_dirs:
-            root = os.path.realpath(self.root)
-            real = os.path.realpath(directory)
-            if real != root and not real.startswith(root + os.sep):
-                raise StoreError("refusing to write through a symbolic link that leads outside the store",
-                                 store=self.describe(), key=key)
+            if not self._resolves_inside(directory):
+                raise self._escape(key)
             self._inside_dirs.add(directory)
+        if reading and os.path.islink(path) and not self._resolves_inside(path):
+            raise self._escape(key)
         return path
+
+    def path_of(self, key: str) -> str:
+        """The local file of ``key`` (checked as every read is: never through a symbolic link
+        out of the root); it need not exist."""
+        return self._path(key)
+
+    def _resolves_inside(self, path: str) -> bool:
+        root = os.path.realpath(self.root)
+        real = os.path.realpath(path)
+        return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+    def _escape(self, key: str) -> StoreError:
+        """The refusal of a key that a symbolic link leads out of the store, naming the link."""
+        parts = validate_key(key).split("/")
+        link = key
+        for depth in range(1, len(parts) + 1):
+            if os.path.islink(os.path.join(self.root, *parts[:depth])):
+                link = "/".join(parts[:depth])
+                break
+        target = os.path.realpath(os.path.join(self.root, *link.split("/")))
+        return StoreError(f"refusing to follow the symbolic link {link!r} out of the store (it leads to {target})",
+                          store=self.describe(), key=key)
+
+    def _write_path(self, key: str) -> str:
+        """The file of ``key`` for a write or a delete (see :meth:`_path`)."""
+        return self._path(key, reading=False)
 
     def _fail(self, action: str, key: str, exc: OSError) -> StoreError:
         return StoreError(f"cannot {action}: {exc.strerror or exc}", store=self.describe(), key=key)

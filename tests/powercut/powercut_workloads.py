@@ -426,7 +426,7 @@ class DoorsWorkload(Workload):
         mr.write_mrec_frame(root / self.record, door_frame(1))
 
     def run(self, root: Path, rec: Recorder) -> None:
-        mr.write_mrec_frame(root / self.record, door_frame(2), fileops=rec)
+        mr.write_mrec_frame(root / self.record, door_frame(2), fileops=rec, overwrite=True)
         rec.mark("durable", 2)
 
     def check(self, root: Path, t: int, marks: List[Tuple[int, str, Any]], deep: bool) -> Verdict:

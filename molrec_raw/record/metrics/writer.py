@@ -40,7 +40,7 @@ import orjson
 from molrec_raw.errors import (CorruptDataError, InvalidValueError, MolrecError, NodeExistsError, PoisonedWriterError,
                                ReadOnlyError, SpecViolationError, StoreError, UnsupportedFeatureError)
 from molrec_raw.record import documents
-from molrec_raw.record.doors import check_record_path, open_record
+from molrec_raw.record.doors import check_record_path, local_record_problem, not_a_record, open_record
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.metrics import dense
 from molrec_raw.record.metrics.safe_name import encode_safe_name
@@ -201,12 +201,12 @@ class MetricsWriter:
             raise
 
     def _open_locked_record(self, path: Path) -> None:
-        if path.is_file():
+        if path.is_file() and local_record_problem(path) is None:
             raise ReadOnlyError(f"{path}: a packed record is read-only; metrics are written to a *.mrec "
                                 "directory", store=str(path))
-        if not (path / "zarr.json").is_file():
-            raise StoreError(f"{path}: no record here (no root zarr.json); create the record first "
-                             "(e.g. with write_mrec_frame)", store=str(path))
+        problem = local_record_problem(path)
+        if problem is not None:  # create the record first (e.g. with write_mrec_frame)
+            raise not_a_record(path, problem)
         open_record(path)  # the version check of a read (root-layout invariant 6)
         # small chunks: a thread pool per array costs more than it saves
         root = open_group(DirectoryStore(path, fileops=self._guard), mode="r+", threads=1)

@@ -743,9 +743,9 @@ def _refuse_existing_sequence(target: Path) -> None:
 
 def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
                           times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None, *,
-                          fileops: Optional[FileOps] = None) -> Path:
-    """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames).
-    An existing record at ``path`` is replaced only when it holds no trajectory sequence."""
+                          fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path:
+    """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames) as a
+    new record; an existing record at ``path`` is replaced only with ``overwrite=True``."""
     given_steps: Any = steps
     given_times: Any = times
     if isinstance(frames, Trajectory):  # a whole Trajectory carries its own numbering
@@ -771,4 +771,4 @@ def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Option
                 writer.append(frame, None if step_list is None else step_list[i],
                               None if time_list is None else time_list[i])
 
-    return replace_record(path, build, fileops=fileops)
+    return replace_record(path, build, fileops=fileops, overwrite=overwrite)
