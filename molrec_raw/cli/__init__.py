@@ -34,6 +34,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (MolrecError, OSError) as exc:
         print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a bug, or a library's error that slipped through: still one line, exit 2
+        if os.environ.get("MOLREC_RAW_TRACEBACK"):
+            raise
+        text = " ".join(str(exc).split()) or "(no message)"
+        print(f"molrec-raw {args.command}: internal error: {type(exc).__name__}: {text} (a bug: please "
+              "report it; MOLREC_RAW_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 from molrec_raw.errors import CorruptDataError, RecordExistsError, SpecViolationError, StoreError
-from molrec_raw.record.doors import check_record_path, replace_record, require_record_directory
+from molrec_raw.record.doors import (check_record_path, local_record_problem, not_a_record, replace_record,
+                                    require_record_directory)
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.zarr import DirectoryStore, Group, ZipStore
 from molrec_raw.zarr.fileops import FileOps
@@ -129,6 +130,12 @@ def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,
     and empty segments at open; duplicates are refused here), so nothing is written for a
     hostile archive.  ``progress(done_bytes, total_bytes)`` follows the extraction.
     """
+    source = Path(archive)
+    problem = local_record_problem(source)
+    if problem is None and source.is_dir():
+        problem = "a directory: unpack takes a packed record (*.mrec.zip)"
+    if problem is not None:
+        raise not_a_record(source, problem)
     with ZipStore(archive) as store:
         if store.duplicate_names:  # readers take the last; a packed record never has any
             raise CorruptDataError(f"archive holds duplicate entry names {sorted(store.duplicate_names)}",

@@ -396,8 +396,8 @@ class MrecWriter:
 
     def _poisoned_by(self, exc: BaseException) -> BaseException:
         """Poison the writer with ``exc`` (or the I/O failure beneath it); return what to raise."""
-        first = self._guard.failure
-        if first is None or isinstance(exc, PoisonedWriterError) or not isinstance(exc, (OSError, MolrecError)):
+        first: BaseException = self._guard.failure or exc
+        if isinstance(exc, PoisonedWriterError) or not isinstance(exc, (OSError, MolrecError)):
             first = exc
         if self._poison is None:
             self._poison = first
