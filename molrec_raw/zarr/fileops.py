@@ -28,7 +28,7 @@ import os
 import stat
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple, Union
 
-from molrec_raw.errors import IOFailureError, PoisonedWriterError
+from molrec_raw.errors import IOFailureError, MolrecError, PoisonedWriterError
 
 try:  # POSIX advisory locks
     import fcntl
@@ -379,6 +379,35 @@ class PoisonGuard(DelegatingFileOps):
         super().__init__(inner)
         self.what = what
         self.failure: Optional[IOFailureError] = None
+        self._cause: Optional[BaseException] = None
+
+    @property
+    def poisoned(self) -> Optional[BaseException]:
+        """What poisoned the writer: the cause given to :meth:`poison`, else the first I/O
+        failure seen at the seam (even one the writer's code caught); None while sound."""
+        return self._cause if self._cause is not None else self.failure
+
+    def poison(self, exc: BaseException) -> BaseException:
+        """Poison the writer by ``exc``, the failure of a call that had begun changing files,
+        and return what that call raises: the I/O failure beneath it (an
+        :class:`~molrec_raw.errors.IOFailureError` naming the operation and the path) in place
+        of the store's wrapping of it, else ``exc`` itself (an interrupt, a bug)."""
+        if isinstance(exc, PoisonedWriterError):  # refused at the seam: poisoned already
+            if self._cause is None:
+                self._cause = exc.first
+            return exc
+        first: BaseException = exc
+        if self.failure is not None and isinstance(exc, (OSError, MolrecError)):
+            first = self.failure
+        if self._cause is None:
+            self._cause = first
+        return first
+
+    def check(self) -> None:
+        """Raise :meth:`refusal` when the writer is poisoned."""
+        cause = self.poisoned
+        if cause is not None:
+            raise self.refusal(cause)
 
     def refusal(self, first: BaseException) -> PoisonedWriterError:
         """The error every call of a poisoned writer raises, naming the first failure."""

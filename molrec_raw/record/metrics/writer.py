@@ -37,8 +37,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 import orjson
 
-from molrec_raw.errors import (CorruptDataError, InvalidValueError, MolrecError, NodeExistsError, PoisonedWriterError,
-                               ReadOnlyError, SpecViolationError, StoreError, UnsupportedFeatureError)
+from molrec_raw.errors import (CorruptDataError, InvalidValueError, MolrecError, NodeExistsError, ReadOnlyError,
+                               SpecViolationError, StoreError, UnsupportedFeatureError)
 from molrec_raw.record import documents
 from molrec_raw.record.doors import check_record_path, local_record_problem, not_a_record, open_record
 from molrec_raw.record.locking import lock_writer
@@ -151,7 +151,6 @@ class MetricsWriter:
         self._long = 0  # characters of long (tagged) lines buffered since the last write
         self._shadow: Optional[List[Any]] = None  # record writers: prefix, step, wall, value per event
         self._group: Optional[Group] = None
-        self._poison: Optional[BaseException] = None
         self._plot: Optional[HostPlot] = None
         self.closed = False
 
@@ -408,7 +407,7 @@ class MetricsWriter:
         try:
             self._wal.write(data)
         except BaseException as exc:
-            raise self._poisoned_by(exc) from exc
+            raise self._poison(exc) from exc
         self._buf = []
         self._long = 0
         self._end += len(data)
@@ -419,22 +418,17 @@ class MetricsWriter:
         naming the operation and the path, or whatever interrupted a write-out), None while
         it is sound.  A poisoned writer refuses every call (``PoisonedWriterError`` naming
         it); ``close()`` releases it without writing; a new writer recovers the WAL."""
-        return self._poison
+        return self._guard.poisoned
 
-    def _poisoned_by(self, exc: BaseException) -> BaseException:
-        """Poison the writer with ``exc`` (or the I/O failure beneath it); return what to raise.
-        From now on the line buffer refuses every line."""
-        first: BaseException = self._guard.failure or exc
-        if isinstance(exc, PoisonedWriterError) or not isinstance(exc, (OSError, MolrecError)):
-            first = exc
-        if self._poison is None:
-            self._poison = first
-            self._buf = _Closed(self._guard.refusal(first))
+    def _poison(self, exc: BaseException) -> BaseException:
+        """Poison the writer by ``exc`` (PoisonGuard.poison); from now on the line buffer
+        refuses every line.  Returns what to raise."""
+        first = self._guard.poison(exc)
+        self._buf = _Closed(self._guard.refusal(self._guard.poisoned or first))
         return first
 
     def _check_usable(self) -> None:
-        if self._poison is not None:
-            raise self._guard.refusal(self._poison)
+        self._guard.check()
         if self.closed:
             raise StoreError("the metrics writer is closed")
 
@@ -452,7 +446,7 @@ class MetricsWriter:
             if self._plot is not None:
                 self._plot.update(self._wal.read, self._end)
         except BaseException as exc:
-            failure = self._poisoned_by(exc)
+            failure = self._poison(exc)
             if failure is exc:
                 raise
             raise failure from exc
@@ -463,9 +457,9 @@ class MetricsWriter:
         writer releases it without writing and raises the refusal."""
         if self.closed:
             return
-        if self._poison is not None:
+        if self._guard.poisoned is not None:
             self.abort()
-            raise self._guard.refusal(self._poison)
+            self._guard.check()
         try:
             self.flush(durable)
         finally:
@@ -478,7 +472,7 @@ class MetricsWriter:
         if self.closed:
             return
         self.closed = True
-        if self._poison is None:
+        if self._guard.poisoned is None:
             self._buf = _CLOSED
         try:
             self._wal.close()

@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, MolrecError, PoisonedWriterError, SpecViolationError, StoreError
+from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError, StoreError
 from molrec_raw.record import documents, live
 from molrec_raw.record.doors import check_record_path, replace_record
 from molrec_raw.record.locking import lock_writer
@@ -139,7 +139,6 @@ class MrecWriter:
         self._status = bool(status)
         self._dirty = False  # automatic commits since the last durable point
         self._closed = False
-        self._poison: Optional[BaseException] = None  # the failure that poisoned the writer
         self._nstep = 0  # committed
         self._buffered = 0
         self._timed: Optional[bool] = None
@@ -376,12 +375,11 @@ class MrecWriter:
         naming the operation and the path, or whatever interrupted a commit), None while it is
         sound.  A poisoned writer refuses every call (``PoisonedWriterError`` naming it);
         ``close()`` releases it without writing; ``MrecWriter.open`` recovers the record."""
-        return self._poison
+        return self._guard.poisoned
 
     # ------------------------------------------------------------------ append
     def _check_open(self) -> None:
-        if self._poison is not None:
-            raise self._guard.refusal(self._poison)
+        self._guard.check()
         if self._closed:
             raise InvalidValueError("writer is closed (trajectory#W30)")
 
@@ -392,16 +390,7 @@ class MrecWriter:
         try:
             self._commit(durable=durable, closing=closing)
         except BaseException as exc:
-            raise self._poisoned_by(exc) from exc
-
-    def _poisoned_by(self, exc: BaseException) -> BaseException:
-        """Poison the writer with ``exc`` (or the I/O failure beneath it); return what to raise."""
-        first: BaseException = self._guard.failure or exc
-        if isinstance(exc, PoisonedWriterError) or not isinstance(exc, (OSError, MolrecError)):
-            first = exc
-        if self._poison is None:
-            self._poison = first
-        return first
+            raise self._guard.poison(exc) from exc
 
     def _release(self) -> None:
         """Let go of the lock and of every descriptor, writing nothing."""
@@ -694,9 +683,9 @@ class MrecWriter:
         closing a poisoned writer releases it without writing and raises the refusal."""
         if self._closed and not self._lock.held:
             return
-        if self._poison is not None:
+        if self._guard.poisoned is not None:
             self._release()
-            raise self._guard.refusal(self._poison)
+            self._guard.check()
         try:
             self._commit(durable=self._durable, closing=True)
             if self._durable:  # closed and durable as it stands: the checkpoint has done its work
@@ -704,7 +693,7 @@ class MrecWriter:
             if self._status:  # after the last commit: a reader that sees it then sees every frame
                 live.record_state(self._root, live.SUCCEEDED, durable=self._durable)
         except BaseException as exc:
-            failure = self._poisoned_by(exc)
+            failure = self._guard.poison(exc)
             self._release()
             raise failure from exc
         self._release()
@@ -714,7 +703,7 @@ class MrecWriter:
         with the error, unless the writer is poisoned (then nothing is written); a failure to
         record it never hides the exception itself; the lock is released either way."""
         try:
-            if self._status and self._poison is None and not self._closed:
+            if self._status and self._guard.poisoned is None and not self._closed:
                 state = live.CANCELLED if isinstance(exc, KeyboardInterrupt) else live.FAILED
                 try:
                     live.record_state(self._root, state, error=exc, durable=self._durable)
