@@ -113,8 +113,7 @@ class WriterLock:
         held, self._held = self._held, []
         for fd, path, exclusive in reversed(held):
             try:
-                if exclusive:
-                    _clear(fd)
+                if exclusive:  # (a note left by a failed removal names a dead process: ignored)
                     self.fileops.unlock(fd, str(path))
                 elif self.fileops.upgrade_lock(fd):  # no one else shares it: the last holder
                     self.fileops.unlock(fd, str(path))
@@ -140,7 +139,8 @@ class WriterLock:
 def lock_writer(target: PathLike, section: Optional[str] = None, *, writer: str = "a writer",
                 lock: Optional[bool] = None, fileops: Optional[FileOps] = None) -> WriterLock:
     """Take the writer lock of ``target`` — a record directory, a ``*.mrec.zip``, a
-    ``*.mlp.jsonl``, a ``*.mrec.lmdb``, existing or not (its directory must exist) — for the
+    ``*.mlp.jsonl``, a ``*.mrec.lmdb``, existing or not (a missing directory holding it is
+    made, as the writer would make it) — for the
     whole target (``section=None``) or for one section of a record (``"trajectory"``,
     ``"metrics"``), before anything is read or changed.  ``writer`` names the taker in the
     holder note (``MrecWriter``).  Raises :class:`~molrec_raw.errors.WriterLockedError`
@@ -154,9 +154,12 @@ def lock_writer(target: PathLike, section: Optional[str] = None, *, writer: str 
         return handle
     main, part = lock_file_paths(target, section)
     directory = str(main.parent)
-    if not os.path.isdir(directory):
-        raise StoreError(f"cannot write {handle.target}: its directory {directory} does not exist",
-                         store=handle.target)
+    if not os.path.isdir(directory):  # made now, as the writer would make it: the lock lives there
+        try:
+            ops.makedirs(directory)
+        except OSError as exc:
+            raise StoreError(f"cannot write {handle.target}: cannot make its directory {directory}: "
+                             f"{exc.strerror or exc}", store=handle.target) from None
     problem = mount_lock_problem(directory)
     if problem is not None:
         raise LockUnavailableError(f"cannot lock {handle.target} for writing: {problem}; a second writer "
@@ -218,13 +221,6 @@ def _note(fd: int, writer: str, section: Optional[str]) -> None:
         data = orjson.dumps(note) + b"\n"
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
-    except OSError:
-        pass
-
-
-def _clear(fd: int) -> None:
-    try:
-        os.ftruncate(fd, 0)
     except OSError:
         pass
 

@@ -26,7 +26,7 @@ import ctypes.util
 import errno
 import os
 import stat
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, List, NoReturn, Optional, Tuple, Union
 
 from molrec_raw.errors import IOFailureError, MolrecError, PoisonedWriterError
 
@@ -370,8 +370,9 @@ def io_failure(verb: str, path: str, exc: OSError) -> IOFailureError:
 class PoisonGuard(DelegatingFileOps):
     """The seam of one long-lived writer: passes every call to ``inner`` and remembers the
     first real I/O failure (``failure``, an :class:`~molrec_raw.errors.IOFailureError` naming
-    the operation and the path); from then on every mutation is refused with
-    :class:`~molrec_raw.errors.PoisonedWriterError` — nothing is retried, fsync least of all.
+    the operation and the path); from then on every mutation is refused (an ``OSError`` the
+    call never attempted; the writer raises :class:`~molrec_raw.errors.PoisonedWriterError`
+    before it gets there) — nothing is retried, fsync least of all.
     Closing descriptors and releasing locks are never refused.  ``what`` names the writer in
     messages (``the trajectory writer of run.mrec``)."""
 
@@ -435,9 +436,19 @@ class PoisonGuard(DelegatingFileOps):
         """See :meth:`FileOps.rmtree`."""
         self._call("rmtree", path, self.inner.rmtree, path)
 
+    def fail(self, exc: BaseException) -> NoReturn:
+        """Called in an ``except`` block of a writer's call that had begun changing files:
+        poison the writer (:meth:`poison`) and raise what that call raises."""
+        failure = self.poison(exc)
+        if failure is exc:
+            raise  # the exception being handled, with its traceback
+        raise failure from exc
+
     def _call(self, verb: str, path: str, function: Callable[..., Any], *args: Any) -> Any:
         if self.failure is not None and verb not in _UNGUARDED:
-            raise self.refusal(self.failure)
+            # refused as the system would fail it, so the store's own clean-up code (which
+            # expects OSError) stays in charge; the writer reports the first failure
+            raise OSError(errno.EIO, f"not attempted: {self.what} is poisoned by {self.failure}", path)
         try:
             return function(*args)
         except OSError as exc:

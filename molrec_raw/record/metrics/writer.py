@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NoReturn, Optional, Tuple
 
 import numpy as np
 import orjson
@@ -166,14 +166,12 @@ class MetricsWriter:
         stem = _check_stem(path.name[: -len(HOST_SUFFIX)])
         if plot:
             self._plot = HostPlot(path, path.with_name(f"{stem}{HOST_PLOT_SUFFIX}"))
-        if not path.parent.is_dir():  # artifacts/: made first, so that the lock has a place
-            (fileops if fileops is not None else FileOps()).makedirs(str(path.parent))
-        self._take_lock(path, None, lock, fileops)
+        self._take_lock(path, None, lock, fileops)  # (artifacts/ is made there when missing)
         try:
             self._wal = WalFile(DirectoryStore(path.parent, fileops=self._guard), path.name)
-        except BaseException:
+        except BaseException as exc:
             self._lock.release()
-            raise
+            self._guard.fail(exc)
         try:
             self.wal_path = path
             self._source = str(path)
@@ -185,19 +183,19 @@ class MetricsWriter:
                 parsed = parse_wal(self._wal.read(0, self._end), source=self._source, lenient=True)
             for key, series in parsed.series.items():
                 self._shapes[key] = (series.type, series.steps is not None)
-        except BaseException:
+        except BaseException as exc:
             self._wal.close()
             self._lock.release()
-            raise
+            self._guard.fail(exc)
 
     def _open_record(self, record: PathLike, fileops: Optional[FileOps], lock: Optional[bool]) -> None:
         path = check_record_path(record)
         self._take_lock(path, "metrics", lock, fileops)
         try:
             self._open_locked_record(path)
-        except BaseException:
+        except BaseException as exc:
             self._lock.release()
-            raise
+            self._guard.fail(exc)
 
     def _open_locked_record(self, path: Path) -> None:
         if path.is_file() and local_record_problem(path) is None:
@@ -407,7 +405,7 @@ class MetricsWriter:
         try:
             self._wal.write(data)
         except BaseException as exc:
-            raise self._poison(exc) from exc
+            self._fail(exc)
         self._buf = []
         self._long = 0
         self._end += len(data)
@@ -420,12 +418,11 @@ class MetricsWriter:
         it); ``close()`` releases it without writing; a new writer recovers the WAL."""
         return self._guard.poisoned
 
-    def _poison(self, exc: BaseException) -> BaseException:
-        """Poison the writer by ``exc`` (PoisonGuard.poison); from now on the line buffer
-        refuses every line.  Returns what to raise."""
-        first = self._guard.poison(exc)
-        self._buf = _Closed(self._guard.refusal(self._guard.poisoned or first))
-        return first
+    def _fail(self, exc: BaseException) -> NoReturn:
+        """Poison the writer by ``exc`` and raise (PoisonGuard.fail); from now on the line
+        buffer refuses every line."""
+        self._buf = _Closed(self._guard.refusal(self._guard.poison(exc)))
+        self._guard.fail(exc)
 
     def _check_usable(self) -> None:
         self._guard.check()
@@ -446,20 +443,17 @@ class MetricsWriter:
             if self._plot is not None:
                 self._plot.update(self._wal.read, self._end)
         except BaseException as exc:
-            failure = self._poison(exc)
-            if failure is exc:
-                raise
-            raise failure from exc
+            self._fail(exc)
 
     def close(self, durable: bool = True) -> None:
         """Flush (densify, for a record), then release the WAL and the lock.  Idempotent.  A
         close that fails poisons the writer, releases it and raises; closing a poisoned
-        writer releases it without writing and raises the refusal."""
-        if self.closed:
-            return
-        if self._guard.poisoned is not None:
+        writer releases it without writing and raises the refusal (every time)."""
+        if self._guard.poisoned is not None:  # every call after the failure names it, close() too
             self.abort()
             self._guard.check()
+        if self.closed:
+            return
         try:
             self.flush(durable)
         finally:

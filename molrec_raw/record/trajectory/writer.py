@@ -87,9 +87,9 @@ class MrecWriter:
         self._take_lock(target, lock, fileops)
         try:
             self._create(target, meta)
-        except BaseException:
+        except BaseException as exc:  # no writer: the lock goes; an I/O failure is named as such
             self._lock.release()
-            raise
+            self._guard.fail(exc)
 
     def _create(self, target: Path, meta: Optional[Dict[str, Any]]) -> None:
         durable = self._durable
@@ -174,9 +174,9 @@ class MrecWriter:
         self._take_lock(target, lock, fileops)
         try:
             self._reopen(target)
-        except BaseException:
+        except BaseException as exc:  # no writer: the lock goes; an I/O failure is named as such
             self._lock.release()
-            raise
+            self._guard.fail(exc)
         return self
 
     def _reopen(self, target: Path) -> None:
@@ -390,7 +390,7 @@ class MrecWriter:
         try:
             self._commit(durable=durable, closing=closing)
         except BaseException as exc:
-            raise self._guard.poison(exc) from exc
+            self._guard.fail(exc)
 
     def _release(self) -> None:
         """Let go of the lock and of every descriptor, writing nothing."""
@@ -680,12 +680,13 @@ class MrecWriter:
     def close(self) -> None:
         """The last durable flush, then the run's ``succeeded`` state, then the lock is
         released; idempotent.  A close that fails poisons the writer, releases it and raises;
-        closing a poisoned writer releases it without writing and raises the refusal."""
-        if self._closed and not self._lock.held:
-            return
-        if self._guard.poisoned is not None:
+        closing a poisoned writer releases it without writing and raises the refusal (every
+        time: its data did not all reach the disk)."""
+        if self._guard.poisoned is not None:  # every call after the failure names it, close() too
             self._release()
             self._guard.check()
+        if self._closed and not self._lock.held:
+            return
         try:
             self._commit(durable=self._durable, closing=True)
             if self._durable:  # closed and durable as it stands: the checkpoint has done its work
@@ -693,9 +694,9 @@ class MrecWriter:
             if self._status:  # after the last commit: a reader that sees it then sees every frame
                 live.record_state(self._root, live.SUCCEEDED, durable=self._durable)
         except BaseException as exc:
-            failure = self._guard.poison(exc)
+            self._guard.poison(exc)
             self._release()
-            raise failure from exc
+            self._guard.fail(exc)
         self._release()
 
     def _end(self, exc: BaseException) -> None:
