@@ -106,7 +106,7 @@ def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: 
     target = Path(path)
     if target.exists() and not overwrite:
         raise RecordExistsError(f"{target} exists; the demo writes a new record (--force replaces a record "
-                                "there)", store=str(target))
+                                "there)", store=str(target), rule="safety#overwrite")
     if frames < 1 or molecules < 1:
         raise InvalidValueError(f"the demo needs at least one frame and one molecule, got {frames} and {molecules}")
     rng = np.random.default_rng(seed)

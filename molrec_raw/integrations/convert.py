@@ -100,10 +100,10 @@ def check_target(source: str, target: str, topology: Optional[str], overwrite: b
         if given is not None and _same_file(given, target):
             raise RecordExistsError(f"refusing to convert {given} into itself: the target {target} is the {what} "
                                     "(even with --force, a conversion never writes over its input; write to "
-                                    "another path)", store=target)
+                                    "another path)", store=target, rule="safety#overwrite")
     if os.path.lexists(target) and not overwrite:
         raise RecordExistsError(f"{target} exists; refusing to replace it (--force / overwrite=True replaces it)",
-                                store=target)
+                                store=target, rule="safety#overwrite")
 
 
 def _writer_format(target: str, frames: int) -> str:

@@ -261,7 +261,7 @@ def claim_target(target: Path, overwrite: bool) -> None:
         )
     if is_record and not overwrite:
         raise RecordExistsError(f"{target} is an existing record; refusing to replace it (pass overwrite=True, "
-                                "or --force on the command line)", store=str(target))
+                                "or --force on the command line)", store=str(target), rule="safety#overwrite")
 
 
 def _build_and_swap(target: Path, build: Callable[[Group], object], durable: bool, ops: FileOps) -> Path:

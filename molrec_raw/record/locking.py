@@ -58,6 +58,7 @@ from molrec_raw.zarr.store import PathLike
 __all__ = ["WriterLock", "lock_writer", "lock_file_paths", "locking_enabled", "mount_lock_problem",
            "LOCK_SUFFIX", "LOCKING_ENV"]
 
+RULE = "safety#lock"  # spec-notes/safety.md: one writer at a time, readers never lock
 LOCK_SUFFIX = ".molrec-lock"
 LOCKING_ENV = "MOLREC_RAW_LOCKING"  # "off"/"0"/"false"/"no": write without locks (the caller coordinates)
 _OFF = ("0", "off", "false", "no")
@@ -163,7 +164,7 @@ def lock_writer(target: PathLike, section: Optional[str] = None, *, writer: str 
     problem = mount_lock_problem(directory)
     if problem is not None:
         raise LockUnavailableError(f"cannot lock {handle.target} for writing: {problem}; a second writer "
-                                   f"would not be refused; {_OPT_OUT}", store=handle.target)
+                                   f"would not be refused; {_OPT_OUT}", store=handle.target, rule=RULE)
     try:
         fd = _settle(ops, main, exclusive=part is None, handle=handle, main=main)
         handle._held.append((fd, main, part is None))
@@ -196,7 +197,8 @@ def _settle(ops: FileOps, path: Path, *, exclusive: bool, handle: WriterLock, ma
                 raise LockUnavailableError(
                     f"cannot lock {handle.target} for writing: advisory locks do not work on this file system "
                     f"({exc.strerror or exc}, {errno.errorcode.get(exc.errno or 0, exc.errno)}: e.g. NFS without "
-                    f"a lock daemon); a second writer would not be refused; {_OPT_OUT}", store=handle.target) from None
+                    f"a lock daemon); a second writer would not be refused; {_OPT_OUT}", store=handle.target,
+                    rule=RULE) from None
             raise StoreError(f"cannot lock {handle.target} for writing: cannot open its lock file {path}: "
                              f"{exc.strerror or exc}; {_OPT_OUT}", store=handle.target) from None
         try:
@@ -281,7 +283,7 @@ def _refusal(handle: WriterLock, path: Path, main: Path) -> WriterLockedError:
     return WriterLockedError(
         f"{handle.target} is being written by another writer, which holds {what} ({who}); one writer at a "
         f"time: wait for it to finish, or stop it (a killed writer's lock goes with its process)",
-        holders=holders, store=handle.target)
+        holders=holders, store=handle.target, rule=RULE)
 
 
 # -- where locks cannot be trusted -------------------------------------------------------------

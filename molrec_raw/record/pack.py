@@ -73,7 +73,7 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
         require_record_directory(source, "pack")
         if target.exists() and not overwrite:
             raise RecordExistsError(f"refusing to overwrite an existing zip {target} (pass overwrite=True, or "
-                                    "--force)", store=str(target))
+                                    "--force)", store=str(target), rule="safety#overwrite")
         if check:
             _check_valid(source)
         _pack(source, target, progress, ops, overwrite)

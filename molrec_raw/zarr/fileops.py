@@ -415,7 +415,7 @@ class PoisonGuard(DelegatingFileOps):
         return PoisonedWriterError(
             f"{self.what} is poisoned by an earlier failure ({first}); nothing more is written through it: "
             "close() it, then reopen the record (MrecWriter.open / a new writer), which verifies what "
-            "reached the disk", first=first)
+            "reached the disk", first=first, rule="safety#poison")
 
     # The helpers go to ``inner`` whole (a seam may override a helper, e.g. to act halfway
     # through a write): the guard sees their failures, not each verb inside them.

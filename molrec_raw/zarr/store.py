@@ -312,7 +312,7 @@ class DirectoryStore(Store):
                 break
         target = os.path.realpath(os.path.join(self.root, *link.split("/")))
         return StoreError(f"refusing to follow the symbolic link {link!r} out of the store (it leads to {target})",
-                          store=self.describe(), key=key)
+                          store=self.describe(), key=key, rule="safety#symlink")
 
     def _write_path(self, key: str) -> str:
         """The file of ``key`` for a write or a delete (see :meth:`_path`)."""
