@@ -26,6 +26,7 @@ __all__ = ["Store", "ReadOnlyStore", "MemoryStore", "DirectoryStore", "validate_
 
 # Temporary files of atomic replaces carry this marker; listings never show them.
 TEMP_MARKER = ".molrec-tmp."
+_CHECKED_FILES = 1 << 16  # read files a DirectoryStore remembers as checked (not links out of its root)
 
 _S = TypeVar("_S", bound="Store")
 
@@ -272,6 +273,7 @@ class DirectoryStore(Store):
         self._dirty_files: Set[str] = set()  # files written since the last sync_all
         self._created_lock = threading.Lock()
         self._inside_dirs: Set[str] = set()  # directories checked to resolve inside the root
+        self._read_paths: Dict[str, str] = {}  # read keys checked (no link out of the root) -> file
 
     def describe(self) -> str:
         return str(self.root)
@@ -280,16 +282,26 @@ class DirectoryStore(Store):
         """The file of ``key``, for every read, write and delete: refused (StoreError naming
         the link) when a symbolic link leads outside the root — a directory on the way, or,
         for a read, the file itself — so nothing outside a store is read, packed or written
-        through it.  Directories are checked once each (remembered); a read's file costs one
-        ``lstat``.  A write never follows the file (it replaces a link, or opens O_NOFOLLOW)."""
+        through it.  Directories and read keys are checked once each (remembered; at most
+        65536 keys, then the memory starts again): a read costs one ``lstat`` the first time,
+        and a known key is neither validated nor joined again.  A write never follows the
+        file (it replaces a link, or opens O_NOFOLLOW)."""
+        if reading:
+            known = self._read_paths.get(key)
+            if known is not None:
+                return known
         path = os.path.join(self.root, *validate_key(key).split("/"))
         directory = os.path.dirname(path)
         if directory not in self._inside_dirs:
             if not self._resolves_inside(directory):
                 raise self._escape(key)
             self._inside_dirs.add(directory)
-        if reading and os.path.islink(path) and not self._resolves_inside(path):
-            raise self._escape(key)
+        if reading:
+            if os.path.islink(path) and not self._resolves_inside(path):
+                raise self._escape(key)
+            if len(self._read_paths) >= _CHECKED_FILES:  # bounded memory; the checks start again
+                self._read_paths.clear()
+            self._read_paths[key] = path
         return path
 
     def path_of(self, key: str) -> str:
