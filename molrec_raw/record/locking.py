@@ -100,7 +100,7 @@ class WriterLock:
     section: Optional[str]
     writer: str
     fileops: FileOps
-    _held: List[Tuple[int, Path, bool]] = field(default_factory=list)  # (fd, lock file, exclusive)
+    _held: List[Tuple[int, Path, bool]] = field(default_factory=list, init=False, repr=False)  # (fd, file, exclusive)
 
     @property
     def held(self) -> bool:

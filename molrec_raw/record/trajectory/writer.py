@@ -694,7 +694,6 @@ class MrecWriter:
             if self._status:  # after the last commit: a reader that sees it then sees every frame
                 live.record_state(self._root, live.SUCCEEDED, durable=self._durable)
         except BaseException as exc:
-            self._guard.poison(exc)
             self._release()
             self._guard.fail(exc)
         self._release()
