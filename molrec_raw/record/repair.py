@@ -8,7 +8,11 @@
   under ``trajectory/`` is fsynced and the checkpoint removed (the record is then durable as
   it stands, like one closed cleanly).
 - **Metrics**: the WAL past the watermark is cut at its first NUL byte (an append a power
-  cut left as zeros) or at a torn last line, as the next writer would.
+  cut left as zeros) or at a torn last line, as the next writer would — or at its first
+  complete line that is not a well-formed event: readers and writers refuse such a line
+  (README decision 9), and past the watermark, where nothing was made durable yet, it is
+  what a power cut leaves on a device without powersafe overwrite (a torn sector garbles
+  earlier lines of the same sector; spec-notes/metrics.md "Power cuts").
 
 ``dry_run`` lists the changes and makes none.  Running it twice changes nothing the second
 time (the first run leaves no checkpoint, nothing to cut and nothing to remove).
@@ -27,10 +31,10 @@ from typing import List, Optional
 
 from molrec_raw.errors import MolrecError
 from molrec_raw.record.damage import Damage, record_damage
-from molrec_raw.record.doors import check_record_path, open_record, require_record_directory
+from molrec_raw.record.doors import check_record_path, open_record, require_record_directory, settle_swap
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.metrics import dense
-from molrec_raw.record.metrics.wal import WalFile, complete_part
+from molrec_raw.record.metrics.wal import WalFile, complete_part, parse_wal
 from molrec_raw.record.trajectory import recovery
 from molrec_raw.record.trajectory.common import TRAJ
 from molrec_raw.record.trajectory.reader import MrecReader
@@ -67,8 +71,11 @@ def _wal_cut(store: DirectoryStore, group: Optional[Group]) -> Optional[int]:
         return None
     catalog = dense.read_catalog(group.attrs.asdict(), node=group.name)
     floor = catalog.wal[1] if catalog.wal is not None else 0
-    tail = store.get_range(key, floor) or b""
-    keep = floor + len(complete_part(tail))
+    tail = complete_part(store.get_range(key, floor) or b"")
+    keep = floor + len(tail)
+    bad = parse_wal(tail, source=key, first_offset=floor, lenient=True).skipped
+    if bad:
+        keep = bad[0][1]  # the byte offset of the first line that is not a well-formed event
     return keep if keep < size else None
 
 
@@ -83,6 +90,7 @@ def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[File
     if dry_run:
         return _repair(target, True, ops, scan=True)
     with lock_writer(target, writer="repair", lock=lock, fileops=ops):
+        settle_swap(target.absolute(), ops)  # an interrupted swap settled first: the record a reader sees
         return _repair(target, False, ops, scan=True)
 
 
@@ -114,12 +122,12 @@ def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> Rep
     group = root.get("metrics")
     cut = _wal_cut(store, group if isinstance(group, Group) else None)
     if cut is not None:
-        report.changes.append(f"cut metrics/{dense.WAL_NAME} to {cut} bytes: a torn or zero-filled tail "
-                              "past the watermark")
+        report.changes.append(f"cut metrics/{dense.WAL_NAME} to {cut} bytes: a torn, zero-filled or damaged "
+                              "tail past the watermark")
         if not dry_run:
             wal = WalFile(store, f"metrics/{dense.WAL_NAME}")
             try:
-                wal.truncate_torn_tail(cut)
+                wal.cut(cut)
             finally:
                 wal.close()
     if scan:

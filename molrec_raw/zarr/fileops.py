@@ -22,7 +22,6 @@ log them, while a fault injector can still fail them.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import stat
@@ -44,6 +43,8 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 def _renameat2() -> Optional[Callable[..., int]]:
     """glibc's ``renameat2`` (Linux >= 3.15, glibc >= 2.28), or None."""
+    import ctypes.util  # here, not at import: it loads subprocess, and only this call needs it
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
     except OSError:  # pragma: no cover - no C library to load

@@ -40,7 +40,7 @@ import orjson
 from molrec_raw.errors import (CorruptDataError, InvalidValueError, MolrecError, NodeExistsError, ReadOnlyError,
                                SpecViolationError, StoreError, UnsupportedFeatureError)
 from molrec_raw.record import documents
-from molrec_raw.record.doors import check_record_path, local_record_problem, not_a_record, open_record
+from molrec_raw.record.doors import check_record_path, local_record_problem, not_a_record, open_record, settle_swap
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.metrics import dense
 from molrec_raw.record.metrics.safe_name import encode_safe_name
@@ -50,6 +50,7 @@ from molrec_raw.record.metrics.wal import (ParsedWal, WalFile, group_events, par
 from molrec_raw.record.runplot.vegalite import HOST_PLOT_SUFFIX, HostPlot
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import DirectoryStore, Group, open_group
+from molrec_raw.zarr.codecs.sharding import align_up
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 from molrec_raw.zarr.remote import is_url
 from molrec_raw.zarr.store import PathLike
@@ -149,6 +150,7 @@ class MetricsWriter:
         self._ms = -1  # the millisecond whose wall-time text is cached in _wall
         self._wall = ""
         self._long = 0  # characters of long (tagged) lines buffered since the last write
+        self._blank = 0  # blank lines (sector padding) written since the last densify
         self._shadow: Optional[List[Any]] = None  # record writers: prefix, step, wall, value per event
         self._group: Optional[Group] = None
         self._plot: Optional[HostPlot] = None
@@ -192,6 +194,7 @@ class MetricsWriter:
         path = check_record_path(record)
         self._take_lock(path, "metrics", lock, fileops)
         try:
+            settle_swap(path.absolute(), fileops)  # an interrupted swap settled first: the record a reader sees
             self._open_locked_record(path)
         except BaseException as exc:
             self._lock.release()
@@ -437,6 +440,7 @@ class MetricsWriter:
         try:
             self._write_buffer()
             if durable:
+                self._end_at_sector()
                 self._wal.sync()
             if self._group is not None:
                 self._densify(durable)
@@ -444,6 +448,17 @@ class MetricsWriter:
                 self._plot.update(self._wal.read, self._end)
         except BaseException as exc:
             self._fail(exc)
+
+    def _end_at_sector(self) -> None:
+        """Before a durable flush's fsync: end the WAL at a ``SECTOR_ALIGN`` boundary with
+        blank lines (``\\n``, which readers skip: documents#9.15), so that no later append
+        shares a sector with the lines made durable now — on a device without powersafe
+        overwrite a torn sector loses every byte of it (spec-notes/metrics.md "Power cuts")."""
+        pad = align_up(self._end) - self._end
+        if pad:
+            self._wal.write(b"\n" * pad)
+            self._end += pad
+            self._blank += pad
 
     def close(self, durable: bool = True) -> None:
         """Flush (densify, for a record), then release the WAL and the lock.  Idempotent.  A
@@ -504,7 +519,7 @@ class MetricsWriter:
         shadow = self._shadow
         group = self._group
         assert shadow is not None and group is not None
-        lines = self._mark[0] + self._tail_lines + len(shadow) // 4
+        lines = self._mark[0] + self._tail_lines + len(shadow) // 4 + self._blank
         if self._end == self._mark[1]:  # nothing new since the last densify
             if durable:  # ... but an earlier one may not have been made durable
                 group.store.sync_all()
@@ -539,6 +554,7 @@ class MetricsWriter:
         self._mark = (lines, self._end)
         self._tail = ParsedWal({}, 0)
         self._tail_lines = 0
+        self._blank = 0
         del shadow[:]
 
     def _commit(self, attrs: Dict[str, Any], durable: bool) -> None:
