@@ -27,7 +27,7 @@ from typing import Dict
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError
+from molrec_raw.errors import InvalidValueError, RecordExistsError
 from molrec_raw.record.forcefield import ForceFieldSection, block_name
 from molrec_raw.record.metrics import MetricsWriter
 from molrec_raw.record.model import Block, Box, Frame
@@ -99,11 +99,14 @@ def _bonds(molecules: int, broken: bool) -> Block:
     return Block({"atomi": oxygen, "atomj": hydrogen})
 
 
-def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: int = 0) -> Path:
-    """Write the demo record at ``path`` (a ``*.mrec`` directory that must not exist yet)."""
+def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: int = 0,
+               overwrite: bool = False) -> Path:
+    """Write the demo record at ``path`` (a ``*.mrec`` directory); an existing record there is
+    replaced only with ``overwrite=True`` (``molrec-raw demo --force``), anything else never."""
     target = Path(path)
-    if target.exists():
-        raise FileExistsError(f"{target} exists; the demo writes a new record")
+    if target.exists() and not overwrite:
+        raise RecordExistsError(f"{target} exists; the demo writes a new record (--force replaces a record "
+                                "there)", store=str(target), rule="safety#overwrite")
     if frames < 1 or molecules < 1:
         raise InvalidValueError(f"the demo needs at least one frame and one molecule, got {frames} and {molecules}")
     rng = np.random.default_rng(seed)
@@ -120,7 +123,7 @@ def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: 
         status={"state": "running"},
         method={"type": "classical", "description": "molecular dynamics, NPT, 2 fs steps",
                 "engine": {"name": "molrec-raw demo"}},
-        system=_system(molecules), forcefield=_forcefield()))
+        system=_system(molecules), forcefield=_forcefield()), overwrite=overwrite)
 
     with MrecWriter(target, _schema(n)) as trajectory, MetricsWriter(target) as metrics:
         velocity = rng.normal(scale=0.02, size=(n, 3))
@@ -154,7 +157,7 @@ def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: 
         "time_dependent": True, "unit": "angstrom^2"})}
     rec.status = {"state": "succeeded"}
     rec.trajectory.close()
-    write_mrec(target, rec)  # the trajectory and metrics sections are carried verbatim
+    write_mrec(target, rec, overwrite=True)  # its own record; trajectory and metrics carried verbatim
     return target
 
 

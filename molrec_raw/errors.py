@@ -26,6 +26,12 @@ __all__ = [
     "InvalidValueError",
     "NodeExistsError",
     "SpecViolationError",
+    "NotARecordError",
+    "RecordExistsError",
+    "WriterLockedError",
+    "LockUnavailableError",
+    "IOFailureError",
+    "PoisonedWriterError",
     "brief",
 ]
 
@@ -128,6 +134,52 @@ class NodeExistsError(StoreError):
 
 class SpecViolationError(MolrecError):
     """Input that breaks a MolRec record rule."""
+
+
+class NotARecordError(NodeNotFoundError):
+    """A path that is not a MolRec record (missing, a directory without a root ``zarr.json``,
+    a file that is not a ``*.mrec.zip``): the one answer every door and subcommand gives."""
+
+
+class RecordExistsError(StoreError):
+    """A writer was asked to create a record where one exists, without ``overwrite=True``
+    (``--force``); or a conversion was asked to write over its own source."""
+
+
+class WriterLockedError(StoreError):
+    """Another writer holds the record (or file): one writer at a time (spec-notes/safety.md).
+    ``holders`` lists what is known of it (pid, host, since, which writer)."""
+
+    def __init__(self, message: str, *, holders: Optional[list] = None, **where: Any) -> None:  # type: ignore[type-arg]
+        super().__init__(message, **where)
+        self.holders = list(holders or [])
+
+
+class LockUnavailableError(StoreError):
+    """Advisory locks do not work where the record lies (an NFS mount without working locks,
+    ``local_lock``, a file system without ``flock``): writing on would be unprotected, so the
+    writer refuses unless the caller opts out (``lock=False``, ``MOLREC_RAW_LOCKING=off``)."""
+
+
+class IOFailureError(StoreError):
+    """The operating system failed a file operation a writer made (EIO, ENOSPC, EDQUOT, ...).
+    ``operation`` is the call (write, pwrite, fsync, rename, ...), ``path`` the file and
+    ``errno`` the error number; the writer that made it is poisoned from then on."""
+
+    def __init__(self, message: str, *, operation: str, path: str, errno: Optional[int] = None,
+                 **where: Any) -> None:
+        super().__init__(message, **where)
+        self.operation, self.path, self.errno = operation, path, errno
+
+
+class PoisonedWriterError(StoreError):
+    """A writer refused a call because an earlier failure poisoned it (spec-notes/safety.md):
+    its memory no longer says what reached the disk.  ``first`` is that failure.  Close the
+    writer and reopen the record (``MrecWriter.open``), which verifies the disk."""
+
+    def __init__(self, message: str, *, first: BaseException, **where: Any) -> None:
+        super().__init__(message, **where)
+        self.first = first
 
 
 _BRIEF = reprlib.Repr()

@@ -38,10 +38,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (MolrecError, OSError) as exc:
         print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except ImportError as exc:  # an optional extra is missing: its own message names it, e.g. [lmdb]
-        if "pip install 'molrec-raw[" not in str(exc):
+    except Exception as exc:  # a bug, or a library's error that slipped through: still one line, exit 2
+        if isinstance(exc, ImportError) and "pip install 'molrec-raw[" in str(exc):
+            print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)  # a missing extra, named
+            return 2
+        if os.environ.get("MOLREC_RAW_TRACEBACK"):
             raise
-        print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)
+        text = " ".join(str(exc).split()) or "(no message)"
+        print(f"molrec-raw {args.command}: internal error: {type(exc).__name__}: {text} (a bug: please "
+              "report it; MOLREC_RAW_TRACEBACK=1 shows where)", file=sys.stderr)
         return 2
 
 

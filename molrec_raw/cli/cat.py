@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from molrec_raw.errors import MolrecError, NodeNotFoundError
+from molrec_raw.errors import InvalidValueError, MolrecError, NodeNotFoundError
 from molrec_raw.record import typed_json
 from molrec_raw.record.doors import open_record
 from molrec_raw.record.trajectory import MrecReader
@@ -89,6 +89,10 @@ def run_cat(args: argparse.Namespace) -> int:
         if not isinstance(root.get("trajectory"), Group):
             raise MolrecError("--frame needs a record with a trajectory")
         with MrecReader(args.path) as reader:
+            n = len(reader)
+            if not -n <= args.frame < n:
+                raise InvalidValueError(f"--frame {args.frame}: {args.path} has {n} committed frame(s)"
+                                        + (f" (0 to {n - 1}, or -1 to -{n} from the end)" if n else ""))
             frame = reader[args.frame]
     if args.block is not None and args.block not in frame.blocks:
         raise NodeNotFoundError(f"the frame has no block {args.block!r}; its blocks: "

@@ -26,6 +26,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_repair(args: argparse.Namespace) -> int:
+    """What a crash left is restored (``--dry-run``: listed); chunks no repair restores are
+    named; exit 0 only when the record is sound afterwards (spec-notes/cli.md)."""
     from molrec_raw.collection.inspection import is_collection_path
     from molrec_raw.errors import MolrecError
 
@@ -36,10 +38,18 @@ def run_repair(args: argparse.Namespace) -> int:
     verb = "would" if args.dry_run else "did"
     for change in report.changes:
         print(f"{verb}: {change}")
+    for damage in report.damaged:
+        print(f"damaged: {damage} (not restorable: restore the record from a copy)")
     if report.nstep is not None:
         where = "the live state" if report.source == "live" else f"its checkpoint ({report.reason})"
         print(f"trajectory: {report.nstep} committed frames, read from {where}")
-    if not report.changes:
+    if not report.changes and not report.damaged:
         print(f"{args.path}: nothing to repair")
-    print(f"{args.path}: {'sound' if report.sound else 'needs repair' if args.dry_run else 'NOT sound'}")
+    if report.sound:
+        verdict = "sound"
+    elif report.damaged:
+        verdict = f"NOT sound: {len(report.damaged)} damaged chunk(s) no repair can restore"
+    else:
+        verdict = "needs repair" if args.dry_run else "NOT sound"
+    print(f"{args.path}: {verdict}")
     return 0 if report.sound else 1

@@ -83,7 +83,8 @@ def run_convert(args: argparse.Namespace) -> int:
         raise MolrecError(str(exc)) from None
     with ProgressBar("convert") as bar, warnings.catch_warnings(record=True) as caught:
         report = convert(args.source, args.target, topology=args.topology, precision=args.precision,
-                         stride=args.stride, frames=parse_frames(args.frames), in_format=args.format, progress=bar)
+                         stride=args.stride, frames=parse_frames(args.frames), in_format=args.format, progress=bar,
+                         overwrite=args.force)
     shown = [w for w in caught if not issubclass(w.category, DeprecationWarning) and str(w.message).strip()]
     for message in dict.fromkeys(str(w.message).splitlines()[0] for w in shown):
         print(f"molrec-raw convert: warning: {message}", file=sys.stderr)

@@ -13,7 +13,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from molrec_raw import plot
 
     started = time.monotonic()
-    path = write_demo(args.path, frames=args.frames)
+    path = write_demo(args.path, frames=args.frames, overwrite=args.force)
     print("\n".join(inspect_lines(str(path), False)))
     image = plot.default_image_path(path)
     try:

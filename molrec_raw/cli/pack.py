@@ -9,13 +9,14 @@ from molrec_raw.record.pack import pack_mrec_zip, unpack_mrec_zip
 
 def run_pack(args: argparse.Namespace) -> int:
     with ProgressBar("pack") as bar:
-        target = pack_mrec_zip(args.path, remove_source=args.remove_source, progress=bar)
+        target = pack_mrec_zip(args.path, remove_source=args.remove_source, progress=bar,
+                               overwrite=args.force, check=not args.force)
     print(target)
     return 0
 
 
 def run_unpack(args: argparse.Namespace) -> int:
     with ProgressBar("unpack") as bar:
-        target = unpack_mrec_zip(args.zip, args.dest, progress=bar)
+        target = unpack_mrec_zip(args.zip, args.dest, progress=bar, overwrite=args.force)
     print(target)
     return 0

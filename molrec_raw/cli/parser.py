@@ -114,9 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("demo", "write a sample record (a small MD run) and inspect it",
                 "Write a sample record - 32 waters, 300 frames, a force field, per-step meta, metrics and a changing "
                 "cell - through the public API, print its tree, and draw its picture when matplotlib is installed. "
-                "Refuses a PATH that exists.", "molrec_raw.cli.demo:run_demo")
+                "Refuses a PATH that exists unless --force.", "molrec_raw.cli.demo:run_demo")
     p.add_argument("path", help="the record to create, e.g. demo.mrec (must not exist)")
     p.add_argument("--frames", type=int, default=300, help="frames of the sample run (default 300)")
+    p.add_argument("--force", action="store_true", help="replace a record already at PATH")
 
     p = command("inspect", "a readable tree of a record; --follow redraws it as a run commits",
                 "Print a record's tree - groups with their attributes, arrays with shape, dtype, chunk and shard "
@@ -146,17 +147,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("pack", "<stem>.mrec -> <stem>.mrec.zip",
                 "Pack a record directory into the at-rest form <stem>.mrec.zip beside it: stored (uncompressed) "
-                "entries named relative to the root, sorted, ZIP64 when needed.  Refuses to replace an existing "
-                "zip.", "molrec_raw.cli.pack:run_pack")
+                "entries named relative to the root, sorted, ZIP64 when needed.  Refuses a record that fails "
+                "validation and an existing zip unless --force.", "molrec_raw.cli.pack:run_pack")
     p.add_argument("path", help="the record directory to pack (<stem>.mrec)")
     p.add_argument("--remove-source", action="store_true",
                    help="remove the directory once the zip is complete and verified (default: keep it)")
+    p.add_argument("--force", action="store_true",
+                   help="pack a record that fails validation, and replace a zip already there")
 
     p = command("unpack", "a packed record back into a directory",
                 "Extract a packed record (*.mrec.zip) into a directory.  Every entry name is checked before "
                 "anything is written (no absolute paths, no '..', no duplicates).", "molrec_raw.cli.pack:run_unpack")
     p.add_argument("zip", help="the packed record (*.mrec.zip)")
     p.add_argument("dest", help="the directory to extract into (must not exist, or be empty), e.g. run.mrec")
+    p.add_argument("--force", action="store_true", help="replace a record already at DEST")
 
     p = command("convert", "a trajectory MDAnalysis reads -> a record, a record -> any format it writes; "
                 "extxyz / ASE db <-> a collection",
@@ -188,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a record (*.mrec) into a collection: each trajectory frame becomes one record")
     p.add_argument("--units", default=None, metavar="Q=U,...", help="with --frames-as-records: the collection's "
                    "units when the record states none, e.g. length=angstrom,energy=eV,force=eV/angstrom")
+    p.add_argument("--force", action="store_true", help="replace an existing TARGET (never the SOURCE itself)")
 
     p = command("metrics", "latest value of every metric series; --follow tails the WAL",
                 "Print one row per metrics series - points, last step, last value, min and max of the finite "

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from molrec_raw.conformance.canonical import canonical_bytes, first_difference
 from molrec_raw.conformance.dump import dump_path
-from molrec_raw.errors import MolrecError
+from molrec_raw.errors import InvalidValueError, MolrecError
 
 __all__ = ["Outcome", "Reader", "command_reader", "in_process_reader", "run_corpus", "INDEX", "EXPECTED"]
 
@@ -49,9 +49,12 @@ def command_reader(template: str, timeout: float = 120.0) -> Reader:
     """A reader running ``template`` (``"mydumper {path}"``; without ``{path}`` the path is
     appended) as a command, without a shell.  A command that cannot be started at all
     raises (it refuses nothing); one that runs past ``timeout`` counts as exit 124."""
-    words = shlex.split(template)
+    try:
+        words = shlex.split(template)
+    except ValueError as exc:  # unbalanced quotes
+        raise InvalidValueError(f"the reader command {template!r} cannot be split into words: {exc}") from None
     if not words:
-        raise ValueError("the reader command is empty")
+        raise InvalidValueError("the reader command is empty")
 
     def read(path: Path) -> Tuple[int, bytes, bytes]:
         args = [w.replace("{path}", str(path)) for w in words]

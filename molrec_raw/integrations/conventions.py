@@ -373,10 +373,10 @@ def refuse_units_change(stored: Optional[Units], writing: Units, where: str) -> 
 # ``system/`` first, then a trajectory that is appended to and, after a restart, reopened.
 def start_trajectory(path: Any, system: Frame, schema: SequenceSchema, *,
                      flush_every: Optional[int] = None) -> MrecWriter:
-    """A fresh record: ``system/`` (replacing a record already at ``path``, refusing anything
-    that is not one), then a created, empty trajectory pinned to ``schema`` (trajectory §3:
-    zero frames until the first commit)."""
-    return MrecWriter(write_mrec_system(path, system), schema, flush_every=flush_every)
+    """A fresh record: ``system/`` (replacing a record already at ``path``, as the tools' own
+    writers replace their files; refusing anything that is not a record), then a created,
+    empty trajectory pinned to ``schema`` (trajectory §3: zero frames until the first commit)."""
+    return MrecWriter(write_mrec_system(path, system, overwrite=True), schema, flush_every=flush_every)
 
 
 def continue_trajectory(path: Any, writing: Units, schema: SequenceSchema,

@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from molrec_raw.errors import InvalidValueError, MolrecError, UnsupportedFeatureError
+from molrec_raw.errors import InvalidValueError, MolrecError, RecordExistsError, UnsupportedFeatureError
 from molrec_raw.integrations.mdanalysis import FORMAT, MRECWriter, is_record_path, mda
+from molrec_raw.record.doors import replace_record
 
-__all__ = ["ConvertReport", "convert", "parse_frames", "NEEDS_TOPOLOGY"]
+__all__ = ["ConvertReport", "convert", "parse_frames", "check_target", "NEEDS_TOPOLOGY"]
 
 #: Output formats whose writers write atom names and residues: refused from a source that
 #: carries no topology (it would invent them) unless ``--topology`` gives one.
@@ -67,15 +68,43 @@ def _universe(source: str, topology: Optional[str], in_format: Optional[str]) ->
     args = (source,) if topology is None else (topology, source)
     kwargs = {} if in_format is None else {"format": in_format}
     try:
-        return mda.Universe(*args, **kwargs)
+        universe = mda.Universe(*args, **kwargs)
+        universe.trajectory  # a Universe built from a topology alone has none (e.g. --format of no reader)
+        return universe
     except MolrecError:
         raise
-    except (ValueError, TypeError, KeyError, NotImplementedError, IndexError, OSError) as exc:
+    except (ValueError, TypeError, KeyError, NotImplementedError, IndexError, OSError, AttributeError) as exc:
         message = _one_line(exc)
+        if isinstance(exc, AttributeError):
+            raise InvalidValueError(f"cannot read {source}: MDAnalysis found no trajectory in it"
+                                    + (f" as format {in_format!r}" if in_format is not None else "")
+                                    + f" ({message})") from None
         if "topology" in message.lower() and topology is None:
             raise InvalidValueError(f"cannot read {source}: MDAnalysis needs a topology for it (pass --topology FILE, "
                                     f"or --format if the extension misleads): {message}") from None
         raise InvalidValueError(f"cannot read {source}: {message}") from None
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file or directory (one of them may not exist)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_target(source: str, target: str, topology: Optional[str], overwrite: bool) -> None:
+    """The overwrite policy of ``convert`` (spec-notes/safety.md): the target is never the
+    source or the topology — refused even with ``overwrite``, naming both — and an existing
+    target is replaced only with ``overwrite`` (``--force``)."""
+    for given, what in ((source, "source"), (topology, "topology")):
+        if given is not None and _same_file(given, target):
+            raise RecordExistsError(f"refusing to convert {given} into itself: the target {target} is the {what} "
+                                    "(even with --force, a conversion never writes over its input; write to "
+                                    "another path)", store=target, rule="safety#overwrite")
+    if os.path.lexists(target) and not overwrite:
+        raise RecordExistsError(f"{target} exists; refusing to replace it (--force / overwrite=True replaces it)",
+                                store=target, rule="safety#overwrite")
 
 
 def _writer_format(target: str, frames: int) -> str:
@@ -99,12 +128,18 @@ def _writer_format(target: str, frames: int) -> str:
 
 def convert(source: Any, target: Any, *, topology: Optional[str] = None, precision: Optional[float] = None,
             stride: int = 1, frames: Optional[slice] = None, in_format: Optional[str] = None,
-            progress: Optional[Callable[[int, int], None]] = None) -> ConvertReport:
+            progress: Optional[Callable[[int, int], None]] = None, overwrite: bool = False) -> ConvertReport:
     """Convert the trajectory ``source`` (with ``topology``, if its format carries none) into
     ``target``; the format of each is its extension (a record: ``*.mrec``, ``*.mrec.zip``
     to read).  ``frames`` (a slice) and ``stride`` select frames; ``precision`` (record
-    output only) rounds positions.  ``progress(done, total)`` is called per frame."""
+    output only) rounds positions.  ``progress(done, total)`` is called per frame.
+
+    An existing ``target`` is replaced only with ``overwrite``, and never when it is the
+    source or the topology (:func:`check_target`).  The output is written beside the target
+    and moved into place when complete, so a conversion that fails leaves the old target
+    (or nothing), never a half-written one."""
     source, target = str(source), str(target)
+    check_target(source, target, topology, overwrite)
     if not isinstance(stride, int) or stride < 1:
         raise InvalidValueError(f"--stride must be a positive integer, got {stride!r}")
     if precision is not None and not is_record_path(target):
@@ -121,20 +156,45 @@ def convert(source: Any, target: Any, *, topology: Optional[str] = None, precisi
                                 "(pass --topology FILE)")
     started = time.perf_counter()
     done = 0
-    try:
-        writer = (MRECWriter(target, atoms.n_atoms, precision=precision) if fmt == FORMAT
-                  else mda.Writer(target, n_atoms=atoms.n_atoms, **({"multiframe": True} if total > 1 else {})))
-    except (ValueError, TypeError, OSError) as exc:
-        raise InvalidValueError(f"cannot write {target}: {_one_line(exc)}") from None
-    try:
-        with writer:
-            for _ in universe.trajectory[start:stop:stride]:
-                writer.write(atoms)
-                done += 1
-                if progress is not None:
-                    progress(done, total)
-    except MolrecError:
-        raise
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        raise InvalidValueError(f"converting {source} to {target} at frame {done}: {_one_line(exc)}") from None
+
+    def write(out: str) -> None:
+        nonlocal done
+        try:
+            writer = (MRECWriter(out, atoms.n_atoms, precision=precision) if fmt == FORMAT
+                      else mda.Writer(out, n_atoms=atoms.n_atoms, **({"multiframe": True} if total > 1 else {})))
+        except (ValueError, TypeError, OSError) as exc:
+            raise InvalidValueError(f"cannot write {target}: {_one_line(exc)}") from None
+        try:
+            with writer:
+                for _ in universe.trajectory[start:stop:stride]:
+                    writer.write(atoms)
+                    done += 1
+                    if progress is not None:
+                        progress(done, total)
+        except MolrecError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            raise InvalidValueError(f"converting {source} to {target} at frame {done}: {_one_line(exc)}") from None
+
+    if fmt == FORMAT:  # built beside the target and swapped in, under the target's lock (as the doors do)
+        replace_record(target, lambda root: write(str(root.store.describe())), overwrite=overwrite)
+    else:
+        _write_beside(target, write)
     return ConvertReport(source, target, done, atoms.n_atoms, time.perf_counter() - started)
+
+
+def _write_beside(target: str, write: Callable[[str], None]) -> None:
+    """Write a file output under a temporary name beside ``target`` (same extension: the
+    writer is chosen by it), then rename it into place; removed on failure."""
+    head, name = os.path.split(os.path.abspath(target))
+    stem, dot, ext = name.partition(".")
+    staging = os.path.join(head, f".{stem}.molrec-convert-{os.getpid()}{dot}{ext}")
+    try:
+        write(staging)
+        os.replace(staging, target)
+    except BaseException:
+        try:
+            os.unlink(staging)
+        except OSError:
+            pass
+        raise

@@ -365,11 +365,11 @@ class MRECWriter(WriterBase):
     def close(self) -> None:
         if getattr(self, "_closed", True):  # closed, or __init__ never finished
             return
+        self._closed = True  # first: a close that fails is not tried again (MDAnalysis closes on __del__)
         sink = self._sink
         if sink is None:
             sink = self._sink = TrajectorySink(self.filename, self.n_atoms, MDANALYSIS_UNITS,
                                                precision=self.precision)  # no frame: the atom count only
-        self._closed = True
         sink.close()
 
 

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
-from molrec_raw.errors import NodeNotFoundError, ReadOnlyError, SpecViolationError, StoreError, UnsupportedFeatureError
+from molrec_raw.errors import (NodeNotFoundError, NotARecordError, ReadOnlyError, RecordExistsError, SpecViolationError,
+                               StoreError, UnsupportedFeatureError)
 from molrec_raw.record import documents
+from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, write_frame_group
 from molrec_raw.record.model import Frame
 from molrec_raw.record.violations import refuse
@@ -31,7 +33,8 @@ RecordSource = Union[PathLike, Store]
 __all__ = [
     "write_mrec_frame", "write_mrec_system", "write_mrec_forcefield", "read_mrec_frame",
     "read_mrec_system", "read_mrec_forcefield", "read_mrec_meta", "section_names",
-    "check_record_path", "open_record", "opened_record", "record_source", "RecordSource",
+    "check_record_path", "open_record", "opened_record", "record_source", "RecordSource", "claim_target",
+    "local_record_problem", "not_a_record", "require_record_directory",
     "interrupted_swap", "swap_leftover", "settle_swap", "writable_record_path",
 ]
 
@@ -85,8 +88,56 @@ def record_source(source: RecordSource) -> StoreLike:
         leftover = swap_leftover(local)  # a two-rename swap a crash interrupted: read what it left
         if leftover is not None:
             return leftover
-        raise NodeNotFoundError(f"{local}: no such file or directory", store=str(local))
+    problem = local_record_problem(local)
+    if problem is not None:
+        raise not_a_record(local, problem)
     return local
+
+
+_RECORD_IS = "a record is a *.mrec directory holding a root zarr.json, or a *.mrec.zip archive"
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x06\x06")  # local header; empty archive; ZIP64 end
+
+
+def local_record_problem(path: Path) -> Optional[str]:
+    """Why the local ``path`` is not a record, or None when it may be one (a directory with a
+    root ``zarr.json``, or a file that starts as a zip archive).  Cheap: a stat and at most
+    four bytes read."""
+    if not os.path.lexists(path):
+        return "no such file or directory"
+    if path.is_dir():
+        return None if (path / "zarr.json").is_file() else "a directory without a root zarr.json"
+    if not path.is_file():
+        return "neither a directory nor a file" if not path.is_symlink() else "a dangling symbolic link"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    if not head:
+        return "an empty file"
+    if head not in _ZIP_MAGIC:
+        return "a file that is not a zip archive"
+    return None
+
+
+def not_a_record(path: PathLike, why: str) -> NotARecordError:
+    """The one answer to a path that is not a record, whichever door or subcommand meets it:
+    ``<path>: no such file or directory``, or ``<path>: not a MolRec record (<why>); a record
+    is ...``."""
+    if why == "no such file or directory":
+        return NotARecordError(f"{path}: no such file or directory", store=str(path))
+    return NotARecordError(f"{path}: not a MolRec record ({why}); {_RECORD_IS}", store=str(path))
+
+
+def require_record_directory(path: Path, what: str) -> None:
+    """Refuse a path that is not a record directory: the one answer (:func:`not_a_record`),
+    or, for a packed record, that ``what`` (``repair``, ``pack``) takes a directory."""
+    problem = local_record_problem(path)
+    if problem is not None:
+        raise not_a_record(path, problem)
+    if not path.is_dir():
+        raise StoreError(f"{path}: {what} works on a record directory; a *.mrec.zip is read-only "
+                         "(unpack it first)", store=str(path))
 
 
 def open_record(path: RecordSource) -> Group:
@@ -253,11 +304,15 @@ def writable_record_path(path: PathLike, fileops: Optional[FileOps] = None) -> P
 
 
 def replace_record(path: PathLike, build: Callable[[Group], object], durable: bool = True,
-                   fileops: Optional[FileOps] = None) -> Path:
-    """Build a record beside ``path`` with ``build(root_group)``, then swap it in.
+                   fileops: Optional[FileOps] = None, *, overwrite: bool = False,
+                   lock: Optional[bool] = None) -> Path:
+    """Build a record beside ``path`` with ``build(root_group)``, then swap it in, holding
+    the record's writer lock exclusively from before the first look at ``path`` until after
+    the swap (record/locking.py; ``lock`` False: the caller coordinates writers).
 
-    An existing ``path`` is replaced only when it is a record (root zarr.json) or an empty
-    directory; anything else is refused and left untouched.  ``durable`` fsyncs every file
+    An existing record at ``path`` is replaced only with ``overwrite=True``
+    (:class:`~molrec_raw.errors.RecordExistsError` otherwise); an empty directory is written
+    into; anything else is refused and left untouched.  ``durable`` fsyncs every file
     and directory of the new record before the swap, so a power loss never leaves a
     renamed record with missing bytes (cost: one fsync per file), and the directory
     holding it after the swap.  The swap of an existing record is one atomic exchange of
@@ -271,14 +326,32 @@ def replace_record(path: PathLike, build: Callable[[Group], object], durable: bo
     """
     ops = fileops if fileops is not None else FileOps()
     target = check_record_path(path).absolute()
-    settle_swap(target, ops)
-    if target.exists() or target.is_symlink():
-        is_record = target.is_dir() and (target / "zarr.json").is_file()
-        if not (is_record or (target.is_dir() and not any(target.iterdir()))):
-            raise StoreError(
-                "refusing to replace: the path exists and is neither a record (no root zarr.json) "
-                "nor an empty directory", store=str(target),
-            )
+    with lock_writer(target, writer="whole-record writer", lock=lock, fileops=ops):
+        settle_swap(target, ops)
+        claim_target(target, overwrite)
+        return _build_and_swap(target, build, durable, ops)
+
+
+def claim_target(target: Path, overwrite: bool) -> None:
+    """The overwrite policy of every door that writes a record at a path (spec-notes/safety.md):
+    a missing path or an empty directory is written; an existing record only with
+    ``overwrite`` (``--force``), else :class:`~molrec_raw.errors.RecordExistsError`; anything
+    else (a file, a directory that is not a record) never."""
+    if not (target.exists() or target.is_symlink()):
+        return
+    is_record = target.is_dir() and (target / "zarr.json").is_file()
+    if not (is_record or (target.is_dir() and not any(target.iterdir()))):
+        raise StoreError(
+            "refusing to replace: the path exists and is neither a record (no root zarr.json) "
+            "nor an empty directory", store=str(target),
+        )
+    if is_record and not overwrite:
+        raise RecordExistsError(f"{target} is an existing record; refusing to replace it (pass overwrite=True, "
+                                "or --force on the command line)", store=str(target), rule="safety#overwrite")
+
+
+def _build_and_swap(target: Path, build: Callable[[Group], object], durable: bool, ops: FileOps) -> Path:
+    """The body of :func:`replace_record`, under the lock: build beside, swap in."""
     staging = target.with_name(f".{target.name}{_NEW}{os.getpid()}")
     ops.rmtree(str(staging))
     try:
@@ -336,22 +409,27 @@ def write_sections(root: Group, meta: Optional[Dict[str, Any]], sections: Dict[s
 
 def write_mrec_frame(path: PathLike, frame: Frame, system: Optional[Frame] = None,
                      meta: Optional[Dict[str, Any]] = None, forcefield: Any = None, *,
-                     durable: bool = True, fileops: Optional[FileOps] = None) -> Path:
-    """Write a record holding ``frame`` (and optionally ``system`` and a force field)."""
+                     durable: bool = True, fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path:
+    """Write a record holding ``frame`` (and optionally ``system`` and a force field); an
+    existing record at ``path`` is replaced only with ``overwrite=True``."""
     return replace_record(path, lambda root: write_sections(
-        root, meta, {"frame": frame, "system": system}, forcefield), durable, fileops)
+        root, meta, {"frame": frame, "system": system}, forcefield), durable, fileops, overwrite=overwrite)
 
 
 def write_mrec_system(path: PathLike, system: Frame, meta: Optional[Dict[str, Any]] = None,
-                      forcefield: Any = None, *, durable: bool = True, fileops: Optional[FileOps] = None) -> Path:
-    """Write a record holding ``system`` (and optionally a force field)."""
+                      forcefield: Any = None, *, durable: bool = True, fileops: Optional[FileOps] = None,
+                      overwrite: bool = False) -> Path:
+    """Write a record holding ``system`` (and optionally a force field); an existing record
+    at ``path`` is replaced only with ``overwrite=True``."""
     return replace_record(path, lambda root: write_sections(root, meta, {"system": system}, forcefield),
-                          durable, fileops)
+                          durable, fileops, overwrite=overwrite)
 
 
 def write_mrec_forcefield(path: PathLike, forcefield: Any, meta: Optional[Dict[str, Any]] = None, *,
-                          durable: bool = True, fileops: Optional[FileOps] = None) -> Path:
-    """Write a force-field package: ``meta`` + ``forcefield`` (a valid record on its own)."""
+                          durable: bool = True, fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path:
+    """Write a force-field package: ``meta`` + ``forcefield`` (a valid record on its own); an
+    existing record at ``path`` is replaced only with ``overwrite=True``."""
     if forcefield is None:
         raise SpecViolationError("a force-field record needs a force field", rule="documents#9.1")
-    return replace_record(path, lambda root: write_sections(root, meta, {}, forcefield), durable, fileops)
+    return replace_record(path, lambda root: write_sections(root, meta, {}, forcefield), durable, fileops,
+                          overwrite=overwrite)

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from molrec_raw.errors import MolrecError, SpecViolationError
 from molrec_raw.record import documents
+from molrec_raw.record.damage import arrays_under, damaged_chunks
 from molrec_raw.record.doors import RecordSource, _meta_attrs, _rows_of, record_source, replace_record, write_sections
 from molrec_raw.record.forcefield import ForceFieldSection, read_forcefield_group
 from molrec_raw.record.frame_io import read_frame_group
@@ -95,7 +96,8 @@ def _read(path: RecordSource, root: Group, out: Optional[List[Violation]],
     groups = dict(root.groups())
     if out is not None:  # decision 2: reported by validate, never a reason to refuse reading
         collect.extend(documents.check_sections(groups))
-    for name, group in groups.items():
+
+    def section(name: str, group: Group) -> None:
         if name in _DOCUMENTS:
             doc = dict(group.attrs)
             collect.extend(documents.check_status(doc) if name == "status" else documents.check_method(doc))
@@ -129,13 +131,32 @@ def _read(path: RecordSource, root: Group, out: Optional[List[Violation]],
                 collect.append(Violation(exc.rule or type(exc).__name__, exc.node or "/trajectory", exc.message))
         elif name != "meta":
             rec.raw_sections[name] = RawSection(root.store, name)
+
+    for name, group in groups.items():
         if out is None:
+            section(name, group)
             refuse(collect)
+            continue
+        try:
+            section(name, group)
+        except MolrecError as exc:  # bytes beneath a rule check fail: every damaged chunk, then the next section
+            collect.extend(_section_damage(group, exc))
     return rec
 
 
-def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True, fileops: Optional[FileOps] = None) -> None:
-    """Write ``rec`` as a record at ``path`` (replacing a record there, safely)."""
+def _section_damage(group: Group, exc: MolrecError) -> List[Violation]:
+    """What validate reports for a section whose reading failed: every chunk of it that does
+    not decode (so one damaged column does not hide another), else the failure itself."""
+    damaged = [Violation(d.rule or "zarr-v3-subset#5", d.node, f"{d.message} (chunk {d.key})")
+               for array in arrays_under(group) for d in damaged_chunks(array)]
+    return damaged or [Violation(exc.rule or type(exc).__name__, exc.node or f"/{group.path}", exc.message)]
+
+
+def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True, fileops: Optional[FileOps] = None,
+               overwrite: bool = False) -> None:
+    """Write ``rec`` as a record at ``path``; an existing record there is replaced (safely:
+    built beside, swapped in) only with ``overwrite=True`` — ``rec`` may have been read from
+    it (its carried sections are read before the swap)."""
     if not isinstance(rec, MolRec):
         raise TypeError(f"write_mrec needs a MolRec, got {type(rec).__name__}")
     refuse(documents.check_sections(rec.section_names()))
@@ -163,7 +184,7 @@ def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True, fileops: Op
                     raise SpecViolationError(f"raw section {name!r} holds a key outside it: {key!r}")
                 root.store.set(key, value)
 
-    replace_record(path, build, durable, fileops)
+    replace_record(path, build, durable, fileops, overwrite=overwrite)
 
 
 def validate(path: RecordSource, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:

@@ -1,19 +1,29 @@
 """Packed records: ``<stem>.mrec/`` ⇄ ``<stem>.mrec.zip`` (trajectory §15, decision 12).
 
-Packing writes one STORED entry per file, names relative to the record root with ``/``,
-sorted, ZIP64 where needed, no directory entries — to a temporary name beside the target,
-verifies the central directory and every entry's CRC by reading the archive back, renames it
-into place, and only then (when asked) removes the source directory. An existing zip is never
-overwritten. Unpacking checks every entry name before anything is written.
+Packing first validates the record (a record that fails validation is refused unless
+``check=False`` / ``--force``), then writes one STORED entry per file, names relative to the
+record root with ``/``, sorted, ZIP64 where needed, no directory entries — to a temporary name
+beside the target, verifies the central directory and every entry's CRC by reading the archive
+back, renames it into place, and only then (when asked) removes the source directory.  An
+existing zip is replaced only with ``overwrite=True``.  Files are found and read through the
+record's DirectoryStore, so a symbolic link out of the record is refused, never packed.  The
+zip is locked while it is written, and with ``remove_source`` the record too, from before
+anything is read (record/locking.py).  Unpacking checks every entry name before anything is
+written, and builds the record beside its destination then swaps it in, as the whole-record
+doors do (the same lock and overwrite policy).
 """
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
-from molrec_raw.errors import CorruptDataError, SpecViolationError, StoreError
-from molrec_raw.zarr import DirectoryStore, ZipStore
+from molrec_raw.errors import CorruptDataError, RecordExistsError, SpecViolationError, StoreError
+from molrec_raw.record.doors import (check_record_path, local_record_problem, not_a_record, replace_record,
+                                    require_record_directory)
+from molrec_raw.record.locking import lock_writer
+from molrec_raw.zarr import DirectoryStore, Group, ZipStore
 from molrec_raw.zarr.fileops import FileOps
 from molrec_raw.zarr.store import TEMP_MARKER, PathLike
 from molrec_raw.zarr.zipstore import write_zip
@@ -21,36 +31,59 @@ from molrec_raw.zarr.zipstore import write_zip
 __all__ = ["pack_mrec_zip", "unpack_mrec_zip"]
 
 
-
 def _record_files(root: Path) -> List[Tuple[str, Path]]:
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for filename in filenames:
-            if TEMP_MARKER in filename:
-                continue  # a crashed writer's temporary file is not part of the record
-            full = Path(dirpath) / filename
-            files.append((full.relative_to(root).as_posix(), full))
-    return sorted(files)
+    """Every file of the record as ``(entry name, local path)``, sorted, through the record's
+    store: its listing skips a crashed writer's temporary files, and its path resolution
+    refuses a symbolic link that leads out of the record (StoreError naming the link)."""
+    store = DirectoryStore(root, read_only=True)
+    return sorted((key, Path(store.path_of(key))) for key in store.list(""))
+
+
+def _check_valid(source: Path) -> None:
+    """Refuse a record that fails validation, naming the first violation and their count."""
+    from molrec_raw.record.molrec import validate
+
+    violations = validate(source)
+    if violations:
+        first = violations[0]
+        raise SpecViolationError(
+            f"{source} fails validation ({len(violations)} violation(s); first: {first}); refusing to pack it "
+            "(molrec-raw validate lists them, molrec-raw repair restores a crashed record; --force / check=False "
+            "packs it as it is)", store=str(source), rule=first.rule)
 
 
 def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
                   progress: Optional[Callable[[int, int], object]] = None,
-                  fileops: Optional[FileOps] = None) -> Path:
+                  fileops: Optional[FileOps] = None, overwrite: bool = False, check: bool = True) -> Path:
     """Pack the record directory ``path`` (``<stem>.mrec``) into ``<stem>.mrec.zip`` beside it.
 
-    A trajectory with an uncommitted tail packs as it stands: readers of the zip obey
-    ``nstep`` exactly as on the directory.  ``progress(done_bytes, total_bytes)`` follows
-    the copy of the files' bytes.  Every file mutation goes through ``fileops`` (default:
-    the system's calls).
+    ``check`` (default): refuse a record that fails validation.  ``overwrite``: replace an
+    existing zip (refused otherwise).  A trajectory with an uncommitted tail packs as it
+    stands: readers of the zip obey ``nstep`` exactly as on the directory.
+    ``progress(done_bytes, total_bytes)`` follows the copy of the files' bytes.  Every file
+    mutation goes through ``fileops`` (default: the system's calls).
     """
     ops = fileops if fileops is not None else FileOps()
-    source = Path(path)
-    if not (source.is_dir() and (source / "zarr.json").is_file()):
-        raise SpecViolationError(f"{source} is not a record directory (no root zarr.json)", rule="trajectory#15")
+    source = check_record_path(path)
     target = source.with_name(source.name + ".zip") if source.name.endswith(".mrec") else source.with_suffix(".mrec.zip")
-    if target.exists():
-        raise StoreError("refusing to overwrite an existing zip", store=str(target))
+    with ExitStack() as locks:
+        if remove_source:  # the record is going away: no writer may be at work in it
+            locks.enter_context(lock_writer(source, writer="pack --remove-source", fileops=ops))
+        locks.enter_context(lock_writer(target, writer="pack", fileops=ops))
+        require_record_directory(source, "pack")
+        if target.exists() and not overwrite:
+            raise RecordExistsError(f"refusing to overwrite an existing zip {target} (pass overwrite=True, or "
+                                    "--force)", store=str(target), rule="safety#overwrite")
+        if check:
+            _check_valid(source)
+        _pack(source, target, progress, ops, overwrite)
+        if remove_source:
+            ops.rmtree(str(source))
+    return target
+
+
+def _pack(source: Path, target: Path, progress: Optional[Callable[[int, int], object]], ops: FileOps,
+          overwrite: bool) -> None:
     files = _record_files(source)
     staging = target.with_name(f".{target.name}{TEMP_MARKER}{os.getpid()}")
     total, done = sum(full.stat().st_size for _, full in files), 0
@@ -64,17 +97,14 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
     try:
         write_zip(staging, files, progress=advance, fileops=ops)
         _verify(staging, files)
-        if target.exists():
-            raise StoreError("refusing to overwrite an existing zip", store=str(target))
+        if target.exists() and not overwrite:
+            raise RecordExistsError("refusing to overwrite an existing zip", store=str(target))
         ops.replace(str(staging), str(target))  # the zip's bytes were fsynced by write_zip
         ops.fsync_dir(str(target.parent))  # ... and now its name: only then may the source go
     except BaseException:
         if staging.exists():
             ops.unlink(str(staging))
         raise
-    if remove_source:
-        ops.rmtree(str(source))
-    return target
 
 
 def _verify(archive: Path, files: List[Tuple[str, Path]]) -> None:
@@ -91,16 +121,21 @@ def _verify(archive: Path, files: List[Tuple[str, Path]]) -> None:
 
 def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,
                     progress: Optional[Callable[[int, int], object]] = None,
-                    fileops: Optional[FileOps] = None) -> Path:
-    """Extract a packed record into the directory ``dest`` (which must not exist or be empty).
+                    fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path:
+    """Extract a packed record into the directory ``dest``: missing or an empty directory, or
+    an existing record with ``overwrite=True`` (refused otherwise).  The record is built
+    beside ``dest`` and swapped in under ``dest``'s writer lock, as the whole-record doors do.
 
     Every entry name is checked first (ZipStore refuses absolute paths, ``..``, backslashes
     and empty segments at open; duplicates are refused here), so nothing is written for a
     hostile archive.  ``progress(done_bytes, total_bytes)`` follows the extraction.
     """
-    target = Path(dest)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise StoreError("unpack destination exists and is not an empty directory", store=str(target))
+    source = Path(archive)
+    problem = local_record_problem(source)
+    if problem is None and source.is_dir():
+        problem = "a directory: unpack takes a packed record (*.mrec.zip)"
+    if problem is not None:
+        raise not_a_record(source, problem)
     with ZipStore(archive) as store:
         if store.duplicate_names:  # readers take the last; a packed record never has any
             raise CorruptDataError(f"archive holds duplicate entry names {sorted(store.duplicate_names)}",
@@ -109,14 +144,16 @@ def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,
         if "zarr.json" not in names:
             raise SpecViolationError("archive has no root zarr.json: not a packed record", store=str(archive),
                                      rule="trajectory#15")
-        total, done = sum(store.size(name) or 0 for name in names), 0
-        out = DirectoryStore(target, fileops=fileops)
-        for name in names:
-            data = store.get(name)
-            assert data is not None  # a listed name
-            out.set(name, data)
-            done += len(data)
-            if progress is not None:
-                progress(done, total)
-    return target
+        total = sum(store.size(name) or 0 for name in names)
 
+        def extract(root: Group) -> None:
+            done = 0
+            for name in names:
+                data = store.get(name)
+                assert data is not None  # a listed name
+                root.store.set(name, data)
+                done += len(data)
+                if progress is not None:
+                    progress(done, total)
+
+        return replace_record(dest, extract, fileops=fileops, overwrite=overwrite)

@@ -16,14 +16,23 @@
 
 ``dry_run`` lists the changes and makes none.  Running it twice changes nothing the second
 time (the first run leaves no checkpoint, nothing to cut and nothing to remove).
+
+Truthful (spec-notes/safety.md): repair restores what a crash left, never bytes that rotted or
+were overwritten — every stored chunk readers read is decoded afterwards (in a dry run: as
+readers read it now), and each one that fails (a checksum, torn bytes) is reported in
+``damaged``; the record is then not ``sound``.  A repair holds the record's writer lock from
+before it reads anything (record/locking.py); a dry run is a reader and takes none.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import List, Optional
 
-from molrec_raw.errors import MolrecError, StoreError
-from molrec_raw.record.doors import check_record_path, open_record, writable_record_path
+from molrec_raw.errors import MolrecError
+from molrec_raw.record.damage import Damage, record_damage
+from molrec_raw.record.doors import check_record_path, open_record, require_record_directory, settle_swap
+from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.metrics import dense
 from molrec_raw.record.metrics.wal import WalFile, complete_part, parse_wal
 from molrec_raw.record.trajectory import recovery
@@ -41,7 +50,8 @@ __all__ = ["RepairReport", "repair_mrec"]
 class RepairReport:
     """What ``repair_mrec`` found and did: ``changes`` (one line each), ``nstep`` (committed
     frames of the trajectory, None without one), where they were read from, and whether
-    the record is ``sound`` afterwards (every reader reads it as molrec_raw does)."""
+    the record is ``sound`` afterwards (every reader reads it as molrec_raw does, and no
+    chunk fails to decode); ``damaged`` lists the stored chunks no repair can restore."""
 
     path: str
     changes: List[str] = field(default_factory=list)
@@ -50,6 +60,7 @@ class RepairReport:
     reason: Optional[str] = None
     sound: bool = False
     dry_run: bool = False
+    damaged: List[Damage] = field(default_factory=list)
 
 
 def _wal_cut(store: DirectoryStore, group: Optional[Group]) -> Optional[int]:
@@ -68,19 +79,30 @@ def _wal_cut(store: DirectoryStore, group: Optional[Group]) -> Optional[int]:
     return keep if keep < size else None
 
 
-def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[FileOps] = None) -> RepairReport:
+def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[FileOps] = None,
+                lock: Optional[bool] = None) -> RepairReport:
     """Restore a crashed record in place (see the module docstring); ``dry_run`` only says
-    what it would change.  Raises MolrecError when the record cannot be read at all."""
-    target = check_record_path(path) if dry_run else writable_record_path(path, fileops)
-    if not target.is_dir():
-        raise StoreError("repair works on a record directory (a zip is read-only: readers recover it "
-                         "without writing)", store=str(target))
+    what it would change.  Either way ``damaged`` lists the chunks that do not decode.
+    Raises MolrecError when the record cannot be read at all, and WriterLockedError while
+    another writer holds the record (``lock`` False: the caller coordinates writers)."""
+    target = check_record_path(path)
+    ops = fileops if fileops is not None else FileOps()
+    if dry_run:
+        return _repair(target, True, ops, scan=True)
+    with lock_writer(target, writer="repair", lock=lock, fileops=ops):
+        settle_swap(target.absolute(), ops)  # an interrupted swap settled first: the record a reader sees
+        return _repair(target, False, ops, scan=True)
+
+
+def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> RepairReport:
+    require_record_directory(target, "repair")
     report = RepairReport(str(target), dry_run=dry_run)
     open_record(target)  # the version check of a read
     store = DirectoryStore(target, read_only=dry_run, fileops=fileops)
     root = open_group(store, mode="r" if dry_run else "r+", threads=1)
+    view: Optional[MrecReader] = None
     if store.size(recovery.CHECKPOINT) is not None or store.size(f"{TRAJ}/zarr.json") is not None:
-        reader = MrecReader.over(root)
+        reader = view = MrecReader.over(root)
         plan = recovery.plan_recovery(root, reader.source, reader.recovery_reason, len(reader),
                                       reader.logical_rows())
         report.nstep, report.source, report.reason = len(reader), reader.source, reader.recovery_reason
@@ -108,16 +130,37 @@ def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[File
                 wal.cut(cut)
             finally:
                 wal.close()
-    report.sound = _sound(target) if not dry_run else not report.changes
+    if scan:
+        report.damaged = _damage(target) if not dry_run else _damage_of(root, view)
+    if dry_run:
+        report.sound = not report.changes and not report.damaged
+    else:
+        report.sound = not report.damaged and _sound(target)
     return report
 
 
-def _sound(target: PathLike) -> bool:
+def _damage_of(root: Group, reader: Optional[MrecReader]) -> List[Damage]:
+    """The chunks readers read from ``root`` (the trajectory as ``reader`` reads it) that fail."""
+    return record_damage(root, None if reader is None else (reader.root, reader.logical_rows()))
+
+
+def _damage(target: Path) -> List[Damage]:
+    """The damage of the record as it now lies on disk."""
+    root = open_group(target, mode="r", threads=1)
+    if not isinstance(root.get(TRAJ), Group):
+        return _damage_of(root, None)
+    with MrecReader(target) as reader:
+        return _damage_of(root, reader)
+
+
+def _sound(target: Path) -> bool:
     """Nothing left to repair, and molrec_raw reads the trajectory from the live state."""
     try:
-        again = repair_mrec(target, dry_run=True)
+        again = _repair(target, True, FileOps(), scan=False)
         if again.changes:
             return False
+        if not isinstance(open_group(target, mode="r", threads=1).get(TRAJ), Group):
+            return True
         with MrecReader(target) as reader:
             return reader.source == "live"
     except MolrecError:

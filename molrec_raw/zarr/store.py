@@ -26,6 +26,7 @@ __all__ = ["Store", "ReadOnlyStore", "MemoryStore", "DirectoryStore", "validate_
 
 # Temporary files of atomic replaces carry this marker; listings never show them.
 TEMP_MARKER = ".molrec-tmp."
+_CHECKED_FILES = 1 << 16  # read files a DirectoryStore remembers as checked (not links out of its root)
 
 _S = TypeVar("_S", bound="Store")
 
@@ -277,28 +278,62 @@ class DirectoryStore(Store):
         self._dirty_files: Set[str] = set()  # files written since the last sync_all
         self._created_lock = threading.Lock()
         self._inside_dirs: Set[str] = set()  # directories checked to resolve inside the root
+        self._read_paths: Dict[str, str] = {}  # read keys checked (no link out of the root) -> file
 
     def describe(self) -> str:
         return str(self.root)
 
-    def _path(self, key: str) -> str:
-        return os.path.join(self.root, *validate_key(key).split("/"))
-
-    def _write_path(self, key: str) -> str:
-        """The file of ``key`` for a write or a delete, refused when its directory resolves
-        outside the root (a symbolic link placed in the store must not carry a write out of
-        it).  Checked once per directory; the file itself is never followed (writes replace
-        or open it with O_NOFOLLOW)."""
-        path = self._path(key)
+    def _path(self, key: str, *, reading: bool = True) -> str:
+        """The file of ``key``, for every read, write and delete: refused (StoreError naming
+        the link) when a symbolic link leads outside the root — a directory on the way, or,
+        for a read, the file itself — so nothing outside a store is read, packed or written
+        through it.  Directories and read keys are checked once each (remembered; at most
+        65536 keys, then the memory starts again): a read costs one ``lstat`` the first time,
+        and a known key is neither validated nor joined again.  A write never follows the
+        file (it replaces a link, or opens O_NOFOLLOW)."""
+        if reading:
+            known = self._read_paths.get(key)
+            if known is not None:
+                return known
+        path = os.path.join(self.root, *validate_key(key).split("/"))
         directory = os.path.dirname(path)
         if directory not in self._inside_dirs:
-            root = os.path.realpath(self.root)
-            real = os.path.realpath(directory)
-            if real != root and not real.startswith(root + os.sep):
-                raise StoreError("refusing to write through a symbolic link that leads outside the store",
-                                 store=self.describe(), key=key)
+            if not self._resolves_inside(directory):
+                raise self._escape(key)
             self._inside_dirs.add(directory)
+        if reading:
+            if os.path.islink(path) and not self._resolves_inside(path):
+                raise self._escape(key)
+            if len(self._read_paths) >= _CHECKED_FILES:  # bounded memory; the checks start again
+                self._read_paths.clear()
+            self._read_paths[key] = path
         return path
+
+    def path_of(self, key: str) -> str:
+        """The local file of ``key`` (checked as every read is: never through a symbolic link
+        out of the root); it need not exist."""
+        return self._path(key)
+
+    def _resolves_inside(self, path: str) -> bool:
+        root = os.path.realpath(self.root)
+        real = os.path.realpath(path)
+        return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+    def _escape(self, key: str) -> StoreError:
+        """The refusal of a key that a symbolic link leads out of the store, naming the link."""
+        parts = validate_key(key).split("/")
+        link = key
+        for depth in range(1, len(parts) + 1):
+            if os.path.islink(os.path.join(self.root, *parts[:depth])):
+                link = "/".join(parts[:depth])
+                break
+        target = os.path.realpath(os.path.join(self.root, *link.split("/")))
+        return StoreError(f"refusing to follow the symbolic link {link!r} out of the store (it leads to {target})",
+                          store=self.describe(), key=key, rule="safety#symlink")
+
+    def _write_path(self, key: str) -> str:
+        """The file of ``key`` for a write or a delete (see :meth:`_path`)."""
+        return self._path(key, reading=False)
 
     def _fail(self, action: str, key: str, exc: OSError) -> StoreError:
         return StoreError(f"cannot {action}: {exc.strerror or exc}", store=self.describe(), key=key)

@@ -113,8 +113,7 @@ def test_documents_4_5_a_densify_never_loses_a_wal_line(record, seed: int) -> No
             writer._write_buffer()  # lines past the watermark, left for the reader to merge
         else:
             writer._write_buffer()
-            writer._wal.close()  # a crash: the lock goes, nothing is densified
-            writer.closed = True
+            writer.abort()  # a crash: the lock goes, nothing is densified
             writer = MetricsWriter(record)
         expected = read_wal_file(wal_of(record))
         got = read_metrics(record)

@@ -508,7 +508,7 @@ class DoorsWorkload(Workload):
         mr.write_mrec_frame(root / self.record, door_frame(1))
 
     def run(self, root: Path, rec: Recorder) -> None:
-        mr.write_mrec_frame(root / self.record, door_frame(2), fileops=rec)
+        mr.write_mrec_frame(root / self.record, door_frame(2), fileops=rec, overwrite=True)
         rec.mark("durable", 2)
 
     def check(self, root: Path, t: int, marks: List[Tuple[int, str, Any]], deep: bool) -> Verdict:
@@ -585,7 +585,8 @@ class DoorsRenamesWorkload(DoorsWorkload):
             return verdict
         try:  # which version a reader sees before anything is settled
             before = 2 if same_frame(mr.read_mrec_frame(root / self.record), door_frame(2)) else 1
-            mr.write_mrec_frame(root / self.record, door_frame(3))  # the next writer settles the swap first
+            # the next writer settles the swap first (and replaces the record: it asks to)
+            mr.write_mrec_frame(root / self.record, door_frame(3), overwrite=True)
             after = mr.read_mrec_frame(root / self.record)
         except Exception as exc:
             return symptom_of("the next writer failed", exc)

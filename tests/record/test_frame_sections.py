@@ -163,10 +163,10 @@ def assert_write_refused(tmp_path: Path, rule: Any, door=write_mrec_frame, *args
     assert sorted(os.listdir(tmp_path)) == listing
 
     old = tmp_path / "old.mrec"
-    write_mrec_frame(old, base_frame())
+    write_mrec_frame(old, base_frame(), overwrite=True)
     before, listing = snapshot(old), sorted(os.listdir(tmp_path))
     with pytest.raises(SpecViolationError) as again:
-        door(old, *args, **kw)
+        door(old, *args, overwrite=True, **kw)
     assert again.value.rule in rules
     assert snapshot(old) == before
     assert sorted(os.listdir(tmp_path)) == listing
@@ -804,7 +804,7 @@ def test_frame_and_types_14_42_meta_always_exists_and_version_stamped(tmp_path):
     path = tmp_path / "m.mrec"
     write_mrec_frame(path, Frame(), meta={"molrec_version": 1, "creator": {"name": "me"}})
     assert read_mrec_meta(path) == {"molrec_version": 2, "creator": {"name": "me"}}
-    write_mrec_system(path, Frame())
+    write_mrec_system(path, Frame(), overwrite=True)
     assert read_mrec_meta(path) == {"molrec_version": 2}
     assert section_names(path) == ["meta", "system"]
 
@@ -1234,7 +1234,8 @@ def test_section_names_frame_only_and_with_system(tmp_path):
     with pytest.raises(NodeNotFoundError) as info:
         read_mrec_system(path)
     assert "system" in str(info.value)
-    write_mrec_frame(path, base_frame(), system=Frame(blocks={"atoms": Block(columns={"x": np.zeros(3)})}))
+    write_mrec_frame(path, base_frame(), system=Frame(blocks={"atoms": Block(columns={"x": np.zeros(3)})}),
+                     overwrite=True)
     assert set(section_names(path)) == {"meta", "frame", "system"}
     assert not (path / "trajectory").exists()
 
@@ -1272,7 +1273,7 @@ def test_rewrite_erases_the_whole_root(tmp_path):
     wide.blocks["atoms"].masks = {"x": np.array([True, False, True])}
     wide.blocks["grid"] = Block(columns={"rho": np.arange(8.0)}, structural_shape=(2, 2, 2))
     write_mrec_frame(path, wide, system=base_frame(), meta={"creator": {"name": "wide"}})
-    write_mrec_frame(path, Frame(blocks={"atoms": Block(columns={"x": np.arange(3.0)})}))
+    write_mrec_frame(path, Frame(blocks={"atoms": Block(columns={"x": np.arange(3.0)})}), overwrite=True)
     assert nodes(path) == ["", "frame", "frame/atoms", "frame/atoms/x", "meta"]
     assert sorted(snapshot(path)) == ["frame/atoms/x/c/0", "frame/atoms/x/zarr.json", "frame/atoms/zarr.json",
                                       "frame/zarr.json", "meta/zarr.json", "zarr.json"]

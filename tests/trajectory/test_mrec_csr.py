@@ -441,7 +441,7 @@ def test_trajectory_read_columns_decodes_only_named_pairs(path):
 def test_trajectory_doors_and_zip(path, tmp_path):
     frames = [ragged(i, n) for i, n in enumerate([3, 5, 4])]
     write_mrec_trajectory(path, frames, steps=[0, 5, 10], times=[0.0, 0.5, 1.25], meta={"producer": "x"})
-    write_mrec_trajectory(path, frames, steps=[7, 8, 9])  # rewriting the record replaces it
+    write_mrec_trajectory(path, frames, steps=[7, 8, 9], overwrite=True)  # rewriting the record replaces it (asked for)
     t = read_mrec_trajectory(path)
     assert len(t) == 3 and t.step.tolist() == [7, 8, 9] and t.time is None
     assert all(same_frame(a, b) for a, b in zip(t.frames, frames))

@@ -30,7 +30,7 @@ from molrec_raw.zarr import Group, Store
 from molrec_raw.zarr.remote import is_url, url_name
 from molrec_raw.zarr.store import PathLike
 
-__all__ = ["read_metrics", "read_metrics_group", "read_wal_file", "check_metrics_group"]
+__all__ = ["read_metrics", "read_metrics_group", "read_wal_file", "check_metrics_group", "is_host_wal"]
 
 _WATERMARK_RULE = "README#decision-16"
 
@@ -42,10 +42,8 @@ def read_metrics(path: RecordSource, *, lenient: bool = False) -> Dict[str, Seri
     events, with a warning, instead of refusing."""
     if is_url(path) and url_name(str(path)).lower().endswith(".jsonl"):
         raise UnsupportedFeatureError("a host metrics WAL is read from a local path; a URL must name a record")
-    if not isinstance(path, Store) and not is_url(path):
-        p = Path(path)
-        if p.is_file() and not p.name.lower().endswith(".zip"):
-            return read_wal_file(p, lenient=lenient)
+    if is_host_wal(path):
+        return read_wal_file(Path(path), lenient=lenient)  # type: ignore[arg-type]  # a local path
     if lenient:
         raise InvalidValueError("lenient reading is for host WAL files only; a record's WAL is never "
                                 "read past a bad line (README decision 9)")
@@ -54,6 +52,12 @@ def read_metrics(path: RecordSource, *, lenient: bool = False) -> Dict[str, Seri
     if not isinstance(group, Group):
         return {}
     return read_metrics_group(group)
+
+
+def is_host_wal(path: RecordSource) -> bool:
+    """Whether ``path`` names a local host WAL file (``*.jsonl``, e.g. ``*.mlp.jsonl``) rather
+    than a record: the one test of every reader that takes both."""
+    return not isinstance(path, Store) and not is_url(path) and Path(path).name.lower().endswith(".jsonl")
 
 
 def read_wal_file(path: PathLike, *, lenient: bool = False) -> Dict[str, Series]:

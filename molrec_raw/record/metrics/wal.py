@@ -26,16 +26,11 @@ import numpy as np
 import orjson
 
 from molrec_raw.errors import (
-    CorruptDataError, InvalidValueError, SpecViolationError, StoreError, UnsupportedFeatureError,
+    CorruptDataError, InvalidValueError, SpecViolationError, StoreError,
 )
 from molrec_raw.record.documents import is_rfc3339
 from molrec_raw.record.metrics.series import Series
 from molrec_raw.zarr.store import Store
-
-try:  # POSIX advisory locks; a platform without them cannot guarantee one writer per WAL
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "ParsedWal", "parse_wal", "complete_part", "wall_time_text", "value_text",
@@ -386,26 +381,14 @@ class WalFile:
     """A WAL file opened for appending by its one writer (documents#9.14), through the
     store that holds it (every mutation goes through the store's file seam).
 
-    The exclusive advisory lock (``flock``) is taken before anything is read or changed;
-    a second writer gets StoreError.  ``O_APPEND`` makes every write land at the end.
+    One appender at a time: whoever opens it (``MetricsWriter``, ``repair``) holds the
+    writer lock first (``record/locking.py``: the record's metrics section, or the host WAL
+    file itself).  ``O_APPEND`` makes every write land at the end.
     """
 
     def __init__(self, store: Store, key: str) -> None:
-        if fcntl is None:  # pragma: no cover - not POSIX
-            raise UnsupportedFeatureError("WAL writers need POSIX advisory locks (fcntl)")
         self.path = f"{store.describe()}/{key}"
         self._file = store.open_append(key)  # StoreError names the file when it cannot
-        try:
-            locked = self._file.lock()
-        except OSError as exc:
-            self._file.close()
-            raise StoreError(f"cannot lock the metrics WAL {self.path}: {exc.strerror or exc}") from None
-        if not locked:
-            self._file.close()
-            raise StoreError(
-                f"the metrics WAL {self.path} is already open by another writer (its advisory lock is "
-                "held); a WAL has exactly one appending writer at a time", rule=APPEND_RULE,
-            )
 
     def size(self) -> int:
         return self._file.size()

@@ -32,15 +32,16 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NoReturn, Optional, Tuple
 
 import numpy as np
 import orjson
 
-from molrec_raw.errors import (CorruptDataError, InvalidValueError, NodeExistsError, ReadOnlyError, SpecViolationError,
-                               StoreError, UnsupportedFeatureError)
+from molrec_raw.errors import (CorruptDataError, InvalidValueError, MolrecError, NodeExistsError, ReadOnlyError,
+                               SpecViolationError, StoreError, UnsupportedFeatureError)
 from molrec_raw.record import documents
-from molrec_raw.record.doors import open_record, writable_record_path
+from molrec_raw.record.doors import check_record_path, local_record_problem, not_a_record, open_record, settle_swap
+from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.metrics import dense
 from molrec_raw.record.metrics.safe_name import encode_safe_name
 from molrec_raw.record.metrics.series import Series, check_compatible, fold, match_steps
@@ -50,7 +51,7 @@ from molrec_raw.record.runplot.vegalite import HOST_PLOT_SUFFIX, HostPlot
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import DirectoryStore, Group, open_group
 from molrec_raw.zarr.codecs.sharding import align_up
-from molrec_raw.zarr.fileops import FileOps
+from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 from molrec_raw.zarr.remote import is_url
 from molrec_raw.zarr.store import PathLike
 
@@ -67,10 +68,14 @@ _dumps = orjson.dumps
 
 
 class _Closed:
-    """Stands in for the line buffer of a closed writer: logging to it fails clearly."""
+    """Stands in for the line buffer of a closed (or poisoned) writer: logging to it fails
+    clearly, at no cost to the logging path of a writer that is open."""
+
+    def __init__(self, error: Optional[MolrecError] = None) -> None:
+        self.error = error
 
     def append(self, line: str) -> None:
-        raise StoreError("the metrics writer is closed")
+        raise self.error if self.error is not None else StoreError("the metrics writer is closed")
 
     def __len__(self) -> int:  # nothing buffered: nothing to write out
         return 0
@@ -100,34 +105,38 @@ class MetricsWriter:
     densifies.  ``close()``: flush and release the WAL lock.  Also a context manager.
     """
 
-    def __init__(self, record: PathLike, *, plot: bool = False, fileops: Optional[FileOps] = None) -> None:
+    def __init__(self, record: PathLike, *, plot: bool = False, fileops: Optional[FileOps] = None,
+                 lock: Optional[bool] = None) -> None:
         """``record``: a ``*.mrec`` directory; or a host WAL file ``*.mlp.jsonl`` — the same as
         :meth:`for_host` with that file (its directory is made when missing, the directory
-        above it must exist), ``plot`` included."""
+        above it must exist), ``plot`` included.  ``lock`` (default: unless
+        ``MOLREC_RAW_LOCKING=off``): hold the writer lock — of the record's metrics section,
+        or of the host WAL file — for the writer's whole life, taken before anything is read
+        (record/locking.py); False when the caller coordinates writers itself."""
         self._setup()
         if not is_url(record) and Path(record).name.lower().endswith(HOST_SUFFIX):
             path = Path(record)
             if not path.parent.parent.is_dir():
                 raise StoreError(f"cannot write {path}: {path.parent.parent} does not exist")
-            self._open_host(path, plot, fileops)
+            self._open_host(path, plot, fileops, lock)
             return
         if plot:
             raise InvalidValueError("plot=True is for host WAL files (*.mlp.jsonl); a record's metrics are "
                                     "plotted from the record (molrec-raw plot)")
-        self._open_record(record, fileops)
+        self._open_record(record, fileops, lock)
 
     @classmethod
     def for_host(cls, run_dir: PathLike, stem: str = "metrics", *, plot: bool = False,
-                 fileops: Optional[FileOps] = None) -> "MetricsWriter":
+                 fileops: Optional[FileOps] = None, lock: Optional[bool] = None) -> "MetricsWriter":
         """A writer of a host run directory's ``artifacts/<stem>.mlp.jsonl`` (WAL only);
         ``plot``: also replace ``artifacts/<stem>.mlp.vl.json`` (a Vega-Lite picture of the
-        stepped series) at each flush."""
+        stepped series) at each flush; ``lock`` as for the constructor."""
         self = cls.__new__(cls)
         self._setup()
         path = host_wal_path(run_dir, stem)
         if not Path(run_dir).is_dir():
             raise StoreError(f"host run directory {run_dir} does not exist")
-        self._open_host(path, plot, fileops)
+        self._open_host(path, plot, fileops, lock)
         return self
 
     # -- set-up -------------------------------------------------------------------------------
@@ -144,16 +153,27 @@ class MetricsWriter:
         self._blank = 0  # blank lines (sector padding) written since the last densify
         self._shadow: Optional[List[Any]] = None  # record writers: prefix, step, wall, value per event
         self._group: Optional[Group] = None
-        self._broken: Optional[str] = None
         self._plot: Optional[HostPlot] = None
         self.closed = False
 
-    def _open_host(self, path: Path, plot: bool, fileops: Optional[FileOps]) -> None:
+    def _take_lock(self, target: Path, section: Optional[str], lock: Optional[bool],
+                   fileops: Optional[FileOps]) -> None:
+        """The writer lock first (record/locking.py), then the guard every mutation goes
+        through: it remembers the first I/O failure, which poisons the writer."""
+        self._lock = lock_writer(target, section, writer="MetricsWriter", lock=lock, fileops=fileops)
+        self._guard = PoisonGuard(fileops, what=f"the metrics writer of {target}")
+
+    def _open_host(self, path: Path, plot: bool, fileops: Optional[FileOps], lock: Optional[bool]) -> None:
         """Open the host WAL ``path`` (``<stem>.mlp.jsonl``) through a store of its directory."""
         stem = _check_stem(path.name[: -len(HOST_SUFFIX)])
         if plot:
             self._plot = HostPlot(path, path.with_name(f"{stem}{HOST_PLOT_SUFFIX}"))
-        self._wal = WalFile(DirectoryStore(path.parent, fileops=fileops), path.name)
+        self._take_lock(path, None, lock, fileops)  # (artifacts/ is made there when missing)
+        try:
+            self._wal = WalFile(DirectoryStore(path.parent, fileops=self._guard), path.name)
+        except BaseException as exc:
+            self._lock.release()
+            self._guard.fail(exc)
         try:
             self.wal_path = path
             self._source = str(path)
@@ -165,25 +185,34 @@ class MetricsWriter:
                 parsed = parse_wal(self._wal.read(0, self._end), source=self._source, lenient=True)
             for key, series in parsed.series.items():
                 self._shapes[key] = (series.type, series.steps is not None)
-        except BaseException:
+        except BaseException as exc:
             self._wal.close()
-            raise
+            self._lock.release()
+            self._guard.fail(exc)
 
-    def _open_record(self, record: PathLike, fileops: Optional[FileOps]) -> None:
-        path = writable_record_path(record, fileops)
-        if path.is_file():
+    def _open_record(self, record: PathLike, fileops: Optional[FileOps], lock: Optional[bool]) -> None:
+        path = check_record_path(record)
+        self._take_lock(path, "metrics", lock, fileops)
+        try:
+            settle_swap(path.absolute(), fileops)  # an interrupted swap settled first: the record a reader sees
+            self._open_locked_record(path)
+        except BaseException as exc:
+            self._lock.release()
+            self._guard.fail(exc)
+
+    def _open_locked_record(self, path: Path) -> None:
+        if path.is_file() and local_record_problem(path) is None:
             raise ReadOnlyError(f"{path}: a packed record is read-only; metrics are written to a *.mrec "
                                 "directory", store=str(path))
-        if not (path / "zarr.json").is_file():
-            raise StoreError(f"{path}: no record here (no root zarr.json); create the record first "
-                             "(e.g. with write_mrec_frame)", store=str(path))
+        problem = local_record_problem(path)
+        if problem is not None:  # create the record first (e.g. with write_mrec_frame)
+            raise not_a_record(path, problem)
         open_record(path)  # the version check of a read (root-layout invariant 6)
         # small chunks: a thread pool per array costs more than it saves
-        root = open_group(DirectoryStore(path, fileops=fileops), mode="r+", threads=1)
+        root = open_group(DirectoryStore(path, fileops=self._guard), mode="r+", threads=1)
         self.wal_path = path / "metrics" / dense.WAL_NAME
         self._source = str(self.wal_path)
-        # the WAL (and its directory, not yet a node) first, so that the lock is taken first
-        self._wal = WalFile(root.store, f"metrics/{dense.WAL_NAME}")
+        self._wal = WalFile(root.store, f"metrics/{dense.WAL_NAME}")  # the WAL (and its directory) first
         try:
             self._load_record(_require_group(root, "metrics"))  # read (or made) under the lock
         except BaseException:
@@ -268,8 +297,7 @@ class MetricsWriter:
     # -- logging ------------------------------------------------------------------------------
     def _register(self, key: Any, stepped: bool) -> str:
         """First event of ``key`` in this session (with or without a step): check and cache."""
-        if self.closed:
-            raise StoreError("the metrics writer is closed")
+        self._check_usable()
         if self._group is not None:
             dense.array_name(key)  # documents#9.10: the key must have a safe (array) name
         else:
@@ -370,40 +398,56 @@ class MetricsWriter:
 
     # -- writing out --------------------------------------------------------------------------
     def _write_buffer(self) -> None:
-        if self._broken:
-            raise StoreError(f"the metrics writer stopped after a failed write: {self._broken}")
+        """Append the buffered lines to the WAL (one write).  A failure poisons the writer:
+        the lines it held are dropped, nothing is retried or cut back (a torn last line is
+        cut by the next writer, spec-notes/safety.md)."""
         buf = self._buf
         if not buf:
             return
         data = "".join(buf).encode("utf-8")
         try:
             self._wal.write(data)
-        except StoreError as exc:
-            try:  # never leave a partial line for the next write to glue onto
-                self._wal._truncate(self._end)
-            except StoreError:
-                self._broken = exc.message
-            if self._shadow is not None:  # these events are not in the WAL: forget them
-                del self._shadow[len(self._shadow) - 4 * len(buf):]
-            self._buf = []
-            raise
+        except BaseException as exc:
+            self._fail(exc)
         self._buf = []
         self._long = 0
         self._end += len(data)
 
-    def flush(self, durable: bool = True) -> None:
-        """Write buffered lines (and fsync them when ``durable``); a record writer then
-        densifies the WAL past the watermark and records the new watermark."""
+    @property
+    def poisoned(self) -> Optional[BaseException]:
+        """The failure that poisoned this writer (an :class:`~molrec_raw.errors.IOFailureError`
+        naming the operation and the path, or whatever interrupted a write-out), None while
+        it is sound.  A poisoned writer refuses every call (``PoisonedWriterError`` naming
+        it); ``close()`` releases it without writing; a new writer recovers the WAL."""
+        return self._guard.poisoned
+
+    def _fail(self, exc: BaseException) -> NoReturn:
+        """Poison the writer by ``exc`` and raise (PoisonGuard.fail); from now on the line
+        buffer refuses every line."""
+        self._buf = _Closed(self._guard.refusal(self._guard.poison(exc)))
+        self._guard.fail(exc)
+
+    def _check_usable(self) -> None:
+        self._guard.check()
         if self.closed:
             raise StoreError("the metrics writer is closed")
-        self._write_buffer()
-        if durable:
-            self._end_at_sector()
-            self._wal.sync()
-        if self._group is not None:
-            self._densify(durable)
-        if self._plot is not None:
-            self._plot.update(self._wal.read, self._end)
+
+    def flush(self, durable: bool = True) -> None:
+        """Write buffered lines (and fsync them when ``durable``); a record writer then
+        densifies the WAL past the watermark and records the new watermark.  A flush that
+        fails poisons the writer (``poisoned``)."""
+        self._check_usable()
+        try:
+            self._write_buffer()
+            if durable:
+                self._end_at_sector()
+                self._wal.sync()
+            if self._group is not None:
+                self._densify(durable)
+            if self._plot is not None:
+                self._plot.update(self._wal.read, self._end)
+        except BaseException as exc:
+            self._fail(exc)
 
     def _end_at_sector(self) -> None:
         """Before a durable flush's fsync: end the WAL at a ``SECTOR_ALIGN`` boundary with
@@ -417,15 +461,32 @@ class MetricsWriter:
             self._blank += pad
 
     def close(self, durable: bool = True) -> None:
-        """Flush (densify, for a record) and release the WAL.  Idempotent."""
+        """Flush (densify, for a record), then release the WAL and the lock.  Idempotent.  A
+        close that fails poisons the writer, releases it and raises; closing a poisoned
+        writer releases it without writing and raises the refusal (every time)."""
+        if self._guard.poisoned is not None:  # every call after the failure names it, close() too
+            self.abort()
+            self._guard.check()
         if self.closed:
             return
         try:
             self.flush(durable)
         finally:
-            self.closed = True
+            self.abort()
+
+    def abort(self) -> None:
+        """Drop the buffered lines and release the WAL and the lock without writing anything —
+        what a killed process leaves, without killing it.  Idempotent; never raises for a
+        poisoned writer."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._guard.poisoned is None:
             self._buf = _CLOSED
+        try:
             self._wal.close()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> "MetricsWriter":
         return self

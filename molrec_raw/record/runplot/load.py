@@ -13,7 +13,7 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.record.doors import open_record
-from molrec_raw.record.metrics.reader import read_metrics
+from molrec_raw.record.metrics.reader import is_host_wal, read_metrics
 from molrec_raw.record.runplot.panels import (Panel, RunSeries, check_x, choose_panels, metric_panels, qualify,
                                               run_series_from_metrics, sort_by_x)
 from molrec_raw.record.trajectory import MrecReader
@@ -50,7 +50,7 @@ def load_run_series(path: PathLike, *, keys: Optional[Sequence[str]] = None, x: 
     check_x(x)
     source = str(path)
     p = Path(path)
-    if p.is_file() and not p.name.lower().endswith(".zip"):
+    if is_host_wal(p):
         return run_series_from_metrics(read_metrics(p, lenient=True), source, x=x, keys=keys, log_y=log_y)
     root = open_record(p)
     try:

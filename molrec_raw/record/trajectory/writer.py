@@ -31,7 +31,8 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError, StoreError
 from molrec_raw.record import documents, live
-from molrec_raw.record.doors import replace_record, writable_record_path
+from molrec_raw.record.doors import check_record_path, replace_record, settle_swap
+from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory import extents as ext
 from molrec_raw.record.trajectory import recovery
@@ -48,7 +49,7 @@ from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.record.trajectory.storage import (align_tails, born, delete_node, grow, land_all, read_nstep,
                                                   tail_shards)
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
-from molrec_raw.zarr.fileops import FileOps
+from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 
 __all__ = ["MrecWriter", "write_mrec_trajectory"]
 
@@ -73,13 +74,27 @@ class MrecWriter:
     def __init__(self, path: PathLike, schema: SequenceSchema, *, flush_every: Optional[int] = None,
                  compression: Optional[str] = None, durable: bool = True,
                  meta: Optional[Dict[str, Any]] = None, fileops: Optional[FileOps] = None,
-                 status: bool = True) -> None:
+                 status: bool = True, lock: Optional[bool] = None) -> None:
+        """Create the trajectory at ``path`` (see the class docstring).  ``lock`` (default:
+        unless ``MOLREC_RAW_LOCKING=off``): hold the record's trajectory lock for the writer's
+        whole life, taken before anything is read (record/locking.py); False when the caller
+        coordinates writers itself."""
         if not isinstance(schema, SequenceSchema):
             raise InvalidValueError(f"schema must be a SequenceSchema, got {type(schema).__name__}")
         self._init_common(flush_every, durable, status)
         self._compression = ext.parse_compression(compression)
         self._schema = schema.copy()
-        target = writable_record_path(path, fileops)
+        target = check_record_path(path)
+        self._take_lock(target, lock, fileops)
+        try:
+            self._create(target, meta)
+        except BaseException as exc:  # no writer: the lock goes; an I/O failure is named as such
+            self._lock.release()
+            self._guard.fail(exc)
+
+    def _create(self, target: Path, meta: Optional[Dict[str, Any]]) -> None:
+        settle_swap(target.absolute(), self._guard)  # under the lock: the record a reader sees
+        durable = self._durable
         if target.suffix == ".zip" or target.is_file():
             raise StoreError("a record being written is a directory; zip archives are read-only",
                              store=str(target))
@@ -101,8 +116,8 @@ class MrecWriter:
         from molrec_raw.record.violations import refuse
         refuse(documents.check_finite_json(stamped, "/meta", "frame-and-types#14.41"))
         refuse(documents.check_meta(stamped, writing=True))
-        # root zarr.json first; every file mutation through ``fileops`` (default: the system's)
-        self._root = open_group(DirectoryStore(target, fileops=fileops), mode="a", threads=WRITE_THREADS)
+        # root zarr.json first; every file mutation through the writer's guard of ``fileops``
+        self._root = open_group(DirectoryStore(target, fileops=self._guard), mode="a", threads=WRITE_THREADS)
         self._root.create_group("meta", attributes=stamped, overwrite=True)
         self._tgroup = self._root.create_group(TRAJ, attributes={"sequence_schema": self._schema.to_json()},
                                                overwrite=True)
@@ -141,19 +156,38 @@ class MrecWriter:
         self._needs_resolved_check = any(
             self._schema.targets(b) or self._schema.aligned_with(b) for b in self._schema.block_names())
 
+    def _take_lock(self, target: Path, lock: Optional[bool], fileops: Optional[FileOps]) -> None:
+        """The trajectory lock first (record/locking.py), then the guard every mutation goes
+        through: it remembers the first I/O failure, which poisons the writer."""
+        self._lock = lock_writer(target, "trajectory", writer="MrecWriter", lock=lock, fileops=fileops)
+        self._guard = PoisonGuard(fileops, what=f"the trajectory writer of {target}")
+
     @classmethod
     def open(cls, path: PathLike, *, flush_every: Optional[int] = None, durable: bool = True,
-             fileops: Optional[FileOps] = None, status: bool = True) -> "MrecWriter":
+             fileops: Optional[FileOps] = None, status: bool = True, lock: Optional[bool] = None) -> "MrecWriter":
         """Reopen a trajectory for append (§11): shrink every array back to its logical
         length, rebuild the change-detection state, continue numbering; the run is
-        ``running`` again (``status``)."""
+        ``running`` again (``status``).  This is also how a writer poisoned by an I/O error
+        is recovered: the state is read from the disk, never from the old writer's memory.
+        ``lock`` as for the constructor (the trajectory lock, taken before anything is read)."""
         self = cls.__new__(cls)
         self._init_common(flush_every, durable, status)
         self._compression = None
-        target = writable_record_path(path, fileops)
+        target = check_record_path(path)
+        self._take_lock(target, lock, fileops)
+        try:
+            self._reopen(target)
+        except BaseException as exc:  # no writer: the lock goes; an I/O failure is named as such
+            self._lock.release()
+            self._guard.fail(exc)
+        return self
+
+    def _reopen(self, target: Path) -> None:
+        settle_swap(target.absolute(), self._guard)  # under the lock: the record a reader sees
+        durable = self._durable
         if target.suffix == ".zip" or not target.is_dir():
             raise StoreError("only a directory record can be reopened for append", store=str(target))
-        root = open_group(DirectoryStore(target, fileops=fileops), mode="r+", threads=WRITE_THREADS)
+        root = open_group(DirectoryStore(target, fileops=self._guard), mode="r+", threads=WRITE_THREADS)
         meta = root.get("meta")
         doc = dict(meta.attrs) if isinstance(meta, Group) else {}
         from molrec_raw.record.violations import refuse
@@ -193,7 +227,6 @@ class MrecWriter:
                         rewrite=True)
             self._sync_data()
             self._durable_point()
-        return self
 
     def _reopen_box(self, nstep: int) -> None:
         try:
@@ -348,10 +381,45 @@ class MrecWriter:
     def _derive_cadence(self) -> int:
         return ext.flush_cadence(self._block_plan(b) for b in self._blocks.values())
 
+    @property
+    def poisoned(self) -> Optional[BaseException]:
+        """The failure that poisoned this writer (an :class:`~molrec_raw.errors.IOFailureError`
+        naming the operation and the path, or whatever interrupted a commit), None while it is
+        sound.  A poisoned writer refuses every call (``PoisonedWriterError`` naming it);
+        ``close()`` releases it without writing; ``MrecWriter.open`` recovers the record."""
+        return self._guard.poisoned
+
     # ------------------------------------------------------------------ append
     def _check_open(self) -> None:
+        self._guard.check()
         if self._closed:
             raise InvalidValueError("writer is closed (trajectory#W30)")
+
+    def _guarded_commit(self, durable: bool, closing: bool = False) -> None:
+        """A commit; a failure in it poisons the writer (spec-notes/safety.md): what reached
+        the disk is then unknown to this writer's memory.  An I/O failure is raised as the
+        guard's :class:`~molrec_raw.errors.IOFailureError` (operation, path, errno)."""
+        try:
+            self._commit(durable=durable, closing=closing)
+        except BaseException as exc:
+            self._guard.fail(exc)
+
+    def _release(self) -> None:
+        """Let go of the lock and of every descriptor, writing nothing."""
+        self._closed = True
+        try:
+            store = getattr(self, "_root", None)
+            if store is not None:
+                store.store.close()
+        finally:
+            self._lock.release()
+
+    def abort(self) -> None:
+        """Drop the buffered frames and release the writer without writing anything — what
+        a killed process leaves, without killing it: committed frames stay, the lock goes.
+        Idempotent; never raises for a poisoned writer."""
+        if not self._closed or self._lock.held:
+            self._release()
 
     def append(self, frame: Frame, step: Optional[int] = None, time: Optional[float] = None) -> None:
         """Buffer one frame (validated against the pin first: a refused frame changes
@@ -435,7 +503,7 @@ class MrecWriter:
         self._timed = timed
         self._buffered += 1
         if self._buffered >= self.flush_every:
-            self._commit(durable=False)
+            self._guarded_commit(False)
 
     # ------------------------------------------------------------------ commit
     def _ensure_block(self, block: BlockWriter) -> None:
@@ -629,14 +697,20 @@ class MrecWriter:
             self._dirty = True
 
     def flush(self) -> None:
-        """Commit every buffered frame (durable unless ``durable=False``)."""
+        """Commit every buffered frame (durable unless ``durable=False``).  A flush that
+        fails poisons the writer (``poisoned``)."""
         self._check_open()
-        self._commit(durable=self._durable)
+        self._guarded_commit(self._durable)
 
     def close(self) -> None:
-        """The last durable flush, then the run's ``succeeded`` state; idempotent.  A close
-        that fails records ``failed``."""
-        if self._closed:
+        """The last durable flush, then the run's ``succeeded`` state, then the lock is
+        released; idempotent.  A close that fails poisons the writer, releases it and raises;
+        closing a poisoned writer releases it without writing and raises the refusal (every
+        time: its data did not all reach the disk)."""
+        if self._guard.poisoned is not None:  # every call after the failure names it, close() too
+            self._release()
+            self._guard.check()
+        if self._closed and not self._lock.held:
             return
         try:
             self._commit(durable=self._durable, closing=True)
@@ -645,24 +719,26 @@ class MrecWriter:
             else:  # whoever makes it durable later (write_mrec_trajectory's swap) gets aligned tails
                 align_tails(self._root.store, sorted(self._grown))
                 self._grown.clear()
+            if self._status:  # after the last commit: a reader that sees it then sees every frame
+                live.record_state(self._root, live.SUCCEEDED, durable=self._durable)
         except BaseException as exc:
-            self._end(exc)
-            raise
-        self._closed = True
-        if self._status:  # after the last commit: a reader that sees it then sees every frame
-            live.record_state(self._root, live.SUCCEEDED, durable=self._durable)
+            self._release()
+            self._guard.fail(exc)
+        self._release()
 
     def _end(self, exc: BaseException) -> None:
         """Closed by an exception: ``cancelled`` for a KeyboardInterrupt, else ``failed``
-        with the error; a failure to record it never hides the exception itself."""
-        self._closed = True
-        if not self._status:
-            return
-        state = live.CANCELLED if isinstance(exc, KeyboardInterrupt) else live.FAILED
+        with the error, unless the writer is poisoned (then nothing is written); a failure to
+        record it never hides the exception itself; the lock is released either way."""
         try:
-            live.record_state(self._root, state, error=exc, durable=self._durable)
-        except (MolrecError, OSError):
-            pass
+            if self._status and self._guard.poisoned is None and not self._closed:
+                state = live.CANCELLED if isinstance(exc, KeyboardInterrupt) else live.FAILED
+                try:
+                    live.record_state(self._root, state, error=exc, durable=self._durable)
+                except (MolrecError, OSError):
+                    pass
+        finally:
+            self._release()
 
     def __enter__(self) -> "MrecWriter":
         return self
@@ -670,7 +746,7 @@ class MrecWriter:
     def __exit__(self, exc_type: Any, exc: Any, *rest: Any) -> None:
         if exc_type is None:
             self.close()
-        elif not self._closed:  # frames already committed stay committed; the buffer is dropped
+        elif not self._closed or self._lock.held:  # committed frames stay committed; the buffer is dropped
             self._end(exc if isinstance(exc, BaseException) else RuntimeError(getattr(exc_type, "__name__", "error")))
 
 
@@ -684,9 +760,9 @@ def _refuse_existing_sequence(target: Path) -> None:
 
 def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
                           times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None, *,
-                          fileops: Optional[FileOps] = None) -> Path:
-    """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames).
-    An existing record at ``path`` is replaced only when it holds no trajectory sequence."""
+                          fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path:
+    """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames) as a
+    new record; an existing record at ``path`` is replaced only with ``overwrite=True``."""
     given_steps: Any = steps
     given_times: Any = times
     if isinstance(frames, Trajectory):  # a whole Trajectory carries its own numbering
@@ -706,9 +782,10 @@ def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Option
         store = root.store
         assert isinstance(store, DirectoryStore), "replace_record builds in a directory"
         with MrecWriter(store.root, schema, flush_every=max(1, len(frame_list)), meta=meta, durable=False,
-                        fileops=store.fileops, status=False) as writer:  # a finished sequence, no run
+                        fileops=store.fileops, status=False, lock=False) as writer:  # a finished sequence, no run;
+            # the staging directory is private and the door holds the record's lock
             for i, frame in enumerate(frame_list):
                 writer.append(frame, None if step_list is None else step_list[i],
                               None if time_list is None else time_list[i])
 
-    return replace_record(path, build, fileops=fileops)
+    return replace_record(path, build, fileops=fileops, overwrite=overwrite)
