@@ -32,7 +32,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import pytest
 
@@ -203,29 +203,45 @@ def check_page(example: Example, folder: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 class Folders:
-    """A fresh folder per python example; a console example uses its page's latest one."""
+    """A fresh folder per python example; a console example runs in the folder of its page's
+    latest python example before it (run first, unchecked, when it has not run yet: a test
+    selected alone), or in a folder of its page's own when there is none."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.latest: dict = {}
-        self.count = 0
+        self.made: Dict[Tuple[Path, int], Path] = {}
 
-    def folder_for(self, example: Example) -> Path:
-        """The folder ``example`` runs in."""
-        if example.kind == "python" or example.page not in self.latest:
-            self.count += 1
-            folder = self.base / f"example-{self.count}"
-            folder.mkdir()
-            self.latest[example.page] = folder
-        return self.latest[example.page]
+    def _new(self) -> Path:
+        folder = self.base / f"example-{len(self.made) + 1}"
+        folder.mkdir()
+        return folder
+
+    def folder_for(self, example: Example, every: List[Example]) -> Path:
+        """The folder ``example`` runs in (``every``: all the examples, in page order)."""
+        if example.kind == "python":
+            folder = self.made[(example.page, example.line)] = self._new()
+            return folder
+        before = [e for e in every if e.page == example.page and e.kind == "python" and e.line < example.line]
+        key = (example.page, before[-1].line) if before else (example.page, 0)
+        if key not in self.made:
+            self.made[key] = folder = self._new()
+            if before:
+                cwd = os.getcwd()
+                os.chdir(folder)
+                try:
+                    run_python(before[-1])
+                finally:
+                    os.chdir(cwd)
+        return self.made[key]
 
 
 def actual_outputs(page: Path, base: Path) -> None:  # pragma: no cover - a tool for page writers
     """Print what each example of ``page`` prints (``python tests/doc_examples.py PAGE``)."""
     (base / page.stem).mkdir()
     folders = Folders(base / page.stem)
-    for example in examples(page):
-        folder = folders.folder_for(example)
+    found = examples(page)
+    for example in found:
+        folder = folders.folder_for(example, found)
         print(f"--- {page}:{example.line} ({example.kind}, {example.heading})")
         if skip_reason(example.code):
             print("SKIP", skip_reason(example.code))
