@@ -40,6 +40,25 @@ myst_heading_anchors = 3
 OPTIONAL_TOOLS = ["MDAnalysis", "mdtraj", "openmm", "ase", "xarray", "dask", "distributed", "fsspec",
                   "matplotlib"]
 autodoc_mock_imports = [tool for tool in OPTIONAL_TOOLS if importlib.util.find_spec(tool) is None]
+
+
+def _mock_arithmetic() -> None:
+    """Integrations compute with their tool's objects at import (OpenMM's ``nanometer /
+    picosecond``): let autodoc's mock objects take part in arithmetic and comparisons."""
+    from sphinx.ext.autodoc.mock import _MockObject
+
+    def result(self: object, *args: object) -> object:
+        return type(self)()
+
+    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor"):
+        for form in (f"__{name}__", f"__r{name}__"):
+            setattr(_MockObject, form, result)
+    for form in ("__neg__", "__pos__", "__abs__", "__invert__"):
+        setattr(_MockObject, form, result)
+
+
+if autodoc_mock_imports:
+    _mock_arithmetic()
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_default_options = {"show-inheritance": True}

@@ -122,6 +122,9 @@ def rules_page() -> str:
 
 
 def _directive(qualified: str, obj: Any) -> str:
+    if getattr(obj, "__sphinx_mock__", False):  # a value of a mocked tool's type: no source to read
+        return (f".. py:data:: {qualified}\n\n   A value built from an optional tool that is not installed where "
+                "this page was built.\n")
     if inspect.isclass(obj):
         return f".. autoclass:: {qualified}\n   :members:\n"
     if callable(obj):
@@ -201,7 +204,7 @@ def api_pages() -> Dict[str, str]:
 
 def documented_names(pages: Dict[str, str]) -> List[str]:
     """Every qualified name an API page documents (for tests/test_docs.py)."""
-    return re.findall(r"^\.\. auto(?:class|function|data):: (\S+)", "\n".join(pages.values()), re.MULTILINE)
+    return re.findall(r"^\.\. (?:auto(?:class|function|data)|py:data):: (\S+)", "\n".join(pages.values()), re.MULTILINE)
 
 
 def generate(app: Any) -> None:
