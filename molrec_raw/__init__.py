@@ -22,6 +22,7 @@ Errors:           ``molrec_raw.errors`` (every error is a ``MolrecError`` naming
 Layers:           ``molrec_raw.zarr`` (the Zarr V3 subset, knows nothing of MolRec),
                   ``molrec_raw.record`` (the format), ``molrec_raw.integrations`` (optional
                   tools: MDAnalysis, mdtraj, ASE, OpenMM, xarray, dask).
+
 Command line:     ``molrec-raw --help``.
 
 ``import molrec_raw`` is cheap: each public name below is imported on first use
