@@ -6,8 +6,9 @@ records, ZIP64, central and local headers, over honest and lying range sources),
 ``zarr_json`` (metadata, fill values, codec configurations, read through ``Array``),
 ``chunk`` / ``shard`` / ``vlen_utf8`` (stored values through every codec chain: gzip and
 zstd bombs, lying sizes, shard indexes and written-rows stamps), ``wal`` (metrics WAL lines),
-``typed_meta``, ``sequence_schema`` and ``checkpoint`` (a live trajectory's recovery snapshot,
-read back through its view).  Inputs are seed files this package writes, mutated by bit flips,
+``typed_meta``, ``sequence_schema``, ``checkpoint`` (a live trajectory's recovery snapshot,
+read back through its view) and ``frame_bytes`` (a collection's MRF1 values, decoded fresh and
+through a layout cache, lmdb#L9-#L17).  Inputs are seed files this package writes, mutated by bit flips,
 truncation, splicing and structure-aware edits of length fields.
 
 Input ``i`` of campaign ``--seed s`` is a pure function of (target, s, i), so a campaign
@@ -41,7 +42,8 @@ from typing import Any, Dict, List
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests" / "fuzz"), str(HERE.parent)]
 
-NAMES = ("zip", "zarr_json", "chunk", "shard", "vlen_utf8", "wal", "typed_meta", "sequence_schema", "checkpoint")
+NAMES = ("zip", "zarr_json", "chunk", "shard", "vlen_utf8", "wal", "typed_meta", "sequence_schema", "checkpoint",
+         "frame_bytes")
 
 
 def _report_line(report: Any, engine: str) -> Dict[str, Any]:

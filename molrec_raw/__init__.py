@@ -13,6 +13,8 @@ Whole records:    ``MolRec``, ``write_mrec`` / ``read_mrec``, ``validate`` (-> `
 Trajectories:     ``MrecWriter`` (streaming, crash-safe commits) under a ``SequenceSchema``,
                   ``MrecReader`` (frames by index, live following), ``write_mrec_trajectory`` /
                   ``read_mrec_trajectory`` (-> ``Trajectory``).
+Collections:      ``CollectionWriter`` / ``CollectionReader`` (``read_collection``): many records
+                  under one declaration in one ``*.mrec.lmdb`` (the ``[lmdb]`` extra).
 Metrics:          ``MetricsWriter`` (a JSONL WAL densified into Zarr), ``read_metrics``
                   (-> ``Series``), ``follow_metrics`` (-> ``MetricEvent``), ``discover_metrics``.
 Errors:           ``molrec_raw.errors`` (every error is a ``MolrecError`` naming the store,
@@ -69,5 +71,8 @@ if TYPE_CHECKING:
     from molrec_raw.record.pack import unpack_mrec_zip as unpack_mrec_zip
     from molrec_raw.record.repair import RepairReport as RepairReport
     from molrec_raw.record.repair import repair_mrec as repair_mrec
+    from molrec_raw.collection import CollectionReader as CollectionReader
+    from molrec_raw.collection import CollectionWriter as CollectionWriter
+    from molrec_raw.collection import read_collection as read_collection
 else:  # type checkers see the imports above; unknown names stay errors for them
     __getattr__, __dir__, __all__ = _lazy.attach(__name__, eager=("errors", "__version__"))

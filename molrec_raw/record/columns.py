@@ -12,7 +12,7 @@ import numpy as np
 
 from molrec_raw.errors import SpecViolationError
 
-__all__ = ["COLUMN_DTYPES", "ZARR_TO_COLUMN", "VOCABULARY", "EXACT_U64_KEYS", "as_column", "column_dtype_of", "same_values"]
+__all__ = ["COLUMN_DTYPES", "COLUMN_NUMPY", "ZARR_TO_COLUMN", "VOCABULARY", "EXACT_U64_KEYS", "as_column", "column_dtype_of", "same_values"]
 
 COLUMN_DTYPES: Dict[str, str] = {  # MolRec dtype -> Zarr data_type
     "f64": "float64", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
@@ -20,6 +20,10 @@ COLUMN_DTYPES: Dict[str, str] = {  # MolRec dtype -> Zarr data_type
     "string": "string", "c64": "complex64", "c128": "complex128",
 }
 ZARR_TO_COLUMN = {zarr: col for col, zarr in COLUMN_DTYPES.items()}
+# The numeric column dtypes as explicitly little-endian numpy dtypes (what a raw buffer holds:
+# the Zarr ``bytes`` codec with ``endian: little``, a collection's frame bytes).
+COLUMN_NUMPY: Dict[str, np.dtype] = {
+    col: np.dtype(zarr).newbyteorder("<") for col, zarr in COLUMN_DTYPES.items() if col != "string"}
 
 _F64 = "x y z vx vy vz fx fy fz charge mass quatw quati quatj quatk mux muy muz axis_x axis_y axis_z occupancy b_factor"
 _U64 = "id atomic_number type_id mol_id res_id atom_map atomi atomj atomk atoml atomm ibead bond_type bond_number"

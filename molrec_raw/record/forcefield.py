@@ -43,7 +43,7 @@ from molrec_raw.zarr import Group
 
 __all__ = [
     "encode_style", "decode_style", "block_name", "parse_block_name",
-    "ForceFieldSection", "check_forcefield", "write_forcefield_group", "read_forcefield_group",
+    "ForceFieldSection", "check_forcefield", "prepare_forcefield", "write_forcefield_group", "read_forcefield_group",
     "PRESETS", "ARITY", "QUANTITIES", "ENDPOINTS",
 ]
 
@@ -643,14 +643,22 @@ def write_forcefield_group(root: Group, section: ForceFieldSection) -> None:
 
     A plain dict is not a section: TypeError (the reference does the same).
     """
+    node = f"{root.name.rstrip('/')}/{SECTION}"
+    tables = prepare_forcefield(section, node)
+    write_frame_group(root, SECTION, Frame(meta=section.document, blocks=tables), typed_meta=False)
+
+
+def prepare_forcefield(section: ForceFieldSection, node: str) -> Dict[str, Block]:
+    """Check a section for writing at ``node`` (documents#9.23–9.31, #9.35, every writer
+    refusal) and return its tables as stored (columns coerced); what every binding of a force
+    field writes (the Zarr group, a collection's ``ff`` value).  A plain dict: TypeError."""
     if not isinstance(section, ForceFieldSection):
         raise TypeError(f"forcefield must be a ForceFieldSection, not {type(section).__name__} "
                         "(wrap a document as ForceFieldSection(document, tables))")
-    node = f"{root.name.rstrip('/')}/{SECTION}"
     tables, problems = _coerced_tables(section.tables, node)
     refuse(problems)
     refuse(check_forcefield(section.document, tables, node, writing=True))
-    write_frame_group(root, SECTION, Frame(meta=section.document, blocks=tables), typed_meta=False)
+    return tables
 
 
 def read_forcefield_group(group: Group, out: Optional[List[Violation]] = None) -> ForceFieldSection:

@@ -9,6 +9,7 @@ reading collects every violation (the doors refuse on the first, ``validate`` li
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from math import prod
@@ -26,7 +27,8 @@ from molrec_raw.record.precision import check_precision, round_to_precision
 from molrec_raw.record.violations import Violation, refuse
 from molrec_raw.zarr import Array, Group
 
-__all__ = ["write_frame_group", "read_frame_group", "RowsOf"]
+__all__ = ["write_frame_group", "read_frame_group", "RowsOf", "PreparedFrame", "prepare_frame", "check_targets",
+           "check_block_shape", "check_box", "canonical_violation"]
 
 BOX = "box"
 VALIDITY = "_validity"
@@ -59,7 +61,7 @@ def concurrently(jobs: List[Callable[[], Any]], threads: int = 2) -> List[Any]:
 
 
 # -- checks shared by the writer and the reader ---------------------------------------
-def _check_targets(block: Block, blocks: Dict[str, Block], node: str, rows_of: Optional[RowsOf]) -> Iterable[Violation]:
+def check_targets(block: Block, blocks: Dict[str, Block], node: str, rows_of: Optional[RowsOf]) -> Iterable[Violation]:
     """Row references (§9): syntax, u64[N] columns, existing targets, values in range."""
     for column, target in block.targets.items():
         where = f"{node}/{column}"
@@ -87,7 +89,9 @@ def _check_targets(block: Block, blocks: Dict[str, Block], node: str, rows_of: O
             yield _v("14.12", where, f"row reference {int(live.max())} is not below the target's {limit} rows")
 
 
-def _check_block_shape(block: Block, node: str) -> Iterable[Violation]:
+def check_block_shape(block: Block, node: str) -> Iterable[Violation]:
+    """A block's shape (§5, §7): ``count`` a non-negative integer, every column that many rows,
+    ``structural_shape`` multiplying to it, masks bool of one flag per row, for a column."""
     count = block.count
     if count is None or isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
         yield _v("14.5", node, f"count {count!r} is not a non-negative integer (columns disagree?)")
@@ -114,7 +118,8 @@ def _check_block_shape(block: Block, node: str) -> Iterable[Violation]:
             yield _v("14.9", where, f"mask of shape {mask.shape} for a block of {count} rows")
 
 
-def _check_box(box: Box, node: str) -> Iterable[Violation]:
+def check_box(box: Box, node: str) -> Iterable[Violation]:
+    """A cell (§10): vectors 3×3, origin and boundary of 3, f64; an undefined cell is not periodic."""
     vectors, origin = np.asarray(box.vectors), np.asarray(box.origin)
     if vectors.shape != (3, 3) or origin.shape != (3,) or len(tuple(box.boundary)) != 3:
         yield _v("14.19", node, "box needs vectors 3x3, origin of 3 and boundary of 3")
@@ -152,7 +157,7 @@ def _prepare_block(name: str, block: Block, node: str) -> Block:
     prepared = Block(columns, masks, dict(block.precision), dict(block.targets),
                      block.structural_shape, dict(block.attrs), block.count,
                      {c: dict(a) for c, a in block.column_attrs.items() if c in columns})
-    refuse(_check_block_shape(prepared, node))
+    refuse(check_block_shape(prepared, node))
     return prepared
 
 
@@ -170,22 +175,45 @@ def _write_array(group: Group, name: str, values: np.ndarray, *, precision: Opti
         array[...] = values
 
 
-def write_frame_group(parent: Group, name: str, frame: Frame, *, typed_meta: bool = True,
-                      rows_of: Optional[RowsOf] = None) -> Group:
-    """Write ``frame`` as the frame-shaped group ``parent/name``; refuses before writing."""
-    node = f"{parent.name.rstrip('/')}/{name}"
+@dataclass
+class PreparedFrame:
+    """A frame checked for writing (every refusal of frame-and-types §14 "Writer refuses"
+    already raised): the meta document in its stored JSON form, ``meta_types`` (empty for an
+    untyped document or an empty meta) and the blocks with their columns coerced
+    (``as_column``).  What any binding of a frame-shaped section stores."""
+
+    meta: Dict[str, Any]
+    meta_types: Dict[str, str]
+    blocks: Dict[str, Block]
+
+
+def prepare_frame(frame: Frame, node: str, *, typed_meta: bool = True,
+                  rows_of: Optional[RowsOf] = None) -> PreparedFrame:
+    """Check ``frame`` as a frame-shaped section at ``node`` (names, dtypes, canonical keys,
+    shapes, masks, precision, targets, the cell, typed meta) and coerce its columns; refuses
+    on the first violation, before anything is stored."""
+    meta_types: Dict[str, str] = {}
     if typed_meta:
         attrs, meta_types = typed_json.encode_document(frame.meta)
-        if meta_types:
-            attrs[META_TYPES] = meta_types
     else:
         refuse(check_finite_json(frame.meta, node, "frame-and-types#14.41"))
         attrs = dict(frame.meta)
     blocks = {b: _prepare_block(b, block, f"{node}/{b}") for b, block in frame.blocks.items()}
     for b, block in blocks.items():
-        refuse(_check_targets(block, blocks, f"{node}/{b}", rows_of))
+        refuse(check_targets(block, blocks, f"{node}/{b}", rows_of))
     if frame.box is not None:
-        refuse(_check_box(frame.box, f"{node}/{BOX}"))
+        refuse(check_box(frame.box, f"{node}/{BOX}"))
+    return PreparedFrame(attrs, meta_types, blocks)
+
+
+def write_frame_group(parent: Group, name: str, frame: Frame, *, typed_meta: bool = True,
+                      rows_of: Optional[RowsOf] = None) -> Group:
+    """Write ``frame`` as the frame-shaped group ``parent/name``; refuses before writing."""
+    node = f"{parent.name.rstrip('/')}/{name}"
+    prepared = prepare_frame(frame, node, typed_meta=typed_meta, rows_of=rows_of)
+    attrs, blocks = dict(prepared.meta), prepared.blocks
+    if prepared.meta_types:
+        attrs[META_TYPES] = prepared.meta_types
     group = parent.create_group(name, attributes=attrs)
     jobs: List[Callable[[], Any]] = []
     for b, block in blocks.items():
@@ -232,6 +260,18 @@ def _column_problem(array: Array, node: str) -> Optional[Violation]:
         return _v(rule, node, f"Zarr data type {name} is not a column dtype (never widened)")
     if array.ndim == 0:
         return _v("14.6", node, "a column needs a leading row axis")
+    return None
+
+
+def canonical_violation(name: str, stored: str, shape: Tuple[int, ...], where: str) -> Optional[Violation]:
+    """A canonical key stored at another dtype or with trailing axes (frame-and-types#14.3):
+    ``stored`` is the MolRec dtype found, ``shape`` the column's shape.  Never converted on read."""
+    canonical = VOCABULARY.get(name)
+    if name in EXACT_U64_KEYS and stored != "u64":
+        return _v("14.3", where, f"column {name!r} is stored as {COLUMN_DTYPES[stored]}; the canonical key is u64")
+    if canonical is not None and (canonical != stored or len(shape) != 1):
+        return _v("14.3", where, f"column {name!r} is stored as {COLUMN_DTYPES[stored]}{list(shape[1:]) or ''}; "
+                  f"the canonical key is {canonical}[N], and a store is not converted on read")
     return None
 
 
@@ -289,20 +329,16 @@ def _read_block(group: Group, node: str, out: List[Violation]) -> Block:
             out.extend(violations)
             if not violations:
                 precision[name] = p
-        canonical = VOCABULARY.get(name)
-        stored = ZARR_TO_COLUMN[member.metadata.dtype.name]
-        if name in EXACT_U64_KEYS and stored != "u64":
-            out.append(_v("14.3", where, f"column {name!r} is stored as {COLUMN_DTYPES[stored]}; the canonical key is u64"))
-        elif canonical is not None and (canonical != stored or values.ndim != 1):
-            out.append(_v("14.3", where, f"column {name!r} is stored as {COLUMN_DTYPES[stored]}{list(values.shape[1:]) or ''}; "
-                          f"the canonical key is {canonical}[N], and a store is not converted on read"))
+        problem = canonical_violation(name, ZARR_TO_COLUMN[member.metadata.dtype.name], values.shape, where)
+        if problem is not None:
+            out.append(problem)
         columns[name] = values
         if extra:
             column_attrs[name] = extra
     block = Block(columns, masks, precision, dict(targets),
                   tuple(shape) if isinstance(shape, list) else shape, attrs, count, column_attrs)
     if count is not None:
-        out.extend(_check_block_shape(block, node))
+        out.extend(check_block_shape(block, node))
     # normalise: all-true ≡ no mask (§7)
     block.masks = {c: m for c, m in masks.items() if not (m.dtype == np.bool_ and m.all())}
     return block
@@ -325,7 +361,7 @@ def _read_box(group: Group, node: str, out: List[Violation]) -> Box:
     x, y, z = (bool(b) for b in np.ravel(boundary))  # shape (3,): checked above
     box = Box(np.asarray(vectors, dtype=np.float64) if vectors.dtype.kind == "f" else vectors,
               origin, (x, y, z), defined)
-    out.extend(_check_box(box, node))
+    out.extend(check_box(box, node))
     return box
 
 
@@ -350,7 +386,7 @@ def read_frame_group(group: Group, *, typed_meta: bool = True, out: Optional[Lis
             blocks[name] = _read_block(member, f"{node}/{name}", collect)
     for name, block in blocks.items():
         if block.count is not None:
-            collect.extend(_check_targets(block, blocks, f"{node}/{name}", rows_of))
+            collect.extend(check_targets(block, blocks, f"{node}/{name}", rows_of))
     if out is None:
         refuse(collect)
     return Frame(meta, blocks, box)

@@ -372,6 +372,47 @@ def edit_zip(rng: Random, data: bytes, donors: Sequence[bytes] = ()) -> bytes:
 _SNAPSHOT_MAGIC = b"MOLREC-RAW SNAPSHOT 1\n"
 
 
+def edit_frame_bytes(rng: Random, data: bytes, donors: Sequence[bytes] = ()) -> bytes:
+    """One edit of a collection's frame-bytes value (``MRF1``, a u32 header length, a JSON
+    header, padding, buffers): the header edited as JSON (its length fixed up, or left lying),
+    the length field set to an interesting value, an offset or shape in the header bent, the
+    padding dirtied, the payload cut, grown or flipped."""
+    if len(data) < 8:
+        return mutate_bytes(rng, data, donors)
+    length = min(int.from_bytes(data[4:8], "little"), len(data) - 8)  # an earlier edit may have made it lie
+    header, rest = data[8:8 + length], data[8 + length:]
+    op = rng.randrange(6)
+    if op == 0:  # the header edited; the length honest or not
+        edited = edit_json(rng, header, [d[8:8 + int.from_bytes(d[4:8], "little")] for d in donors if len(d) >= 8])
+        pad = b"\0" * (-(8 + len(edited)) % 8)
+        body = rest.lstrip(b"\0") if rng.random() < 0.5 else rest[-(len(rest) // 8) * 8:] if rest else b""
+        honest = len(edited) if rng.random() < 0.8 else interesting_int(rng, 4, len(edited), len(edited))
+        return data[:4] + (honest % 2**32).to_bytes(4, "little") + edited + pad + body
+    if op == 1:  # a lying header length
+        return data[:4] + (interesting_int(rng, 4, len(data), length) % 2**32).to_bytes(4, "little") + data[8:]
+    if op == 2:  # a number of the header (an offset, a count, a shape) bent in place
+        digits = [i for i in range(8, 8 + length) if 48 <= data[i] <= 57]
+        if digits:
+            i = rng.choice(digits)
+            out = bytearray(data)
+            out[i] = rng.choice(b"0123456789")
+            if rng.random() < 0.3:  # longer numbers keep the JSON valid and lie about sizes
+                out[i:i + 1] = str(rng.choice((7, 9, 2**31, 2**40, 2**63, 10**30))).encode()
+                grown = len(out) - len(data)
+                out[4:8] = ((length + grown) % 2**32).to_bytes(4, "little")
+            return bytes(out)
+    if op == 3 and rest:  # padding made dirty
+        pad_end = (8 + length + 7) & ~7
+        if pad_end > 8 + length:
+            out = bytearray(data)
+            out[8 + length] = rng.randrange(1, 256)
+            return bytes(out)
+    if op == 4:  # payload cut or grown
+        cut = rng.randrange(8 + length, len(data) + 1)
+        return data[:cut] if rng.random() < 0.6 else data + bytes(rng.randrange(1, 64))
+    return mutate_bytes(rng, data, donors)
+
+
 def edit_checkpoint(rng: Random, data: bytes, bombs: "Bombs") -> bytes:
     """One edit of a snapshot (magic line, crc32c, one zstd frame of a JSON directory and
     the saved bytes): the directory or the saved bytes edited and compressed again, the zstd

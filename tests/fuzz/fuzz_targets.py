@@ -42,8 +42,8 @@ import numpy as np
 import orjson
 
 from fuzz_mutators import (
-    Bombs, MAX_INPUT, edit_checkpoint, edit_json, edit_value, edit_wal_lines, edit_zarr_json, edit_zip,
-    mutate_bytes,
+    Bombs, MAX_INPUT, edit_checkpoint, edit_frame_bytes, edit_json, edit_value, edit_wal_lines, edit_zarr_json,
+    edit_zip, mutate_bytes,
 )
 from molrec_raw import Block, Box, Frame, MetaValue, MetricsWriter, MrecWriter, pack_mrec_zip
 from molrec_raw.demo import write_demo
@@ -719,6 +719,86 @@ def _checkpoint_target() -> Target:
                   edits=(lambda rng, data, slot, donors: edit_checkpoint(rng, data, bombs),))
 
 
+# -- a collection's frame bytes ------------------------------------------------------------------
+
+def _frame_bytes_seeds() -> List[bytes]:
+    """Every value of a small collection written here that is frame bytes (the index, the force
+    field, systems with typed meta and strings, trajectory updates with a cell, masks,
+    integer and string columns), and a few encoded directly (a complex, a trailing shape, an
+    empty frame)."""
+    try:
+        import lmdb  # noqa: F401  (the [lmdb] extra, installed by the test extra)
+    except ImportError:
+        return []
+    from molrec_raw import CollectionWriter, ForceFieldSection
+    from molrec_raw.collection import binding
+    from molrec_raw.collection.frame_bytes import encode_frame
+    with tempfile.TemporaryDirectory(prefix="molrec-fuzz-mrf1-") as tmp:
+        path = Path(tmp) / "seed.mrec.lmdb"
+        schema = (SequenceSchema().declare_column("atoms", "x", "f64").declare_column("atoms", "q", "f64")
+                  .declare_nullable("atoms", "q").declare_column("atoms", "label", "string")
+                  .declare_column("bonds", "atomi", "u64").declare_target("bonds", "atomi", "atoms")
+                  .declare_meta("pe", "f64").declare_meta_with_fill("n", 0, "u32"))
+        ff = ForceFieldSection({"name": "ff", "units": {"length": "nm", "energy": "kJ/mol"},
+                                "styles": [{"category": "atom", "style": "full"}]},
+                               {"atom.full": Block({"name": np.array(["a", "b"], dtype=object), "mass": np.array([1.0, 2.0])})})
+        with CollectionWriter(path, units={"length": "nm"}, schema=schema, forcefield=ff,
+                              index_schema={"code": {"dtype": "string", "nullable": True}, "e": {"dtype": "f64", "precision": 0.01}}) as w:
+            for r in range(3):
+                system = Frame({"smiles": "CCO", "total_charge": MetaValue("i32", -1)},
+                               {"atoms": Block({"element": np.array(["C", "C", "O"], dtype=object),
+                                                "id": np.arange(3, dtype=np.uint64)})})
+                frames = [Frame({"pe": -1.0 * k, **({"n": k} if k else {})},
+                                {"atoms": Block({"x": np.arange(3.0) + k, "q": np.full(3, 0.5),
+                                                 "label": np.array(["a", "b", "c"], dtype=object)},
+                                                masks={"q": np.array([True, k % 2 == 0, True])}),
+                                 **({"bonds": Block({"atomi": np.array([0, 1], np.uint64)})} if k != 1 else {})},
+                                Box(np.eye(3) * (5.0 + k)))
+                          for k in range(3)]
+                w.add_record(system=system, frames=frames, times=[0.5 * k for k in range(3)],
+                             index={"code": None if r == 1 else f"c{r}", "e": 0.123 * r})
+        handle = binding.acquire(path)
+        try:
+            with handle.env.begin() as txn:
+                seeds = [bytes(v) for k, v in txn.cursor() if bytes(k) not in (b"meta",) and bytes(k)[:1] != b"r"]
+        finally:
+            handle.release()
+    seeds.append(encode_frame({"grid": Block({"rho": np.arange(24, dtype=np.complex64).reshape(4, 6),
+                                              "flag": np.array([1, 0, 1, 1], bool)}, structural_shape=(2, 2))},
+                              meta={"k": [1, {"a": None}]}, step=2**60, time=-0.0))
+    seeds.append(encode_frame({}))
+    return seeds
+
+
+def _run_frame_bytes(cache: Any, payload: bytes) -> None:
+    """A value as a collection reader decodes it (frame_bytes.decode_frame, fresh and through
+    a layout cache shared by the campaign); what it reads must survive encoding it again."""
+    from molrec_raw.collection.frame_bytes import decode_frame, encode_frame
+    decoded = decode_frame(payload, "/fuzz")
+    again = decode_frame(payload, "/fuzz", cache)
+    for frame in (decoded, again):
+        for name, block in frame.blocks.items():
+            block.masks = {c: np.asarray(m) for c, m in block.masks.items()}
+    encoded = encode_frame(decoded.blocks, meta=decoded.meta, meta_types=decoded.meta_types,
+                           step=decoded.step, time=decoded.time, box=decoded.box)
+    back = decode_frame(encoded, "/fuzz")
+    for name, block in decoded.blocks.items():
+        other, other_cached = back.blocks[name], again.blocks[name]
+        for column, values in block.columns.items():
+            for got in (other.columns[column], other_cached.columns[column]):
+                same = got.tolist() == values.tolist() if values.dtype == object else (
+                    got.shape == values.shape and got.tobytes() == values.tobytes())
+                if not same:
+                    raise RoundTripError(f"frame bytes: {name}/{column} reads back differently")
+
+
+def _frame_bytes_target() -> Target:
+    from molrec_raw.collection.frame_bytes import LayoutCache
+    return Target("frame_bytes", [Slot("mrf1", LayoutCache(64), _frame_bytes_seeds())], _run_frame_bytes,
+                  slotted=False, edits=(lambda rng, data, slot, donors: edit_frame_bytes(rng, data, donors),),
+                  structured=0.85)
+
+
 # -- all of them ----------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1)
@@ -736,6 +816,7 @@ def targets() -> Dict[str, Target]:
         _typed_meta_target(c),
         _schema_target(c),
         _checkpoint_target(),
+        _frame_bytes_target(),
     ]
     return {t.name: t for t in targets}
 

@@ -4,7 +4,7 @@ target, and the replay of every input a campaign found escaping (tests/fuzz/regr
 A parser given hostile bytes raises a ``MolrecError`` naming the rule, nothing else: no
 IndexError, MemoryError, RecursionError, numpy or zstd error, no wrong value read back
 (errors: the one hierarchy; zarr-v3-subset#2, #5, #7, #9.2; documents#9.15; frame-and-types#14.16;
-trajectory#R11; a trajectory checkpoint).  The long campaign (100,000 inputs per target) is ``bench/fuzz.py``.
+trajectory#R11; a trajectory checkpoint; a collection's frame bytes, lmdb#L9-#L17).  The long campaign (100,000 inputs per target) is ``bench/fuzz.py``.
 """
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from fuzz_targets import check_seeds, outcome, run_campaign, targets
 from molrec_raw.errors import MolrecError
 
 REGRESSIONS = Path(__file__).parent / "regressions"
-NAMES = ("zip", "zarr_json", "chunk", "shard", "vlen_utf8", "wal", "typed_meta", "sequence_schema", "checkpoint")
+NAMES = ("zip", "zarr_json", "chunk", "shard", "vlen_utf8", "wal", "typed_meta", "sequence_schema", "checkpoint",
+         "frame_bytes")
 # Inputs per target in the suite: about 2.5 s each, 23 s in all, on one core of the 2-core
 # machine (measured with Python 3.12; the budget for the whole run is 60 s).
 SUITE_INPUTS = {"zip": 10000, "zarr_json": 2500, "chunk": 30000, "shard": 12000, "vlen_utf8": 5000,
-                "wal": 20000, "typed_meta": 3000, "sequence_schema": 10000, "checkpoint": 2000}
+                "wal": 20000, "typed_meta": 3000, "sequence_schema": 10000, "checkpoint": 2000, "frame_bytes": 6000}
 SUITE_SEED = 20260412
 # the slowest input's time is a benchmark figure (bench/fuzz.py flags one over 1 s), not a test
 RSS_GROWTH_KIB = 100 << 10  # peak RSS growth over the campaign's start

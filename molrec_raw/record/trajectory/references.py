@@ -3,10 +3,12 @@ writer (``W27``/``W28``/``W13``) and the reader (``R17``/``R16``).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from molrec_raw.record.model import Block
 from molrec_raw.record.trajectory.common import spec_error
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.zarr import Array, Group
@@ -93,7 +95,7 @@ class SystemCounterparts:
     readers stay lenient, so stores written elsewhere still open.)"""
 
     def __init__(self, schema: SequenceSchema, root: Group) -> None:
-        self._blocks: Dict[str, Tuple[Optional[int], Group]] = {}
+        self._blocks: Dict[str, Tuple[Optional[int], Callable[[], Optional[np.ndarray]]]] = {}
         self._ids: Dict[str, Optional[np.ndarray]] = {}
         system = root.get("system")
         if not isinstance(system, Group):
@@ -102,15 +104,25 @@ class SystemCounterparts:
             node = system.get(name)
             if isinstance(node, Group):
                 count = node.attrs.get("count")
-                self._blocks[name] = (count if type(count) is int else None, node)
+                self._blocks[name] = (count if type(count) is int else None, partial(_stored_ids, node))
+
+    @classmethod
+    def of_blocks(cls, schema: SequenceSchema, system: Dict[str, Block]) -> "SystemCounterparts":
+        """The counterparts of an in-memory system's blocks (a collection record's ``system``)."""
+        self = cls.__new__(cls)
+        self._blocks, self._ids = {}, {}
+        for name in schema.block_names():
+            block = system.get(name)
+            if block is not None:
+                self._blocks[name] = (block.nrows, partial(_given_ids, block.columns.get("id")))
+        return self
 
     def __contains__(self, block: str) -> bool:
         return block in self._blocks
 
     def _system_ids(self, block: str) -> Optional[np.ndarray]:
         if block not in self._ids:
-            arr = self._blocks[block][1].get("id")
-            self._ids[block] = arr[...] if isinstance(arr, Array) else None
+            self._ids[block] = self._blocks[block][1]()
         return self._ids[block]
 
     def check(self, block: str, rows: int, ids: Optional[np.ndarray], where: str) -> None:
@@ -130,3 +142,12 @@ class SystemCounterparts:
             bad = int(np.flatnonzero(system_ids != ids)[0]) if system_ids.shape == ids.shape else 0
             raise spec_error("8.8", f"{where}: block {block!r} id differs from /system/{block}/id at row {bad}",
                              f"{node}/id")
+
+
+def _stored_ids(group: Group) -> Optional[np.ndarray]:
+    arr = group.get("id")
+    return arr[...] if isinstance(arr, Array) else None
+
+
+def _given_ids(ids: Any) -> Optional[np.ndarray]:
+    return None if ids is None else np.asarray(ids)

@@ -1,0 +1,559 @@
+"""Frame bytes, ``MRF1``: one frame — a system, a trajectory update, the index, a force
+field — as one value whose numeric buffers a reader can view in place (lmdb.md "Frame
+bytes").  Knows nothing of LMDB: bytes in, bytes out.
+
+::
+
+    value         := magic | header_length | header | padding | payload
+    magic         := b"MRF1"                      (lmdb#L9)
+    header_length := u32 little-endian
+    header        := UTF-8 JSON object, header_length bytes
+    padding       := zero bytes up to the next multiple of 8 from the start of the value
+    payload       := the column buffers, each at an 8-aligned ``offset`` into the payload
+
+Every numeric column is one C-order little-endian buffer of ``prod(shape) × itemsize``
+bytes (``lmdb#L10``); ``bool`` is one byte 0/1, ``c64``/``c128`` interleaved pairs
+(``lmdb#L11``); a ``string`` column has no buffer, its values are the header's ``values``
+list, row-major (``lmdb#L12``); a nullable column's mask is a ``validity`` buffer of
+``shape[0]`` one-byte bools (``lmdb#L13``); ``precision`` rides in a column entry (system and
+index frames, ``lmdb#L14``), ``targets`` and ``attributes`` in a block entry (``lmdb#L16``);
+``meta``/``meta_types``/``step``/``time``/``box`` at the top (``lmdb#L15``, ``#L16``).
+
+:func:`decode_frame` refuses (never an IndexError or MemoryError) an unknown magic, a
+header that lies about its length or is not the documented JSON, a dtype outside the closed
+column set, an offset that is not a multiple of 8, a buffer that runs past the value, a
+shape that disagrees with the block's ``count``, a bool buffer holding anything but 0/1.
+Its numeric columns are ``numpy`` views of the value it was given (read-only when the value
+is): valid for as long as that buffer is — for an LMDB value, while its read transaction is
+open.  What the decoder does *not* check (dtypes against a declaration, canonical keys, row
+references, typed meta) is the caller's, who knows what kind of frame it holds.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import orjson
+
+from molrec_raw.errors import CorruptDataError, InvalidValueError, SpecViolationError, brief
+from molrec_raw.record import typed_json
+from molrec_raw.record.columns import COLUMN_NUMPY, column_dtype_of
+from molrec_raw.record.model import Block, Box
+from molrec_raw.record.precision import check_precision
+
+__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "Layout", "LayoutCache", "compile_layout", "encode_frame", "decode_frame",
+           "box_header", "read_box", "header_of", "made_block"]
+
+MAGIC = b"MRF1"
+ALIGN = 8
+_PREFIX = struct.Struct("<4sI")
+_ZERO_PAD = bytes(ALIGN)
+
+R_MAGIC = "lmdb#L9"       # magic, header length, header JSON, padding
+R_BUFFER = "lmdb#L10"     # 8-aligned offsets, buffers inside the value
+R_DTYPE = "lmdb#L11"      # the closed column set; bool 0/1
+R_STRING = "lmdb#L12"     # string values in the header
+R_VALIDITY = "lmdb#L13"   # validity buffers
+R_PRECISION = "lmdb#L14"  # precision on system / index columns
+R_HEADER = "lmdb#L17"     # the header's documented shape
+
+_TOP_KEYS = frozenset(("blocks", "meta", "meta_types", "step", "time", "box"))
+_BLOCK_KEYS = frozenset(("count", "structural_shape", "columns", "targets", "attributes"))
+_NUMERIC_KEYS = frozenset(("dtype", "shape", "offset", "validity", "precision"))
+_STRING_KEYS = frozenset(("dtype", "shape", "values", "validity"))
+_BOX_KEYS = frozenset(("vectors", "origin", "boundary", "cell_defined"))
+_MAX_NDIM = 32
+_MAX_DIM = 1 << 40
+_MAX_PAYLOAD = 1 << 48  # no value is larger (LMDB's map is far smaller)
+_U8 = np.dtype("u1")
+
+
+class DecodedFrame:
+    """What one value holds.  ``blocks``: columns as views of the value (strings as object
+    arrays), ``masks`` exactly as stored (an all-true mask stays), ``precision``, ``targets``,
+    ``attrs`` (the entry's ``attributes``), ``structural_shape``, ``count``.  ``meta`` and
+    ``meta_types`` are the header's JSON as stored (typed JSON forms, not decoded: the caller
+    knows the tags); ``step`` / ``time`` the raw JSON values, ``has_step`` / ``has_time``
+    whether they are there (a JSON ``null`` reads as absent); ``box`` the cell; ``layout``
+    the checked layout its blocks were built by."""
+
+    __slots__ = ("blocks", "meta", "meta_types", "step", "time", "has_step", "has_time", "box", "layout")
+
+    def __init__(self, blocks: Dict[str, Block], meta: Dict[str, Any], meta_types: Optional[Dict[str, Any]],
+                 step: Any, time: Any, box: Optional[Box], layout: Optional["Layout"]) -> None:
+        self.blocks, self.meta, self.meta_types, self.step, self.time = blocks, meta, meta_types, step, time
+        self.has_step, self.has_time = step is not None, time is not None  # a JSON null reads as absent
+        self.box, self.layout = box, layout
+
+
+def made_block(columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray], precision: Dict[str, float],
+               targets: Dict[str, str], structural_shape: Optional[Tuple[int, ...]], attrs: Dict[str, Any],
+               count: int) -> Block:
+    """``Block(...)`` of checked parts, without the dataclass's defaulting (a decoder makes one
+    per block of every value it reads; the fields are the same)."""
+    block = Block.__new__(Block)
+    block.__dict__.update(columns=columns, masks=masks, precision=precision, targets=targets,
+                          structural_shape=structural_shape, attrs=attrs, count=count, column_attrs={})
+    return block
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) & ~(ALIGN - 1)
+
+
+# -- encoding --------------------------------------------------------------------------------
+_NAMES = {numpy: name for name, numpy in COLUMN_NUMPY.items()}  # little-endian and native: one table
+
+
+def _column_dtype(values: np.ndarray) -> Optional[str]:
+    """The column dtype of a checked array (a dict lookup for the common, native case)."""
+    name = _NAMES.get(values.dtype)
+    return name if name is not None else column_dtype_of(values)
+
+
+def box_header(box: Box) -> Dict[str, Any]:
+    """The header form of a cell (``box`` follows frame-and-types §10): ``vectors`` always
+    (3×3 nested, lattice vectors as columns), ``origin`` when not zero, ``boundary`` when not
+    all periodic or the cell is undefined, ``cell_defined`` only when false; reals in their
+    typed JSON ``f64`` form (``"NaN"`` …)."""
+    defined = bool(box.defined)
+    vectors = np.asarray(box.vectors, dtype=np.float64) if defined else np.eye(3)
+    out: Dict[str, Any] = {"vectors": [[typed_json.encode_value("f64", float(x)) for x in row] for row in vectors]}
+    origin = np.asarray(box.origin, dtype=np.float64)
+    if origin.any() or np.signbit(origin).any():
+        out["origin"] = [typed_json.encode_value("f64", float(x)) for x in origin]
+    boundary = [bool(b) for b in box.boundary]
+    if not defined or not all(boundary):
+        out["boundary"] = boundary
+    if not defined:
+        out["cell_defined"] = False
+    return out
+
+
+def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any]] = None,
+                 meta_types: Optional[Mapping[str, str]] = None, step: Any = None, time: Any = None,
+                 box: Optional[Box] = None) -> bytes:
+    """One frame as frame bytes.  ``blocks`` hold checked columns (one of the 13 dtypes,
+    ``count`` rows each; the caller validated them); their ``precision``, ``targets``,
+    ``structural_shape`` and ``attrs`` are written as given, masks as ``validity`` buffers
+    (also an all-true one: a nullable index column keeps its mask).  ``meta`` is already in
+    typed JSON form; ``meta_types`` is written when given; ``step``/``time`` (typed JSON
+    ``i64``/``f64`` values) and ``box`` when given.  Deterministic: the same input gives the
+    same bytes."""
+    parts: List[Any] = []
+    size = 0
+
+    def place(buffer: np.ndarray) -> int:
+        """Append a buffer at the next 8-aligned payload offset; that offset."""
+        nonlocal size
+        at = size
+        parts.append(buffer)
+        size += buffer.nbytes
+        pad = -size % ALIGN
+        if pad:
+            parts.append(_ZERO_PAD[:pad])
+            size += pad
+        return at
+
+    header_blocks: Dict[str, Any] = {}
+    for name, block in blocks.items():
+        columns: Dict[str, Any] = {}
+        for column, raw in block.columns.items():
+            values = raw if type(raw) is np.ndarray else np.asarray(raw)
+            dtype = _column_dtype(values)
+            if dtype is None:
+                raise InvalidValueError(f"column {column!r} of block {name!r} has dtype {values.dtype}, "
+                                        "not one of the 13 column dtypes", rule=R_DTYPE)
+            entry: Dict[str, Any] = {"dtype": dtype, "shape": list(values.shape)}
+            if dtype == "string":
+                entry["values"] = values.ravel().tolist()
+            else:
+                buffer = values
+                if values.dtype is not COLUMN_NUMPY[dtype] and values.dtype != COLUMN_NUMPY[dtype] \
+                        or not values.flags.c_contiguous:  # C-order, little-endian: a copy only when needed
+                    buffer = np.ascontiguousarray(values, dtype=COLUMN_NUMPY[dtype])
+                entry["offset"] = place(buffer)
+            mask = block.masks.get(column)
+            if mask is not None:
+                entry["validity"] = place(np.ascontiguousarray(mask, dtype=np.bool_))
+            p = block.precision.get(column)
+            if p is not None:
+                entry["precision"] = float(p)
+            columns[column] = entry
+        header_block: Dict[str, Any] = {"count": int(block.nrows), "structural_shape": (
+            None if block.structural_shape is None else [int(s) for s in block.structural_shape]), "columns": columns}
+        if block.targets:
+            header_block["targets"] = dict(block.targets)
+        if block.attrs:
+            header_block["attributes"] = dict(block.attrs)
+        header_blocks[name] = header_block
+    header: Dict[str, Any] = {"blocks": header_blocks}
+    if meta is not None:
+        header["meta"] = meta
+    if meta_types is not None:
+        header["meta_types"] = meta_types
+    if step is not None:
+        header["step"] = step
+    if time is not None:
+        header["time"] = time
+    if box is not None:
+        header["box"] = box_header(box)
+    try:
+        text = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError as exc:
+        raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
+    start = _align(_PREFIX.size + len(text))
+    prefix = _PREFIX.pack(MAGIC, len(text)) + text + _ZERO_PAD[:start - _PREFIX.size - len(text)]
+    return b"".join([prefix, *parts])
+
+
+# -- decoding --------------------------------------------------------------------------------
+def _corrupt(message: str, where: str, rule: str, offset: Optional[int] = None) -> CorruptDataError:
+    return CorruptDataError(message, node=where, rule=rule, offset=offset)
+
+
+def _spec(message: str, where: str, rule: str) -> SpecViolationError:
+    return SpecViolationError(message, node=where, rule=rule)
+
+
+def _object(value: Any, allowed: frozenset[str], where: str, what: str) -> Dict[str, Any]:
+    if type(value) is not dict:
+        raise _corrupt(f"{what} is not a JSON object: {brief(value)}", where, R_HEADER)
+    if not value.keys() <= allowed:
+        unknown = sorted(k for k in value if k not in allowed)
+        raise _corrupt(f"{what} has unknown key(s) {unknown} (allowed: {', '.join(sorted(allowed))})", where, R_HEADER)
+    return value
+
+
+def _shape(raw: Any, count: int, where: str) -> Tuple[int, ...]:
+    if type(raw) is not list or not 1 <= len(raw) <= _MAX_NDIM or not all(
+            type(n) is int and 0 <= n <= _MAX_DIM for n in raw):
+        raise _corrupt(f"shape {brief(raw)} is not a list of 1 to {_MAX_NDIM} integers in [0, 2^40]", where, R_HEADER)
+    if raw[0] != count:
+        raise _corrupt(f"shape {raw} has {raw[0]} rows but the block's count is {count}", where, R_HEADER)
+    return tuple(raw)
+
+
+def _bools(value: Any, start: int, count: int, where: str, rule: str) -> np.ndarray:
+    flags = np.frombuffer(value, _U8, count, start)
+    if count and int(flags.max()) > 1:
+        bad = int(np.flatnonzero(flags > 1)[0])
+        raise _corrupt(f"a bool buffer holds byte {int(flags[bad])} (only 0 and 1)", where, rule, start + bad)
+    return flags.view(np.bool_)
+
+
+class _Column:
+    """One column's part of a layout: a numeric buffer (``start`` payload-relative), a run of
+    1-D buffers of one dtype that touch (one view, a row each), or string values."""
+
+    __slots__ = ("kind", "names", "dtype", "start", "count", "shape", "mask", "at")
+
+    def __init__(self, kind: str, dtype: Any, start: int, count: int, shape: Tuple[int, ...], mask: Optional[int],
+                 at: str) -> None:
+        self.kind, self.dtype, self.start, self.count = kind, dtype, start, count
+        self.names: List[str] = []
+        self.shape, self.mask, self.at = shape, mask, at
+
+
+class _BlockLayout:
+    __slots__ = ("name", "count", "shape", "targets", "attrs", "columns", "precision")
+
+    def __init__(self, name: str, count: int, shape: Optional[Tuple[int, ...]], targets: Dict[str, str],
+                 attrs: Dict[str, Any], columns: List[_Column], precision: Dict[str, float]) -> None:
+        self.name, self.count, self.shape, self.targets, self.attrs = name, count, shape, targets, attrs
+        self.columns, self.precision = columns, precision
+
+
+class Layout:
+    """The checked ``blocks`` of a header: where each column lives, relative to the payload.
+    Everything about it that does not depend on the value's bytes is checked once, when it is
+    compiled (:func:`compile_layout`); :meth:`build` checks the rest — that the buffers fit in
+    the value, that bool buffers hold 0/1 — and makes the views.  A reader keeps layouts by
+    the exact JSON text of ``blocks`` (:class:`LayoutCache`): frames that share one are
+    decoded without checking the header's blocks again.  ``checked`` holds a reader's own
+    verdicts on the layout (what it checked it against)."""
+
+    __slots__ = ("blocks", "need", "checked")
+
+    def __init__(self, blocks: List[_BlockLayout], need: int) -> None:
+        self.blocks, self.need = blocks, need
+        self.checked: Dict[Any, bool] = {}
+
+    def build(self, value: Any, payload: int, where: str, raw_blocks: Dict[str, Any]) -> Dict[str, Block]:
+        """The blocks of ``value`` (views of it) under this layout; string values come from
+        the header's ``raw_blocks`` (they are not part of a layout)."""
+        if payload + self.need > len(value):
+            self._past_end(payload, len(value), where)
+        blocks: Dict[str, Block] = {}
+        for b in self.blocks:
+            columns: Dict[str, np.ndarray] = {}
+            masks: Dict[str, np.ndarray] = {}
+            for col in b.columns:
+                kind = col.kind
+                if kind == "run":
+                    names = col.names
+                    if len(names) == 1:
+                        columns[names[0]] = np.frombuffer(value, col.dtype, col.count, payload + col.start)
+                    else:
+                        rows = np.frombuffer(value, col.dtype, col.count * len(names), payload + col.start).reshape(
+                            len(names), col.count)
+                        for i, name in enumerate(names):
+                            columns[name] = rows[i]
+                    continue
+                name = col.names[0]
+                if kind == "strings":
+                    columns[name] = _strings(raw_blocks[b.name]["columns"][name].get("values"), col.count, col.shape,
+                                             col.at)
+                elif col.dtype.kind == "b":
+                    columns[name] = _bools(value, payload + col.start, col.count, col.at, R_DTYPE).reshape(col.shape)
+                else:
+                    columns[name] = np.frombuffer(value, col.dtype, col.count, payload + col.start).reshape(col.shape)
+                if col.mask is not None:
+                    masks[name] = _bools(value, payload + col.mask, b.count, col.at, R_VALIDITY)
+            blocks[b.name] = made_block(columns, masks, dict(b.precision) if b.precision else {},
+                                        dict(b.targets) if b.targets else {}, b.shape,
+                                        dict(b.attrs) if b.attrs else {}, b.count)
+        return blocks
+
+    def _past_end(self, payload: int, end: int, where: str) -> None:
+        for b in self.blocks:
+            for col in b.columns:
+                size = 0 if col.kind == "strings" else col.count * col.dtype.itemsize * (
+                    len(col.names) if col.kind == "run" else 1)
+                if payload + col.start + size > end:
+                    raise _corrupt(f"buffer of {size} bytes at payload offset {col.start} runs past the value "
+                                   f"({end - payload} payload bytes)", col.at, R_BUFFER, payload + col.start)
+                if col.mask is not None and payload + col.mask + b.count > end:
+                    raise _corrupt(f"validity of {b.count} bytes at payload offset {col.mask} runs past the value "
+                                   f"({end - payload} payload bytes)", col.at, R_BUFFER, payload + col.mask)
+        raise _corrupt("a buffer runs past the value", where, R_BUFFER)  # pragma: no cover - need is their maximum
+
+
+class LayoutCache:
+    """Checked layouts by the exact JSON text of a header's ``blocks`` (at most ``size``; the
+    older half is dropped when full)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self.layouts: Dict[bytes, Layout] = {}
+
+    def get(self, raw_blocks: Any, where: str, strings: bool = True) -> Layout:
+        """The layout of ``raw_blocks``: kept, or compiled (checked) and kept.  The key is the
+        JSON text of the blocks without their string columns' ``values`` (frames of one shape
+        share a layout whatever their strings; :meth:`Layout.build` checks the values).
+        ``strings=False`` (the header's text has no ``string``) skips looking for them: a
+        layout never holds string values, so a key that has them is only a missed share."""
+        held = []
+        if strings and type(raw_blocks) is dict:
+            for raw in raw_blocks.values():
+                columns = raw.get("columns") if type(raw) is dict else None
+                if type(columns) is dict:
+                    for entry in columns.values():
+                        if type(entry) is dict and entry.get("dtype") == "string" and "values" in entry:
+                            held.append((entry, entry.pop("values")))
+        try:
+            text = orjson.dumps(raw_blocks)
+        finally:
+            for entry, values in held:
+                entry["values"] = values
+        layout = self.layouts.get(text)
+        if layout is None:
+            layout = compile_layout(raw_blocks, where)
+            if len(self.layouts) >= self.size:
+                for stale in list(self.layouts)[: self.size // 2]:
+                    self.layouts.pop(stale, None)  # (another thread may have dropped it)
+            self.layouts[text] = layout
+        return layout
+
+
+def _offset(raw: Any, nbytes: int, where: str, what: str) -> int:
+    """A buffer's payload offset: a non-negative multiple of 8 (whether it fits is checked
+    against the value when the layout is built)."""
+    if type(raw) is not int or raw < 0:
+        raise _corrupt(f"{what} offset {brief(raw)} is not a non-negative integer", where, R_BUFFER)
+    if raw % ALIGN:
+        raise _corrupt(f"{what} offset {raw} is not a multiple of {ALIGN}", where, R_BUFFER)
+    if raw + nbytes > _MAX_PAYLOAD:
+        raise _corrupt(f"{what} of {nbytes} bytes at payload offset {raw} runs past any value", where, R_BUFFER)
+    return raw
+
+
+def _strings(values: Any, count: int, shape: Tuple[int, ...], where: str) -> np.ndarray:
+    """A string column's header ``values`` (lmdb#L12): a list of ``count`` strings, row-major."""
+    if type(values) is not list:
+        raise _corrupt(f"string column 'values' is not a list: {brief(values)}", where, R_STRING)
+    if len(values) != count:
+        raise _corrupt(f"string column of shape {list(shape)} holds {len(values)} values", where, R_STRING)
+    try:
+        "".join(values)  # a C loop that fails on any element that is not a str
+    except TypeError:
+        raise _corrupt("string column 'values' holds a non-string", where, R_STRING) from None
+    text = np.empty(count, dtype=object)
+    text[:] = values
+    return text if len(shape) == 1 else text.reshape(shape)
+
+
+def _column(raw: Any, count: int, where: str) -> Tuple[_Column, Optional[float]]:
+    """One column entry, checked (everything but its bytes)."""
+    if type(raw) is not dict:
+        raise _corrupt(f"column entry is not a JSON object: {brief(raw)}", where, R_HEADER)
+    dtype = raw.get("dtype")
+    mask = None
+    if "validity" in raw:
+        mask = _offset(raw["validity"], count, where, "validity")
+    if dtype == "string":
+        _object(raw, _STRING_KEYS, where, "string column entry")
+        shape = _shape(raw.get("shape"), count, where)
+        strings = raw.get("values")
+        _strings(strings, math.prod(shape), shape, where)
+        column = _Column("strings", None, 0, math.prod(shape), shape, mask, where)
+    else:
+        numpy = COLUMN_NUMPY.get(dtype) if type(dtype) is str else None
+        if numpy is None:
+            raise _spec(f"column dtype {brief(dtype)} is not one of the 13 column dtypes (never widened)", where, R_DTYPE)
+        if not raw.keys() <= _NUMERIC_KEYS:
+            _object(raw, _NUMERIC_KEYS, where, "column entry")
+        shape = _shape(raw.get("shape"), count, where)
+        n = math.prod(shape)
+        start = _offset(raw.get("offset"), n * numpy.itemsize, where, "buffer")
+        column = _Column("array", numpy, start, n, shape, mask, where)
+    precision = raw.get("precision")
+    if precision is not None or "precision" in raw:
+        problems = list(check_precision(precision, "f64" if dtype == "f64" else str(dtype), where))
+        if problems:
+            raise _spec(problems[0].message, where, R_PRECISION)
+    return column, precision
+
+
+def read_box(raw: Any, where: str) -> Box:
+    """The cell of a header's ``box`` entry (the form :func:`box_header` writes)."""
+    entry = _object(raw, _BOX_KEYS, where, "box")
+
+    def reals(value: Any, n: int, what: str) -> List[float]:
+        if type(value) is not list or len(value) != n:
+            raise _corrupt(f"box {what} {brief(value)} is not a list of {n}", where, R_HEADER)
+        try:
+            return [typed_json.decode_value("f64", x, where) for x in value]
+        except SpecViolationError as exc:
+            raise _corrupt(f"box {what}: {exc.message}", where, R_HEADER) from None
+
+    if "vectors" not in entry:
+        raise _corrupt("box has no 'vectors'", where, R_HEADER)
+    rows = entry["vectors"]
+    if type(rows) is not list or len(rows) != 3:
+        raise _corrupt(f"box vectors {brief(rows)} is not 3x3", where, R_HEADER)
+    vectors = np.array([reals(row, 3, "vectors row") for row in rows], dtype=np.float64)
+    origin = np.array(reals(entry.get("origin", [0.0, 0.0, 0.0]), 3, "origin"), dtype=np.float64)
+    defined = entry.get("cell_defined", True)
+    if type(defined) is not bool:
+        raise _corrupt(f"box cell_defined {brief(defined)} is not a JSON boolean", where, R_HEADER)
+    boundary = entry.get("boundary", [defined] * 3)
+    if type(boundary) is not list or len(boundary) != 3 or not all(type(b) is bool for b in boundary):
+        raise _corrupt(f"box boundary {brief(boundary)} is not three booleans", where, R_HEADER)
+    if not defined and any(boundary):
+        raise _spec("an undefined cell cannot be periodic in any direction", where, "frame-and-types#14.18")
+    return Box(vectors if defined else np.eye(3), origin, (boundary[0], boundary[1], boundary[2]), defined)
+
+
+def header_of(value: Any, where: str) -> Tuple[Dict[str, Any], int]:
+    """The parsed header of a frame-bytes value and the absolute offset of its payload."""
+    end = len(value)
+    if end < _PREFIX.size:
+        raise _corrupt(f"a frame-bytes value of {end} bytes is shorter than its 8-byte prefix", where, R_MAGIC, 0)
+    magic, length = _PREFIX.unpack_from(value, 0)
+    if magic != MAGIC:
+        raise _corrupt(f"unknown magic {bytes(magic)!r} (frame bytes start with {MAGIC!r})", where, R_MAGIC, 0)
+    if _PREFIX.size + length > end:
+        raise _corrupt(f"header_length {length} runs past the value ({end} bytes)", where, R_MAGIC, 4)
+    payload = (length + _PREFIX.size + ALIGN - 1) & ~(ALIGN - 1)
+    if payload > end:
+        raise _corrupt(f"the header's padding runs past the value ({end} bytes)", where, R_MAGIC, _PREFIX.size + length)
+    try:
+        header = orjson.loads(value[_PREFIX.size:_PREFIX.size + length])
+    except orjson.JSONDecodeError as exc:
+        raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
+    pad = payload - _PREFIX.size - length
+    if pad and value[payload - pad:payload] != _ZERO_PAD[:pad]:
+        raise _corrupt("the header's padding is not zero bytes", where, R_MAGIC, _PREFIX.size + length)
+    if type(header) is not dict:
+        raise _corrupt(f"the header is not a JSON object: {brief(header)}", where, R_HEADER, _PREFIX.size)
+    return header, payload
+
+
+def compile_layout(raw_blocks: Any, where: str) -> Layout:
+    """Check a header's ``blocks`` (everything that does not depend on the value's bytes) and
+    compile where each column lives."""
+    if type(raw_blocks) is not dict:
+        raise _corrupt(f"the header's 'blocks' is not a JSON object: {brief(raw_blocks)}", where, R_HEADER)
+    blocks: List[_BlockLayout] = []
+    need = 0
+    for name, raw in raw_blocks.items():
+        at = f"{where}/{name}"
+        if type(raw) is not dict or not raw.keys() <= _BLOCK_KEYS:
+            _object(raw, _BLOCK_KEYS, at, "block entry")
+        count = raw.get("count")
+        if type(count) is not int or count < 0:
+            raise _corrupt(f"block count {brief(count)} is not a non-negative JSON integer", at, R_HEADER)
+        raw_columns = raw.get("columns", {})
+        if type(raw_columns) is not dict:
+            raise _corrupt(f"block 'columns' is not a JSON object: {brief(raw_columns)}", at, R_HEADER)
+        columns: List[_Column] = []
+        precision: Dict[str, float] = {}
+        for column_name, entry in raw_columns.items():
+            column, p = _column(entry, count, f"{at}/{column_name}")
+            column.names.append(column_name)
+            if p is not None:
+                precision[column_name] = p
+            if column.mask is not None:
+                need = max(need, column.mask + count)
+            if column.kind == "array":
+                nbytes = column.count * column.dtype.itemsize
+                need = max(need, column.start + nbytes)
+                if len(column.shape) == 1 and column.mask is None and column.dtype.kind != "b":
+                    column.kind = "run"
+                    previous = columns[-1] if columns else None
+                    # consecutive 1-D buffers of one dtype that touch: rows of one view
+                    if (previous is not None and previous.kind == "run" and previous.dtype == column.dtype
+                            and previous.count == column.count and nbytes % ALIGN == 0
+                            and column.start == previous.start + len(previous.names) * nbytes):
+                        previous.names.append(column_name)
+                        continue
+            columns.append(column)
+        shape = raw.get("structural_shape")
+        if shape is not None and (type(shape) is not list or not all(type(s) is int and s >= 0 for s in shape)):
+            raise _corrupt(f"structural_shape {brief(shape)} is not a list of non-negative integers", at, R_HEADER)
+        targets = raw.get("targets", {})
+        if type(targets) is not dict or not all(type(t) is str for t in targets.values()):
+            raise _corrupt(f"block 'targets' {brief(targets)} is not an object of strings", at, R_HEADER)
+        attrs = raw.get("attributes", {})
+        if type(attrs) is not dict:
+            raise _corrupt(f"block 'attributes' {brief(attrs)} is not a JSON object", at, R_HEADER)
+        blocks.append(_BlockLayout(name, count, None if shape is None else tuple(shape), dict(targets), attrs,
+                                   columns, precision))
+    return Layout(blocks, need)
+
+
+def decode_frame(value: Any, where: str = "", cache: Optional[LayoutCache] = None) -> DecodedFrame:
+    """Decode frame bytes (``bytes``, ``bytearray`` or ``memoryview``), checking every rule
+    the module docstring lists; numeric columns are views of ``value``.  ``cache``: layouts
+    already checked (a reader's), reused when a header's ``blocks`` are exactly one of theirs."""
+    header, payload = header_of(value, where)
+    if not header.keys() <= _TOP_KEYS:
+        _object(header, _TOP_KEYS, where, "the header")
+    raw_blocks: Any = header.get("blocks")
+    if cache is None:
+        layout = compile_layout(raw_blocks, where)
+    else:
+        text = value[_PREFIX.size:payload]  # (a memoryview has no substring search: its bytes do)
+        layout = cache.get(raw_blocks, where, b"string" in (text.tobytes() if type(text) is memoryview else text))
+    blocks = layout.build(value, payload, where, raw_blocks)  # a dict: compile_layout checked it
+    meta = header.get("meta", {})
+    if type(meta) is not dict:
+        raise _corrupt(f"the header's 'meta' is not a JSON object: {brief(meta)}", where, R_HEADER)
+    meta_types = header.get("meta_types")
+    if meta_types is not None and type(meta_types) is not dict:
+        raise _corrupt(f"'meta_types' is not a JSON object: {brief(meta_types)}", where, R_HEADER)
+    box = read_box(header["box"], f"{where}/box") if header.get("box") is not None else None
+    return DecodedFrame(blocks, meta, meta_types, header.get("step"), header.get("time"), box, layout)

@@ -1,0 +1,1054 @@
+"""``CollectionReader`` / ``read_collection``: a collection read at random (lmdb.md).
+
+Opening checks the binding (``meta`` present, ``layout``, ``layout_version``, counts), the
+collection document (``units``, ``molrec_version``), the declaration, the index (its four
+binding columns, its prefix sums) and the force field.  A record is read when asked:
+``c[r].system``, ``c[r].trajectory[k]`` (carry-forward resolved inside the record), the
+reader's view ``c[r].frame(k)``; ``c.batch(records)`` gathers many records' frames into
+flat arrays.  Every value read is checked as it is decoded (frame bytes, the declaration,
+typed meta): hostile bytes give a ``MolrecError`` naming the file, the key and the rule.
+
+Copies and views: every call of a ``CollectionReader`` and of its ``Record`` returns data the
+caller owns — each value is copied out of LMDB's map once (one ``memcpy``), its arrays are
+writable views of that copy — because the map is only stable while the read transaction that
+returned it is open.  ``c.batch`` concatenates straight out of the map inside one transaction
+(the concatenation is the one copy).  Only :meth:`CollectionReader.view` hands out views *into
+the map*: a context manager holding one read transaction, whose records' arrays are
+read-only, valid until the ``with`` block ends (use them there, copy what you keep).
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import operator
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+
+import numpy as np
+import orjson
+
+from molrec_raw.errors import CorruptDataError, InvalidValueError, MolrecError, SpecViolationError, StoreError, brief
+from molrec_raw.record import documents, typed_json
+from molrec_raw.record.columns import COLUMN_NUMPY, VOCABULARY, column_dtype_of
+from molrec_raw.record.forcefield import ForceFieldSection, check_forcefield
+from molrec_raw.record.frame_io import canonical_violation, check_block_shape, check_targets
+from molrec_raw.record.model import Block, Box, Frame, MetaValue
+from molrec_raw.record.trajectory.meta import META_STORAGE
+from molrec_raw.record.trajectory.references import check_resolved
+from molrec_raw.record.trajectory.schema import ColumnSpec, SequenceSchema
+from molrec_raw.record.violations import Violation
+from molrec_raw.collection import binding
+from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, key, key_name
+from molrec_raw.collection.frame_bytes import DecodedFrame, LayoutCache, decode_frame, header_of, made_block
+from molrec_raw.collection.model import BINDING_COLUMNS, C1, C2, C9, C10, C11, check_units
+
+__all__ = ["CollectionReader", "CollectionView", "Record", "RecordTrajectory", "read_collection"]
+
+L5, L7, L8, L14, L15, L16 = "lmdb#L5", "lmdb#L7", "lmdb#L8", "lmdb#L14", "lmdb#L15", "lmdb#L16"
+_BINDING_DTYPES = {"first_frame": "u64", "n_frames": "u64", "n_atoms": "u64", "has_trajectory": "bool"}
+_RESOLVED_RULES = {"trajectory#R16": C11}
+_OBJECT = np.dtype(object)
+Getter = Callable[[bytes], Any]
+
+
+def read_collection(path: Any) -> "CollectionReader":
+    """Open a collection (``*.mrec.lmdb``) for reading: ``CollectionReader(path)``."""
+    return CollectionReader(path)
+
+
+class _Reading:
+    """One read transaction.  ``copy``: each value is copied out of the map (the arrays made
+    from it outlive the transaction); else values are views into the map."""
+
+    __slots__ = ("txn", "copy", "__weakref__")
+
+    def __init__(self, env: Any, copy: bool) -> None:
+        self.txn: Any = env.begin(buffers=True)
+        self.copy = copy
+
+    def forget(self) -> None:
+        """Drop the transaction without ending it (in a ``fork`` child: it is the parent's)."""
+        self.txn = None
+
+    def get(self, k: bytes) -> Any:
+        value = self.txn.get(k)
+        if value is None or not self.copy:
+            return value
+        return bytearray(value)
+
+    def close(self) -> None:
+        if self.txn is not None:
+            self.txn.abort()
+
+    def __enter__(self) -> "_Reading":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.txn.abort()
+
+
+def _fail(error: type, message: str, store: str, k: Optional[bytes], node: str, rule: str) -> MolrecError:
+    made: MolrecError = error(message, store=store, key=None if k is None else key_name(k), node=node, rule=rule)
+    return made
+
+
+class _BlockPlan:
+    """What a declared trajectory block's update must hold, precomputed for the read path."""
+
+    __slots__ = ("names", "dtypes", "trailing", "nullable", "rows", "precision", "targets", "shape")
+
+    def __init__(self, schema: SequenceSchema, name: str) -> None:
+        spec = schema.block_spec(name)
+        self.names = frozenset(spec.columns)
+        self.dtypes = {c: (_OBJECT if s.dtype == "string" else COLUMN_NUMPY[s.dtype]) for c, s in spec.columns.items()}
+        self.trailing = {c: tuple(s.trailing) for c, s in spec.columns.items()}
+        self.nullable = frozenset(c for c, s in spec.columns.items() if s.nullable)
+        self.shape = spec.structural_shape
+        self.rows = None if spec.structural_shape is None else math.prod(spec.structural_shape)
+        self.precision = {c: s.precision for c, s in spec.columns.items() if s.precision is not None}
+        self.targets = dict(spec.targets)
+
+
+class CollectionReader:
+    """Read a collection: ``len(c)``, ``c[r]`` (a :class:`Record`), iteration, ``c.meta``,
+    ``c.units``, ``c.schema``, ``c.index``, ``c.index_schema``, ``c.forcefield``,
+    ``c.batch(records, frame=0)``, ``c.view()``.  Many processes may read one file at once,
+    each with its own environment; a reader carried into a ``fork`` child reopens the file
+    there (at its first use in the child), and pickles as its path (a ``DataLoader`` worker
+    started with ``spawn`` reopens it too)."""
+
+    def __init__(self, path: Any) -> None:
+        self._lmdb = binding.import_lmdb()
+        self._path = Path(os.fspath(path))
+        self._where = str(self._path)
+        self._handle: Optional[binding.Handle] = binding.acquire(self._path)
+        self._layouts = LayoutCache()
+        try:
+            self._load()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ opening
+    def _env(self) -> Any:
+        handle = self._handle
+        if handle is None:
+            raise InvalidValueError("the collection reader is closed", store=self._where)
+        if handle.env is None or handle.inherited:  # a fork child: this process opens the file anew
+            self._handle = None
+            self._handle = handle = binding.acquire(self._path)
+        return handle.env
+
+    def _reading(self) -> _Reading:
+        """A read transaction whose values are copied out of the map (a ``with`` ends it)."""
+        return _Reading(self._env(), True)
+
+    def _get(self, k: bytes) -> Optional[bytearray]:
+        """One value copied out of the map, in a transaction of its own."""
+        txn = self._env().begin(buffers=True)
+        try:
+            value = txn.get(k)
+            return None if value is None else bytearray(value)
+        finally:
+            txn.abort()
+
+    def _load(self) -> None:
+        where = self._where
+        with self._reading() as reading:
+            meta_raw, index_raw, ff_raw = (reading.get(k) for k in (META_KEY, INDEX_KEY, FF_KEY))
+        doc = binding.read_meta_value(None if meta_raw is None else bytes(meta_raw), where)
+        collection = doc["collection"]
+        if type(collection) is not dict:
+            raise _fail(SpecViolationError, f"the collection document is not a JSON object: {brief(collection)}",
+                        where, META_KEY, "/meta/collection", C1)
+        try:
+            check_units(collection.get("units"), "/meta/collection")
+            documents.meta_version(collection)
+        except SpecViolationError as exc:
+            rule = L5 if exc.rule == "frame-and-types#14.23" else exc.rule
+            raise _fail(SpecViolationError, exc.message, where, META_KEY, "/meta/collection", rule or C1) from None
+        try:
+            self._schema = SequenceSchema.from_json(doc["sequence_schema"])
+        except MolrecError as exc:
+            raise exc.add_context(store=where, key="meta") from None
+        self._meta = collection
+        self._n_records, self._n_frames = int(doc["n_records"]), int(doc["n_frames"])
+        self._load_index(index_raw)
+        self._forcefield = None if ff_raw is None else self._load_forcefield(ff_raw)
+        schema = self._schema
+        self._meta_tags = {k: t for k, t in schema.meta_keys()}
+        self._plans = {b: _BlockPlan(schema, b) for b in schema.block_names()}
+        self._aligned = {b for b in schema.block_names() if schema.aligned_with(b) is not None}
+        self._resolved_check = any(schema.targets(b) or schema.aligned_with(b) for b in schema.block_names())
+
+    def _load_index(self, raw: Any) -> None:
+        where, node = self._where, f"/index/{INDEX_BLOCK}"
+        if raw is None:
+            raise _fail(SpecViolationError, "no 'index' key: a collection's index is written with its meta",
+                        where, INDEX_KEY, "/index", L7)
+        try:
+            decoded = decode_frame(raw, "/index")
+        except MolrecError as exc:
+            raise exc.add_context(store=where, key="index") from None
+        if list(decoded.blocks) != [INDEX_BLOCK] or decoded.meta or decoded.has_step or decoded.has_time or decoded.box:
+            raise _fail(SpecViolationError, f"the index is one block {INDEX_BLOCK!r} and nothing else, found blocks "
+                        f"{list(decoded.blocks)}", where, INDEX_KEY, "/index", L7)
+        block = decoded.blocks[INDEX_BLOCK]
+        if block.nrows != self._n_records:
+            raise _fail(SpecViolationError, f"the index has {block.nrows} rows for meta's n_records "
+                        f"{self._n_records}", where, INDEX_KEY, node, L7)
+        binding_columns = {}
+        for name, dtype in _BINDING_DTYPES.items():
+            values = block.columns.get(name)
+            if values is None or column_dtype_of(values) != dtype or values.ndim != 1 or name in block.masks:
+                found = "missing" if values is None else f"{column_dtype_of(values)}{list(values.shape)}"
+                raise _fail(SpecViolationError, f"binding column {name!r} must be {dtype}[R] without a mask, found "
+                            f"{found}", where, INDEX_KEY, f"{node}/{name}", L7)
+            binding_columns[name] = np.array(values)
+        n_frames = binding_columns["n_frames"].astype(np.uint64)
+        first = binding_columns["first_frame"]
+        expected = np.zeros(len(n_frames), np.uint64)
+        with np.errstate(over="ignore"):
+            if len(n_frames) > 1:
+                np.cumsum(n_frames[:-1], out=expected[1:])
+            total = int(n_frames.sum(dtype=np.uint64)) if len(n_frames) else 0
+        if not np.array_equal(first, expected):
+            bad = int(np.flatnonzero(first != expected)[0])
+            raise _fail(SpecViolationError, f"first_frame is not the exclusive prefix sum of n_frames (record {bad}: "
+                        f"{int(first[bad])}, expected {int(expected[bad])})", where, INDEX_KEY, f"{node}/first_frame", L7)
+        if total != self._n_frames or (len(n_frames) and int(n_frames.max()) > self._n_frames):
+            raise _fail(SpecViolationError, f"the records' frames add up to {total}, meta's n_frames is "
+                        f"{self._n_frames}", where, INDEX_KEY, f"{node}/n_frames", L7)
+        lone = np.flatnonzero(~binding_columns["has_trajectory"] & (n_frames > 0))
+        if lone.size:
+            raise _fail(SpecViolationError, f"record {int(lone[0])} has frames but no trajectory (has_trajectory "
+                        "false)", where, INDEX_KEY, f"{node}/has_trajectory", L7)
+        self._first = first.astype(np.int64)
+        self._count = n_frames.astype(np.int64)
+        self._n_atoms = binding_columns["n_atoms"]
+        self._has_trajectory = binding_columns["has_trajectory"]
+        own = Block({c: np.array(v) for c, v in block.columns.items() if c not in BINDING_COLUMNS},
+                    {c: np.array(m) for c, m in block.masks.items() if c not in BINDING_COLUMNS},
+                    {c: p for c, p in block.precision.items() if c not in BINDING_COLUMNS},
+                    {c: t for c, t in block.targets.items() if c not in BINDING_COLUMNS}, None, dict(block.attrs),
+                    block.nrows)
+        problems = list(_block_problems(own, node))
+        if problems:
+            raise _fail(SpecViolationError, problems[0].message, where, INDEX_KEY, problems[0].node, problems[0].rule)
+        self._index_schema = {c: ColumnSpec(column_dtype_of(v) or "", tuple(v.shape[1:]), c in own.masks,
+                                            own.precision.get(c)) for c, v in own.columns.items()}
+        own.masks = {c: m for c, m in own.masks.items() if not m.all()}
+        for array in [*own.columns.values(), *own.masks.values()]:
+            array.flags.writeable = False  # shared by every ``index`` call: read-only, never copied again
+        self._index = own
+
+    def _load_forcefield(self, raw: Any) -> ForceFieldSection:
+        where = self._where
+        try:
+            decoded = decode_frame(raw, "/ff")
+        except MolrecError as exc:
+            raise exc.add_context(store=where, key="ff") from None
+        if decoded.meta_types is not None or decoded.has_step or decoded.has_time or decoded.box is not None:
+            raise _fail(SpecViolationError, "the force-field frame holds its document and style tables only (no "
+                        "meta_types, step, time or box)", where, FF_KEY, "/ff", L15)
+        tables = {name: _owned(block) for name, block in decoded.blocks.items()}
+        problems = [p for name, b in tables.items() for p in _block_problems(b, f"/ff/{name}")]
+        problems += list(check_forcefield(decoded.meta, tables, "/ff"))
+        if problems:
+            raise _fail(SpecViolationError, problems[0].message, where, FF_KEY, problems[0].node, problems[0].rule)
+        return ForceFieldSection(decoded.meta, tables)
+
+    # ------------------------------------------------------------------ the collection
+    @property
+    def path(self) -> Path:
+        """The collection file."""
+        return self._path
+
+    def __len__(self) -> int:
+        """The number of records."""
+        return self._n_records
+
+    @property
+    def n_frames(self) -> int:
+        """Trajectory frames over every record."""
+        return self._n_frames
+
+    @property
+    def meta(self) -> Dict[str, Any]:
+        """The collection document as stored (``units``, ``molrec_version``, the other keys); a copy."""
+        doc: Dict[str, Any] = orjson.loads(orjson.dumps(self._meta))
+        return doc
+
+    @property
+    def units(self) -> Dict[str, str]:
+        """Quantity → unit, for every record and column (``collection#C1``)."""
+        return dict(self._meta["units"])
+
+    @property
+    def schema(self) -> SequenceSchema:
+        """The ``sequence_schema`` every record's trajectory uses (a copy)."""
+        return self._schema.copy()
+
+    @property
+    def index(self) -> Block:
+        """The collection's own index columns, ``R`` rows in record order, as written (the
+        binding's four columns are not part of it: :meth:`binding_index`).  The arrays are
+        read-only and shared by every call (copy one to change it)."""
+        index = self._index
+        return Block(dict(index.columns), dict(index.masks), dict(index.precision), dict(index.targets), None,
+                     dict(index.attrs), index.nrows)
+
+    @property
+    def index_schema(self) -> Dict[str, ColumnSpec]:
+        """The declared index columns (dtype, trailing shape, nullable, precision) — there even
+        when the collection has no record."""
+        return dict(self._index_schema)
+
+    def binding_index(self) -> Dict[str, np.ndarray]:
+        """The binding's columns (lmdb.md "index"): ``first_frame``, ``n_frames``, ``n_atoms``,
+        ``has_trajectory`` (copies)."""
+        return {"first_frame": self._first.astype(np.uint64), "n_frames": self._count.astype(np.uint64),
+                "n_atoms": self._n_atoms.copy(), "has_trajectory": self._has_trajectory.copy()}
+
+    @property
+    def forcefield(self) -> Optional[ForceFieldSection]:
+        """The collection's force field (``collection#C7``), or None."""
+        return self._forcefield
+
+    def _number(self, r: Any) -> int:
+        if type(r) is not int:
+            try:
+                r = operator.index(r)
+            except TypeError:
+                raise TypeError(f"records are numbered by integers, not {type(r).__name__}") from None
+        n: int = r + self._n_records if r < 0 else r
+        if not 0 <= n < self._n_records:
+            raise IndexError(f"record {r} of a collection of {self._n_records}")
+        return n
+
+    def __getitem__(self, r: int) -> "Record":
+        """Record ``r`` (negative counts from the end; IndexError outside)."""
+        return Record(self, self._number(r), None)
+
+    def __iter__(self) -> Iterator["Record"]:
+        """Every record, in record order."""
+        for r in range(self._n_records):
+            yield Record(self, r, None)
+
+    # ------------------------------------------------------------------ decoding records
+    def _record_meta(self, raw: Any, r: int) -> Dict[str, Any]:
+        if raw is None:
+            return {}
+        k, node = key(RECORD_META, r), f"/records/{r}/meta"
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise _fail(CorruptDataError, f"record meta is not UTF-8 JSON: {exc}", self._where, k, node,
+                        "lmdb#L2") from None
+        if type(doc) is not dict:
+            raise _fail(SpecViolationError, f"record meta is not a JSON object: {brief(doc)}", self._where, k, node,
+                        "frame-and-types#11.1")
+        return doc
+
+    def _system_blocks(self, raw: Any, r: int) -> Optional[DecodedFrame]:
+        """Record ``r``'s system frame decoded and its blocks checked (frame-and-types §14 reader
+        refusals, ``collection#C11``); meta not yet decoded."""
+        if raw is None:
+            return None
+        k, node = key(SYSTEM, r), f"/records/{r}/system"
+        try:
+            decoded = decode_frame(raw, node, self._layouts)
+        except MolrecError as exc:
+            raise exc.add_context(store=self._where, key=key_name(k)) from None
+        if decoded.has_step or decoded.has_time or decoded.box is not None:
+            raise _fail(SpecViolationError, "a system frame carries no step, time or box (they appear only on "
+                        "trajectory updates)", self._where, k, node, L16)
+        blocks = decoded.blocks
+        layout = decoded.layout
+        if layout is None or not layout.checked.get("system"):  # what depends on the layout alone, once
+            for problem in _system_problems(blocks, node):
+                raise _fail(SpecViolationError, problem.message, self._where, k, problem.node, problem.rule)
+            for name in blocks:
+                if name in self._aligned:
+                    raise _fail(SpecViolationError, f"aligned block {name!r} shares its name with a system block",
+                                self._where, k, f"{node}/{name}", C11)
+            if layout is not None:
+                layout.checked["system"] = True
+        for name, block in blocks.items():
+            if block.targets:
+                for problem in check_targets(block, blocks, f"{node}/{name}", _rows_of(blocks)):
+                    raise _fail(SpecViolationError, problem.message, self._where, k, problem.node, problem.rule)
+            if block.masks:
+                block.masks = {c: m for c, m in block.masks.items() if not m.all()}
+        return decoded
+
+    def _system(self, raw: Any, r: int) -> Optional[Frame]:
+        decoded = self._system_blocks(raw, r)
+        if decoded is None:
+            return None
+        meta: Dict[str, Any] = {}
+        if decoded.meta or decoded.meta_types:
+            k, node = key(SYSTEM, r), f"/records/{r}/system"
+            attrs = dict(decoded.meta)
+            if typed_json.META_TYPES_KEY in attrs:
+                raise _fail(SpecViolationError, f"a meta key may not be named {typed_json.META_TYPES_KEY!r}",
+                            self._where, k, node, "frame-and-types#14.33")
+            if decoded.meta_types is not None:
+                attrs[typed_json.META_TYPES_KEY] = decoded.meta_types
+            try:
+                meta = typed_json.decode_document(attrs, node)
+            except MolrecError as exc:
+                raise exc.add_context(store=self._where, key=key_name(k)) from None
+        return _frame(meta, decoded.blocks, None)
+
+    def _update(self, get: Getter, r: int, k: int) -> "_Update":
+        """The trajectory update of frame ``k`` of record ``r``, checked against the
+        declaration (lmdb#L8)."""
+        fk = FRAME + (int(self._first[r]) + k).to_bytes(8, "big")
+        raw = get(fk)
+        if raw is None:
+            raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
+                        f"/records/{r}/trajectory", L8)
+        try:
+            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._layouts), r, k)
+        except MolrecError as exc:
+            raise exc.add_context(store=self._where, key=key_name(fk)) from None
+
+    def _checked_update(self, decoded: DecodedFrame, r: int, k: int) -> "_Update":
+        node = f"/records/{r}/trajectory"
+        if decoded.meta_types is not None:
+            raise SpecViolationError("a trajectory update carries no meta_types (its keys are typed by the "
+                                     "sequence_schema)", node=node, rule=L15)
+        if not decoded.has_step:
+            raise SpecViolationError(f"trajectory frame {k} has no step", node=node, rule=L8)
+        raw_step = decoded.step
+        step = raw_step if type(raw_step) is int and -(2**53) <= raw_step <= 2**53 else \
+            typed_json.decode_value("i64", raw_step, f"{node}/step")
+        time = None
+        if decoded.has_time:
+            time = decoded.time if type(decoded.time) is float else typed_json.decode_value("f64", decoded.time,
+                                                                                             f"{node}/time")
+        plans = self._plans
+        layout = decoded.layout
+        if layout is None or not layout.checked.get("trajectory"):  # what depends on the layout alone, once
+            self._check_update_layout(decoded.blocks, k, node)
+            if layout is not None:
+                layout.checked["trajectory"] = True
+        for name, block in decoded.blocks.items():
+            plan = plans[name]
+            if block.masks:
+                block.masks = {c: m for c, m in block.masks.items() if not m.all()}
+            if plan.precision:
+                block.precision = dict(plan.precision)
+            if plan.targets:
+                block.targets = dict(plan.targets)
+            block.structural_shape = plan.shape
+        meta = decoded.meta
+        if meta.keys() != self._meta_tags.keys():
+            missing = [m for m in self._meta_tags if m not in meta]
+            extra = [m for m in meta if m not in self._meta_tags]
+            raise SpecViolationError(f"trajectory frame {k} carries meta keys {list(meta)}: every declared key, nothing "
+                                     f"else (missing {missing}, undeclared {extra})", node=f"{node}/meta",
+                                     rule=L8 if missing else C2)
+        return _Update(k, decoded.blocks, meta, step, time, decoded.box, decoded.layout)
+
+    def _check_update_layout(self, blocks: Dict[str, Block], k: int, node: str) -> None:
+        """A trajectory update's blocks against the declaration (``collection#C2``, lmdb#L14,
+        #L16): declared blocks with exactly their columns, dtypes and trailing shapes, masks on
+        nullable columns only, no precision or attributes, the structural shape's rows."""
+        plans = self._plans
+        for name, block in blocks.items():
+            plan = plans.get(name)
+            if plan is None:
+                raise SpecViolationError(f"trajectory frame {k}: block {name!r} is not in the sequence schema",
+                                         node=f"{node}/{name}", rule=C2)
+            columns = block.columns
+            if columns.keys() != plan.names:
+                raise SpecViolationError(f"trajectory frame {k}: block {name!r} has columns {list(columns)}, the "
+                                         f"declaration {sorted(plan.names)}", node=f"{node}/{name}", rule=C2)
+            if block.precision or block.attrs or (block.targets and block.targets != plan.targets):
+                what = "a precision" if block.precision else ("attributes" if block.attrs else "other targets")
+                raise SpecViolationError(f"a trajectory update's block {name!r} carries {what} (the sequence_schema "
+                                         "declares a block's precision and targets; its attributes are its "
+                                         "section's)", node=f"{node}/{name}", rule=L14 if block.precision else L16)
+            dtypes, trailing = plan.dtypes, plan.trailing
+            for column, values in columns.items():
+                if values.dtype != dtypes[column] or values.shape[1:] != trailing[column]:
+                    raise SpecViolationError(f"column {column!r} is {column_dtype_of(values)} with trailing "
+                                             f"{list(values.shape[1:])}; the declaration says "
+                                             f"{self._schema.columns(name)[column].dtype} with trailing "
+                                             f"{list(trailing[column])}", node=f"{node}/{name}/{column}", rule=C2)
+            bad = [c for c in block.masks if c not in plan.nullable]
+            if bad:
+                raise SpecViolationError(f"column {bad[0]!r} is not nullable but carries a mask",
+                                         node=f"{node}/{name}/{bad[0]}", rule=C2)
+            if plan.rows is not None and block.nrows != plan.rows:
+                raise SpecViolationError(f"block {name!r} has {block.nrows} rows; its structural shape "
+                                         f"{list(plan.shape or ())} needs {plan.rows}", node=f"{node}/{name}",
+                                         rule="trajectory#R12")
+
+    def _meta_values(self, raw: Dict[str, Any], node: str) -> Dict[str, Any]:
+        """Per-step meta in typed JSON form, decoded by the declared tags (plain values, or a
+        ``MetaValue`` where the tag is not what the value would infer)."""
+        out: Dict[str, Any] = {}
+        for name, tag in self._meta_tags.items():
+            value = raw[name]
+            if tag == "f64" and type(value) is float:
+                out[name] = value
+                continue
+            decoded = typed_json.decode_value(tag, value, f"{node}/meta/{name}")
+            try:
+                plain = typed_json.infer_tag(decoded) == tag
+            except MolrecError:
+                plain = False
+            out[name] = decoded if plain else MetaValue(tag, decoded)
+        return out
+
+    # ------------------------------------------------------------------ batches
+    def batch(self, records: Iterable[int], frame: Optional[int] = 0) -> Dict[str, np.ndarray]:
+        """Many records' frame ``frame`` (negative counts from each record's end; ``None``: the
+        systems alone) as flat arrays, the reader's view (system and trajectory blocks sharing
+        a name are one block): ``"<block>/<column>"`` concatenated over the records (a column
+        a record's block lacks is refused), ``"<block>/_validity/<column>"`` for masked
+        columns, ``"n_<block>"`` rows per record, one array per declared per-step meta key,
+        ``"step"``, ``"time"`` (when every record has times), ``"box/vectors"``,
+        ``"box/origin"``, ``"box/boundary"``, ``"box/cell_defined"`` (when a record has a
+        cell; one without reads as an undefined cell) and ``"record"``.  Every array is new
+        (the one copy out of the map); nothing refers to the map afterwards."""
+        numbers = self._numbers(records)
+        reading = _Reading(self._env(), False)
+        try:
+            return _Batch(self, numbers, frame).gather(reading)
+        finally:
+            reading.close()
+
+    def _numbers(self, records: Iterable[int]) -> List[int]:
+        items = records.tolist() if isinstance(records, np.ndarray) else records
+        return [self._number(r) for r in items]
+
+    # ------------------------------------------------------------------ views
+    @contextmanager
+    def view(self) -> Iterator["CollectionView"]:
+        """A read transaction held open: ``with c.view() as v: v[r].system ...`` — arrays are
+        read-only views into LMDB's map (no copy), valid only inside the ``with`` block."""
+        view = CollectionView(self)
+        try:
+            yield view
+        finally:
+            view.close()
+
+    # ------------------------------------------------------------------ the file
+    def close(self) -> None:
+        """Release the file (the environment closes with its last user in this process)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.release()
+
+    def __enter__(self) -> "CollectionReader":
+        """The reader itself (``with`` closes it)."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Close the reader."""
+        self.close()
+
+    def __reduce__(self) -> Tuple[Any, Tuple[str]]:
+        """Pickled as its path: unpickling (in another process) opens the file again."""
+        return (CollectionReader, (self._where,))
+
+    def __repr__(self) -> str:
+        return f"CollectionReader({self._where!r}, {self._n_records} records, {self._n_frames} frames)"
+
+
+class CollectionView:
+    """A collection read inside one open read transaction (``CollectionReader.view()``):
+    ``v[r]`` gives records whose arrays are read-only views into LMDB's map, valid until the
+    view closes; ``v.batch(...)`` as ``CollectionReader.batch``."""
+
+    def __init__(self, reader: CollectionReader) -> None:
+        self._reader = reader
+        self._reading: Optional[_Reading] = _Reading(reader._env(), False)
+        assert reader._handle is not None, "_env() opened it"
+        reader._handle.held.add(self._reading)  # a fork child forgets it (binding._forget_inherited)
+        self._pid = os.getpid()
+
+    def _open(self) -> _Reading:
+        if self._reading is None:
+            raise InvalidValueError("the view is closed: its arrays were views into the map, valid only while it "
+                                    "was open", store=self._reader._where)
+        if os.getpid() != self._pid or self._reading.txn is None:
+            raise StoreError("a view is never used across fork (its transaction belongs to the parent)",
+                             store=self._reader._where, rule="lmdb#L1")
+        return self._reading
+
+    def __len__(self) -> int:
+        """The number of records."""
+        return len(self._reader)
+
+    def __getitem__(self, r: int) -> "Record":
+        """Record ``r``, whose arrays are views into the map (valid while the view is open)."""
+        return Record(self._reader, self._reader._number(r), self)
+
+    def batch(self, records: Iterable[int], frame: Optional[int] = 0) -> Dict[str, np.ndarray]:
+        """``CollectionReader.batch`` inside this view's transaction (the arrays are new)."""
+        return _Batch(self._reader, self._reader._numbers(records), frame).gather(self._open())
+
+    def close(self) -> None:
+        """End the transaction; the view's arrays are no longer valid."""
+        reading, self._reading = self._reading, None
+        if reading is not None and os.getpid() == self._pid:
+            reading.close()
+
+
+class Record:
+    """Record ``r`` of a collection: ``meta``, ``system`` (a ``Frame`` or None),
+    ``trajectory`` (None or a :class:`RecordTrajectory`), ``frame(k)`` (the reader's view),
+    ``index`` (its row of the collection's own index columns), ``n_frames``, ``n_atoms``."""
+
+    __slots__ = ("_c", "number", "_view")
+
+    def __init__(self, reader: CollectionReader, number: int, view: Optional[CollectionView]) -> None:
+        self._c, self.number, self._view = reader, number, view
+
+    def _getter(self) -> Getter:
+        return self._c._get if self._view is None else self._view._open().get
+
+    @property
+    def meta(self) -> Dict[str, Any]:
+        """The record's meta document (``{}`` when it has none)."""
+        return self._c._record_meta(self._getter()(key(RECORD_META, self.number)), self.number)
+
+    @property
+    def system(self) -> Optional[Frame]:
+        """The record's system, or None."""
+        c = self._c
+        return c._system((c._get if self._view is None else self._view._open().get)(
+            SYSTEM + self.number.to_bytes(8, "big")), self.number)
+
+    @property
+    def has_trajectory(self) -> bool:
+        """Whether the record has a trajectory (one of zero frames included)."""
+        return bool(self._c._has_trajectory[self.number])
+
+    @property
+    def n_frames(self) -> int:
+        """Frames of the record's trajectory (0 without one)."""
+        return int(self._c._count[self.number])
+
+    @property
+    def n_atoms(self) -> int:
+        """Rows of the record's ``atoms`` (its system's, else its trajectory's first update's; 0 without)."""
+        return int(self._c._n_atoms[self.number])
+
+    @property
+    def index(self) -> Dict[str, Any]:
+        """The record's values of the collection's own index columns (None where null)."""
+        block = self._c._index
+        out: Dict[str, Any] = {}
+        for name, values in block.columns.items():
+            mask = block.masks.get(name)
+            if mask is not None and not mask[self.number]:
+                out[name] = None
+            else:
+                value = values[self.number]
+                out[name] = value.copy() if isinstance(value, np.ndarray) else (
+                    value.item() if isinstance(value, np.generic) else value)
+        return out
+
+    @property
+    def trajectory(self) -> Optional["RecordTrajectory"]:
+        """The record's trajectory (carry-forward resolved inside the record), or None."""
+        if not self._c._has_trajectory[self.number]:
+            return None
+        return RecordTrajectory(self._c, self.number, self._view)
+
+    def frame(self, k: int = 0) -> Frame:
+        """The reader's view of frame ``k``: the system's blocks and trajectory frame ``k``'s,
+        a block of both names presented as one (columns united, rows aligned 1:1,
+        ``collection#C9``/``#C10``); meta the system's then the frame's per-step keys; the
+        frame's cell.  A record without a trajectory has only ``frame(0)``, its system."""
+        system = self.system
+        if not self.has_trajectory:
+            if k not in (0, -1):
+                raise IndexError(f"record {self.number} has no trajectory: frame(0) is its system")
+            return system if system is not None else Frame()
+        own = RecordTrajectory(self._c, self.number, self._view)[k]
+        return _merged(system, own, self._c._where, self.number)
+
+    def __repr__(self) -> str:
+        return f"Record({self.number}, {self.n_frames} frames)"
+
+
+class _Update:
+    __slots__ = ("k", "blocks", "meta", "step", "time", "box", "layout")
+
+    def __init__(self, k: int, blocks: Dict[str, Block], meta: Dict[str, Any], step: int, time: Optional[float],
+                 box: Optional[Box], layout: Any = None) -> None:
+        self.k, self.blocks, self.meta, self.step, self.time, self.box = k, blocks, meta, step, time, box
+        self.layout = layout
+
+
+class RecordTrajectory:
+    """A record's trajectory: ``len``, ``[k]`` (a ``Frame`` of the trajectory's own blocks,
+    each resolved to its latest update at or before ``k`` inside the record — present,
+    empty or absent), iteration in order, ``step`` (int64 array) and ``time`` (float64 array,
+    or None).  Random access reads the headers of frames ``0..k`` once (kept), then only the
+    updates frame ``k`` resolves to."""
+
+    __slots__ = ("_c", "number", "_view", "_n", "_updates", "_box_updates", "_steps", "_times")
+
+    def __init__(self, reader: CollectionReader, number: int, view: Optional[CollectionView]) -> None:
+        self._c, self.number, self._view = reader, number, view
+        self._n = int(reader._count[number])
+        self._updates: Dict[str, List[int]] = {}
+        self._box_updates: List[int] = []
+        self._steps: List[int] = []
+        self._times: List[Optional[float]] = []
+
+    def __len__(self) -> int:
+        """The number of frames."""
+        return self._n
+
+    def _ordinal(self, k: Any) -> int:
+        n = k if type(k) is int else operator.index(k)
+        if n < 0:
+            n += self._n
+        if not 0 <= n < self._n:
+            raise IndexError(f"frame {k} of a trajectory of {self._n} frames (record {self.number})")
+        return n
+
+    def __getitem__(self, k: int) -> Frame:
+        """Frame ``k`` (negative counts from the end), carry-forward resolved inside the record."""
+        k = self._ordinal(k)
+        if k == 0:  # the first frame holds every block present there: one value
+            update = self._c._update(self._c._get if self._view is None else self._view._open().get, self.number, 0)
+            if self._c._resolved_check:
+                self._check(update.blocks, 0)
+            return _frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"), update.blocks,
+                          update.box)
+        if self._view is not None:
+            return self._resolve(self._view._open(), k)
+        with self._c._reading() as reading:
+            return self._resolve(reading, k)
+
+    def __iter__(self) -> Iterator[Frame]:
+        """Every frame in order, carry-forward kept from frame to frame."""
+        state: Dict[str, Block] = {}
+        box: Optional[Box] = None
+        get = self._c._get if self._view is None else self._view._open().get
+        for k in range(self._n):
+            update = self._c._update(get, self.number, k)
+            state.update(update.blocks)
+            if update.box is not None:
+                box = update.box
+            self._check(state, k)
+            yield Frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"),
+                        {n: state[n] for n in self._c._plans if n in state}, box)
+
+    def _scan(self, reading: _Reading, upto: int) -> None:
+        """Headers of the frames not yet scanned, up to ``upto`` (inclusive): which blocks and
+        whether a cell each one updates, its step and time."""
+        c = self._c
+        first = int(c._first[self.number])
+        node = f"/records/{self.number}/trajectory"
+        for k in range(len(self._steps), upto + 1):
+            fk = key(FRAME, first + k)
+            raw = reading.txn.get(fk)
+            if raw is None:
+                raise _fail(CorruptDataError, f"frame {k} of record {self.number} is missing", c._where, fk, node, L8)
+            try:
+                header, _ = header_of(raw, node)
+                blocks = header.get("blocks")
+                if type(blocks) is not dict:
+                    raise CorruptDataError("the header's 'blocks' is not a JSON object", node=node, rule="lmdb#L17")
+                step = typed_json.decode_value("i64", header.get("step"), f"{node}/step")
+                time = header.get("time")
+                timed = typed_json.decode_value("f64", time, f"{node}/time") if time is not None else None
+            except MolrecError as exc:
+                raise exc.add_context(store=c._where, key=key_name(fk)) from None
+            for name in blocks:
+                self._updates.setdefault(name, []).append(k)
+            if header.get("box") is not None:
+                self._box_updates.append(k)
+            self._steps.append(step)
+            self._times.append(timed)
+
+    def _resolve(self, reading: _Reading, k: int, meta: bool = True) -> Frame:
+        c = self._c
+        self._scan(reading, k)
+        where_from: Dict[int, List[str]] = {}
+        for name, ordinals in self._updates.items():
+            i = bisect.bisect_right(ordinals, k) - 1
+            if i >= 0:
+                where_from.setdefault(ordinals[i], []).append(name)
+        i = bisect.bisect_right(self._box_updates, k) - 1
+        box_at = self._box_updates[i] if i >= 0 else None
+        wanted = set(where_from) | {k} | ({box_at} if box_at is not None else set())
+        updates = {u: c._update(reading.get, self.number, u) for u in sorted(wanted)}
+        found = {name: updates[u].blocks[name] for u, names in where_from.items() for name in names}
+        blocks = {name: found[name] for name in c._plans if name in found}
+        self._check(blocks, k)
+        box = updates[box_at].box if box_at is not None else None
+        raw = updates[k].meta
+        return Frame(c._meta_values(raw, f"/records/{self.number}/trajectory") if meta else raw, blocks, box)
+
+    def _check(self, blocks: Dict[str, Block], k: int) -> None:
+        c = self._c
+        if not c._resolved_check:
+            return
+        try:
+            check_resolved(c._schema, {n: b.nrows for n, b in blocks.items()},
+                           lambda b, col: (blocks[b].columns[col], blocks[b].masks.get(col)), lambda s, b: None, k,
+                           writing=False)
+        except SpecViolationError as exc:
+            raise SpecViolationError(exc.message, store=c._where, node=f"/records/{self.number}{exc.node}",
+                                     rule=_RESOLVED_RULES.get(exc.rule or "", exc.rule)) from None
+
+    def _scan_all(self) -> None:
+        if len(self._steps) < self._n:
+            if self._view is not None:
+                self._scan(self._view._open(), self._n - 1)
+            else:
+                with self._c._reading() as reading:
+                    self._scan(reading, self._n - 1)
+
+    @property
+    def step(self) -> np.ndarray:
+        """Each frame's step number (int64)."""
+        self._scan_all()
+        return np.asarray(self._steps, dtype=np.int64)
+
+    @property
+    def time(self) -> Optional[np.ndarray]:
+        """Each frame's time (float64), or None when the trajectory has none."""
+        self._scan_all()
+        if not self._times or self._times[0] is None:
+            return None
+        return np.asarray(self._times, dtype=np.float64)
+
+    def __repr__(self) -> str:
+        return f"RecordTrajectory(record {self.number}, {self._n} frames)"
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _frame(meta: Dict[str, Any], blocks: Dict[str, Block], box: Optional[Box]) -> Frame:
+    """``Frame(meta, blocks, box)`` without the dataclass's defaulting (one per read)."""
+    frame = Frame.__new__(Frame)
+    frame.__dict__.update(meta=meta, blocks=blocks, box=box)
+    return frame
+
+
+def _owned(block: Block) -> Block:
+    """A block whose arrays are its own (copies)."""
+    return Block({c: np.array(v) for c, v in block.columns.items()}, {c: np.array(m) for c, m in block.masks.items()},
+                 dict(block.precision), dict(block.targets), block.structural_shape, dict(block.attrs), block.nrows)
+
+
+def _rows_of(blocks: Dict[str, Block]) -> Callable[[str, str], Optional[int]]:
+    def rows(section: str, name: str) -> Optional[int]:
+        if section != "system":
+            return None
+        found = blocks.get(name)
+        return -1 if found is None else found.nrows
+    return rows
+
+
+def _block_problems(block: Block, node: str) -> Iterator[Violation]:
+    """What a frame-shaped block read from frame bytes may not be (frame-and-types §14 reader
+    refusals that do not depend on Zarr: shapes and masks, canonical keys, reserved names)."""
+    if node.rsplit("/", 1)[-1] == "box":
+        yield Violation("frame-and-types#14.31", node, "a block may not be named 'box' (the cell's reserved name)")
+    yield from check_block_shape(block, node)
+    for column, values in block.columns.items():
+        if column == "_validity":
+            yield Violation("frame-and-types#14.32", f"{node}/{column}", "a column may not be named '_validity'")
+        problem = canonical_violation(column, column_dtype_of(values) or "", values.shape, f"{node}/{column}")
+        if problem is not None:
+            yield problem
+
+
+def _system_problems(blocks: Dict[str, Block], node: str) -> Iterator[Violation]:
+    """``_block_problems`` of a decoded system frame whose row counts the decoder already held
+    to ``count`` (its row references depend on the values: checked by the caller)."""
+    for name, block in blocks.items():
+        at = f"{node}/{name}"
+        if name == "box":
+            yield Violation("frame-and-types#14.31", at, "a block may not be named 'box' (the cell's reserved name)")
+        shape = block.structural_shape
+        if shape is not None and math.prod(shape) != block.nrows:
+            yield from check_block_shape(block, at)
+        for column, values in block.columns.items():
+            canonical = VOCABULARY.get(column)
+            if canonical is not None and (values.ndim != 1 or values.dtype != (
+                    _OBJECT if canonical == "string" else COLUMN_NUMPY[canonical])):
+                problem = canonical_violation(column, column_dtype_of(values) or "", values.shape, f"{at}/{column}")
+                if problem is not None:
+                    yield problem
+            elif column == "_validity":
+                yield Violation("frame-and-types#14.32", f"{at}/{column}", "a column may not be named '_validity'")
+
+
+def _merged(system: Optional[Frame], own: Frame, where: str, r: int) -> Frame:
+    """The reader's view: system and trajectory blocks sharing a name as one block."""
+    if system is None:
+        return own
+    blocks = dict(system.blocks)
+    for name, block in own.blocks.items():
+        base = blocks.get(name)
+        if base is None:
+            blocks[name] = block
+            continue
+        _check_pair(base, block, where, r, name)
+        blocks[name] = Block({**base.columns, **block.columns}, {**base.masks, **block.masks},
+                             {**base.precision, **block.precision}, {**base.targets, **block.targets},
+                             base.structural_shape if base.structural_shape is not None else block.structural_shape,
+                             dict(base.attrs), base.nrows)
+    return Frame({**system.meta, **own.meta}, blocks, own.box)
+
+
+class _Batch:
+    """``CollectionReader.batch``: gathers each record's arrays out of one transaction (views
+    into the map, checked as every read is), concatenates once at the end."""
+
+    def __init__(self, reader: CollectionReader, numbers: List[int], frame: Optional[int]) -> None:
+        if frame is not None:
+            frame = operator.index(frame)
+        self.c, self.numbers, self.frame = reader, numbers, frame
+
+    def gather(self, reading: _Reading) -> Dict[str, np.ndarray]:
+        c, frame = self.c, self.frame
+        get = reading.get
+        pieces: Dict[Tuple[str, str], List[np.ndarray]] = {}
+        present: Dict[Tuple[str, str], List[int]] = {}  # the batch positions that have the column
+        masks: Dict[Tuple[str, str], Dict[int, np.ndarray]] = {}
+        kinds: Dict[Tuple[str, str], Tuple[np.dtype, Tuple[int, ...]]] = {}
+        rows: Dict[str, List[int]] = {}
+        meta: List[Dict[str, Any]] = []
+        steps: List[int] = []
+        times: List[Optional[float]] = []
+        boxes: List[Optional[Box]] = []
+        n = len(self.numbers)
+        trusted: Set[Any] = set()  # (system layout, frame layout) pairs whose columns were checked in this batch
+        for i, r in enumerate(self.numbers):
+            system = c._system_blocks(get(key(SYSTEM, r)), r)
+            blocks: Dict[str, Block] = {} if system is None else system.blocks
+            pair: Any = None
+            if frame is not None:
+                count = int(c._count[r])
+                k = frame + count if frame < 0 else frame
+                if not 0 <= k < count:
+                    raise InvalidValueError(f"batch: record {r} has {count} frames, no frame {frame}", store=c._where,
+                                            node=f"/records/{r}/trajectory")
+                if k == 0:
+                    update = c._update(get, r, 0)
+                    own, box = update.blocks, update.box
+                    meta.append(update.meta)
+                    steps.append(update.step)
+                    times.append(update.time)
+                    if c._resolved_check:
+                        RecordTrajectory(c, r, None)._check(own, 0)
+                    if update.layout is not None:
+                        pair = (None if system is None else system.layout, update.layout)
+                else:
+                    trajectory = RecordTrajectory(c, r, None)
+                    resolved = trajectory._resolve(reading, k, meta=False)
+                    own, box = resolved.blocks, resolved.box
+                    meta.append(resolved.meta)
+                    steps.append(trajectory._steps[k])
+                    times.append(trajectory._times[k])
+                boxes.append(box)
+                for name, block in own.items():  # the reader's view (``blocks`` is this decode's own dict)
+                    base = blocks.get(name)
+                    if base is not None:
+                        _check_pair(base, block, c._where, r, name)
+                        block = made_block({**base.columns, **block.columns}, {**base.masks, **block.masks}, {}, {},
+                                           None, {}, base.nrows)
+                    blocks[name] = block
+            elif system is not None:
+                pair = (system.layout, None)
+            checked = pair is not None and pair in trusted
+            for name, block in blocks.items():
+                counts = rows.get(name)
+                if counts is None:
+                    counts = rows[name] = [0] * n
+                counts[i] = block.nrows
+                block_masks = block.masks
+                for column, values in block.columns.items():
+                    label = (name, column)
+                    if not checked:
+                        kind = (values.dtype, values.shape[1:])
+                        have = kinds.setdefault(label, kind)
+                        if have != kind:
+                            raise SpecViolationError(f"batch: column {name}/{column} is {column_dtype_of(values)}"
+                                                     f"{list(kind[1])} in record {r} and {have[0]}{list(have[1])} in "
+                                                     "an earlier one", store=c._where,
+                                                     node=f"/records/{r}/{name}/{column}", rule=C2)
+                    found = pieces.get(label)
+                    if found is None:
+                        found = pieces[label] = []
+                        present[label] = []
+                    if block_masks and column in block_masks:
+                        masks.setdefault(label, {})[len(found)] = block_masks[column]
+                    found.append(values)
+                    present[label].append(i)
+            if pair is not None:
+                trusted.add(pair)
+        out: Dict[str, np.ndarray] = {}
+        for label, arrays in pieces.items():
+            name, column = label
+            counts = rows[name]
+            if len(arrays) != n:
+                has = set(present[label])
+                lacking = [self.numbers[j] for j, count in enumerate(counts) if count and j not in has]
+                if lacking:
+                    raise SpecViolationError(f"batch: record {lacking[0]}'s block {name!r} has no column {column!r}, "
+                                             "which other records' have", store=c._where,
+                                             node=f"/records/{lacking[0]}/{name}/{column}", rule=C2)
+            out[f"{name}/{column}"] = np.concatenate(arrays)
+            if label in masks:
+                flags = [masks[label].get(at, np.ones(a.shape[0], bool)) for at, a in enumerate(arrays)]
+                out[f"{name}/_validity/{column}"] = np.concatenate(flags)
+        for name, counts in rows.items():
+            out[f"n_{name}"] = np.asarray(counts, dtype=np.int64)
+        if frame is not None:
+            for name, tag in c._meta_tags.items():
+                out[name] = _meta_array(tag, [m[name] for m in meta], name)
+            out["step"] = np.asarray(steps, dtype=np.int64)
+            if times and all(t is not None for t in times):
+                out["time"] = np.asarray(times, dtype=np.float64)
+            if any(b is not None for b in boxes):
+                out["box/vectors"] = np.stack([np.eye(3) if b is None else b.vectors for b in boxes])
+                out["box/origin"] = np.stack([np.zeros(3) if b is None else b.origin for b in boxes])
+                out["box/boundary"] = np.asarray([(False,) * 3 if b is None else b.boundary for b in boxes], bool)
+                out["box/cell_defined"] = np.asarray([b is not None and b.defined for b in boxes], bool)
+        out["record"] = np.asarray(self.numbers, dtype=np.int64)
+        return out
+
+
+def _check_pair(base: Block, block: Block, where: str, r: int, name: str) -> None:
+    """A system block and the trajectory block of its name: one row count (``C9``), no shared
+    column (``C10``)."""
+    node = f"/records/{r}/trajectory/{name}"
+    if base.nrows != block.nrows:
+        raise SpecViolationError(f"trajectory block {name!r} has {block.nrows} rows, the system block of that name "
+                                 f"{base.nrows}: they are aligned 1:1 by row order", store=where, node=node, rule=C9)
+    for column in block.columns:
+        if column in base.columns:
+            raise SpecViolationError(f"column {column!r} is in both the system and the trajectory block {name!r}",
+                                     store=where, node=node, rule=C10)
+
+
+def _meta_array(tag: str, raw: List[Any], name: str) -> np.ndarray:
+    """One per-step meta key over a batch (typed JSON forms decoded), shaped by its tag."""
+    dtype, trailing = META_STORAGE[tag]
+    if tag == "f64" and all(type(v) is float for v in raw):
+        return np.asarray(raw, dtype=np.float64)
+    values = [typed_json.decode_value(tag, v, f"/meta/{name}") for v in raw]
+    if tag == "json":
+        out = np.empty(len(values), dtype=object)
+        for i, v in enumerate(values):
+            out[i] = v
+        return out
+    return np.asarray(values, dtype=dtype).reshape((len(values),) + trailing)

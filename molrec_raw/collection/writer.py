@@ -1,0 +1,684 @@
+"""``CollectionWriter``: many records streamed into one ``*.mrec.lmdb`` (collection.md,
+lmdb.md).
+
+Each ``add_record`` checks the record against the collection's declaration and, frame by
+frame, turns its trajectory into sparse updates (a block is written at the frames where it
+changes; carry-forward never crosses a record, lmdb#L8); a record is added whole or not at
+all.  Values wait in memory until a write transaction commits them — every
+``commit_every`` records, or sooner when ``commit_bytes`` of values are waiting — so memory
+does not grow with the number of records (except by each record's index row).  ``close``
+writes the last records, then the index, the force field and, last of all in that same
+transaction, ``meta`` (lmdb#L3); then it syncs the file.  A file without ``meta`` is not a
+collection: a reader refuses one whose writer has not finished.
+
+The map grows by itself: a transaction that would not fit is retried after the map is
+doubled (LMDB's MapFullError never reaches the caller).  One writer at a time: the file is
+created exclusively (an existing one is never overwritten).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+
+import numpy as np
+import orjson
+
+from molrec_raw.errors import InvalidValueError, MolrecError, NodeExistsError, SpecViolationError, StoreError
+from molrec_raw.record import typed_json
+from molrec_raw.record.forcefield import ForceFieldSection, prepare_forcefield
+from molrec_raw.record.frame_io import prepare_frame
+from molrec_raw.record.model import Block, Frame, MetaValue
+from molrec_raw.record.precision import round_to_precision
+from molrec_raw.record.trajectory.blocks import SAME, BlockWriter, Update, compare, prepare_update
+from molrec_raw.record.trajectory.cell import Cell, prepare_cell
+from molrec_raw.record.trajectory.common import I64, is_int
+from molrec_raw.record.trajectory.references import SystemCounterparts, check_resolved
+from molrec_raw.record.trajectory.schema import SKIPPED_FRAME_META_KEYS, BlockSpec, MetaSpec, SequenceSchema
+from molrec_raw.collection import binding
+from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, SUFFIX, key
+from molrec_raw.collection.frame_bytes import encode_frame, made_block
+from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, IndexColumns, IndexRow, check_record_meta,
+                                         collection_document)
+
+__all__ = ["CollectionWriter"]
+
+DEFAULT_COMMIT_EVERY = 1000
+DEFAULT_COMMIT_BYTES = 64 << 20
+DEFAULT_MAP_SIZE = 1 << 28  # the first reservation of address space; doubled whenever a commit needs more
+_MISSING = object()
+# trajectory-rule -> collection-rule for what a record breaks against the collection's declaration
+_GIVEN_RULES = {"trajectory#W18": C2, "trajectory#W22": C3, "trajectory#8.8": C9, "trajectory#W28": C11}
+_DERIVED_RULES = {**_GIVEN_RULES, **{f"trajectory#W{n}": C4 for n in (18, 19, 20, 21, 25, 26)}}
+
+
+class _Draft:
+    """One record being added: everything that changes only once the record is accepted."""
+
+    __slots__ = ("number", "first_frame", "frames", "last", "cell", "defined", "last_step", "timed", "meta",
+                 "counterparts", "rows_of", "system_blocks", "checked", "n_atoms", "values", "undo")
+
+    def __init__(self, number: int, first_frame: int, system_blocks: Dict[str, Block]) -> None:
+        self.number, self.first_frame, self.frames = number, first_frame, 0
+        self.last: Dict[str, Update] = {}
+        self.cell: Optional[Cell] = None
+        self.defined: Optional[bool] = None
+        self.last_step: Optional[int] = None
+        self.timed: Optional[bool] = None
+        self.meta: Optional[Dict[str, MetaSpec]] = None
+        self.counterparts: Optional[SystemCounterparts] = None
+        self.system_blocks = system_blocks
+        self.rows_of = _system_rows(system_blocks)
+        self.checked: Set[str] = set()
+        self.n_atoms: Optional[int] = None
+        self.values: List[Tuple[bytes, bytes]] = []
+        self.undo: Optional[Tuple[SequenceSchema, Optional[Dict[str, MetaSpec]]]] = None
+
+
+def _system_rows(blocks: Dict[str, Block]) -> Any:
+    """Absolute targets ``/<section>/<block>`` of a collection record: ``/system/...`` rows
+    of its own system; any other section is absent (not checked, frame-and-types §9)."""
+    def rows(section: str, block: str) -> Optional[int]:
+        if section != "system":
+            return None
+        found = blocks.get(block)
+        return -1 if found is None else found.nrows
+    return rows
+
+
+class CollectionWriter:
+    """Write a collection: ``with CollectionWriter(path, units={...}) as w: w.add_record(...)``.
+
+    ``units`` (required, ``collection#C1``): quantity → unit string, for every record and
+    column.  ``schema``: the ``SequenceSchema`` every record's trajectory uses; ``None``
+    derives it (the union of the records' blocks, agreeing on shared columns, and the one
+    per-step meta declaration every record has, ``collection#C4``).  ``forcefield``: a
+    ``ForceFieldSection`` every record links into (``collection#C7``).  ``meta``: the
+    collection document's other keys.  ``index_schema``: ``{column: spec}`` of the
+    collection's own index columns (``ColumnSpec``, a dtype, or ``{dtype, trailing,
+    precision, nullable}``); ``None`` lets the first record's ``index`` declare them.
+
+    ``commit_every`` records (or ``commit_bytes`` of waiting values) per write transaction;
+    ``map_size`` the first address-space reservation (it grows by itself); ``durable``
+    (default) makes every commit and the close fsync (LMDB ``sync``/``metasync``), else only
+    the close syncs.  The file must not exist; it is created, never overwritten.  A ``with``
+    block left by an exception removes the unfinished file (it has no ``meta``: it is not a
+    collection); call :meth:`close` to finish, :meth:`abort` to drop it.
+    """
+
+    def __init__(self, path: Any, units: Optional[Mapping[str, str]] = None, schema: Optional[SequenceSchema] = None,
+                 forcefield: Optional[ForceFieldSection] = None, meta: Optional[Mapping[str, Any]] = None,
+                 index_schema: Optional[Mapping[str, Any]] = None, *, commit_every: int = DEFAULT_COMMIT_EVERY,
+                 commit_bytes: int = DEFAULT_COMMIT_BYTES, map_size: int = DEFAULT_MAP_SIZE,
+                 durable: bool = True) -> None:
+        self._lmdb = binding.import_lmdb()
+        self._path = Path(os.fspath(path))
+        where = str(self._path)
+        if not self._path.name.endswith(SUFFIX):
+            raise SpecViolationError(f"a collection file is named '*{SUFFIX}'", store=where, rule="lmdb#L1")
+        for name, value in (("commit_every", commit_every), ("commit_bytes", commit_bytes), ("map_size", map_size)):
+            if not is_int(value) or int(value) < 1:
+                raise InvalidValueError(f"{name} must be a positive integer, got {value!r}", store=where)
+        self._document = _located(lambda: collection_document(meta, units), where)
+        if schema is not None and not isinstance(schema, SequenceSchema):
+            raise InvalidValueError(f"schema must be a SequenceSchema or None, got {type(schema).__name__}", store=where)
+        self._derived = schema is None
+        self._schema = SequenceSchema() if schema is None else schema.copy()
+        self._meta_specs: Optional[Dict[str, MetaSpec]] = None if schema is None else {
+            k: self._schema.meta_spec(k) for k, _ in self._schema.meta_keys()}
+        self._ff_value: Optional[bytes] = None
+        if forcefield is not None:
+            tables = _located(lambda: prepare_forcefield(forcefield, "/ff"), where)  # TypeError for a plain dict
+            self._ff_value = encode_frame(tables, meta=dict(forcefield.document))
+        self._index = _located(lambda: IndexColumns(index_schema), where)
+        self._commit_every, self._commit_bytes, self._durable = int(commit_every), int(commit_bytes), bool(durable)
+        self._states: Dict[str, BlockWriter] = {}
+        self._resolved_check = False
+        self._refresh_states()
+        # ---- issue 23a: the writer's exclusive advisory lock is taken HERE, before anything on
+        # ---- disk is read or changed (LMDB's own lock serializes write transactions only).
+        try:
+            fd = os.open(where, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            raise NodeExistsError("refusing to overwrite: the file exists (a collection is written once, by one "
+                                  "writer)", store=where, rule="lmdb#L1") from None
+        except OSError as exc:
+            raise StoreError(f"cannot create the collection file: {exc.strerror}", store=where, rule="lmdb#L1") from None
+        os.close(fd)
+        self._created = True
+        try:
+            self._handle: Optional[binding.Handle] = binding.acquire(self._path, writable=True, map_size=int(map_size),
+                                                                     durable=self._durable)
+        except BaseException:
+            self._remove_file()
+            raise
+        self._records = 0
+        self._frames = 0
+        self._pending: List[Tuple[bytes, bytes]] = []
+        self._pending_records = 0
+        self._pending_bytes = 0
+        self._stale_frames = 0  # f keys committed by a record later refused: deleted at close unless reused
+        self._draft: Optional[_Draft] = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def path(self) -> Path:
+        """The collection file."""
+        return self._path
+
+    @property
+    def n_records(self) -> int:
+        """Records added so far."""
+        return self._records
+
+    @property
+    def n_frames(self) -> int:
+        """Trajectory frames added so far (over every record)."""
+        return self._frames
+
+    @property
+    def schema(self) -> SequenceSchema:
+        """The declaration (a copy): as given, or as derived from the records so far."""
+        return self._schema.copy()
+
+    # ------------------------------------------------------------------ adding a record
+    def add_record(self, meta: Optional[Mapping[str, Any]] = None, system: Optional[Frame] = None,
+                   frames: Optional[Iterable[Frame]] = None, steps: Optional[Iterable[int]] = None,
+                   times: Optional[Iterable[float]] = None, schema: Optional[SequenceSchema] = None,
+                   index: Optional[Mapping[str, Any]] = None) -> int:
+        """Add one record; its number (``collection#C12``: the order of the calls).
+
+        ``meta``: the record's meta document.  ``system``: a ``Frame`` (its topology; no
+        cell, which rides on trajectory frames, lmdb#L16) or None.  ``frames``: the
+        trajectory — an iterable of ``Frame`` (``[]`` is a trajectory of zero frames), or
+        None for none; ``steps`` (default 0, 1, …) and ``times`` (all or none) go with them.
+        ``schema``: the record's own declaration (must be the collection's, ``#C3``).
+        ``index``: ``{column: value}`` of the collection's own index columns.  Refused records
+        change nothing."""
+        self._check_open()
+        where = f"/records/{self._records}"
+        try:
+            return self._add(meta, system, frames, steps, times, schema, index, where)
+        except MolrecError as exc:
+            raise _relocated(exc, str(self._path), where, _DERIVED_RULES if self._derived else _GIVEN_RULES) from None
+
+    def _add(self, meta: Any, system: Any, frames: Any, steps: Any, times: Any, schema: Any, index: Any,
+             where: str) -> int:
+        number = self._records
+        doc = check_record_meta(meta, f"{where}/meta")
+        if system is None and frames is None:
+            raise SpecViolationError("a record has a system, a trajectory or both; this one has neither",
+                                     node=where, rule=C8)
+        system_value: Optional[bytes] = None
+        system_blocks: Dict[str, Block] = {}
+        n_atoms: Optional[int] = None
+        if system is not None:
+            if not isinstance(system, Frame):
+                raise InvalidValueError(f"system must be a Frame, got {type(system).__name__}", node=f"{where}/system")
+            system_value, system_blocks = self._system(system, f"{where}/system")
+            if "atoms" in system_blocks:
+                n_atoms = system_blocks["atoms"].nrows
+        values = self._index.prepare(index, number)
+        draft = _Draft(number, self._frames, system_blocks)
+        self._draft = draft
+        try:
+            if schema is not None:
+                self._record_schema(schema, where)
+            self._check_system_names(draft, self._schema.block_names(), where)
+            if frames is not None:
+                self._trajectory(draft, frames, steps, times, where)
+        except BaseException:
+            if draft.undo is not None:  # the derived declaration as it was before this record
+                self._schema, self._meta_specs = draft.undo
+                self._refresh_states()
+            if draft.frames:  # some of its frames may already be committed: deleted at close unless reused
+                self._stale_frames = max(self._stale_frames, self._frames + draft.frames)
+            self._drop_values(draft)
+            raise
+        finally:
+            self._draft = None
+        if n_atoms is None:
+            n_atoms = draft.n_atoms or 0
+        self._queue(key(RECORD_META, number), orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY))
+        if system_value is not None:
+            self._queue(key(SYSTEM, number), system_value)
+        self._index.append(IndexRow(draft.frames, n_atoms, frames is not None), values)
+        self._records += 1
+        self._frames += draft.frames
+        self._pending_records += 1
+        if self._pending_records >= self._commit_every:
+            self._commit()
+        return number
+
+    def _system(self, system: Frame, node: str) -> Tuple[bytes, Dict[str, Block]]:
+        """A record's system as frame bytes (frame-and-types §14 writer refusals; typed meta with
+        ``meta_types``; precision columns rounded, lmdb#L14)."""
+        if system.box is not None:
+            raise SpecViolationError("a collection record's system carries no cell: give the box on its trajectory "
+                                     "frames (lmdb.md: box appears only on trajectory updates)", node=f"{node}/box",
+                                     rule="lmdb#L16")
+        prepared = prepare_frame(system, node, rows_of=_system_rows(system.blocks))
+        blocks: Dict[str, Block] = {}
+        for name, block in prepared.blocks.items():
+            if block.column_attrs:
+                column = next(iter(block.column_attrs))
+                raise SpecViolationError(f"column {column!r} of block {name!r} has column attributes, which frame bytes "
+                                         "cannot carry (only a precision)", node=f"{node}/{name}/{column}",
+                                         rule="lmdb#L16")
+            columns = {c: round_to_precision(v, block.precision[c]) if c in block.precision else v
+                       for c, v in block.columns.items()}
+            masks = {c: m for c, m in block.masks.items() if not m.all()}
+            blocks[name] = made_block(columns, masks, dict(block.precision), dict(block.targets),
+                                      block.structural_shape, dict(block.attrs), block.nrows)
+        value = encode_frame(blocks, meta=prepared.meta, meta_types=prepared.meta_types if prepared.meta_types else None)
+        return value, prepared.blocks
+
+    def _record_schema(self, schema: Any, where: str) -> None:
+        """A record's own declaration (``collection#C3``): the collection's when declared; else
+        it joins the derived union (agreeing on shared blocks, ``#C4``) and fixes the per-step
+        meta when none is fixed yet."""
+        if not isinstance(schema, SequenceSchema):
+            raise InvalidValueError(f"a record's schema must be a SequenceSchema, got {type(schema).__name__}",
+                                    node=where)
+        if not self._derived:
+            if schema != self._schema:
+                raise SpecViolationError("the record's sequence schema differs from the collection's (a collection has "
+                                         f"one declaration): {schema!r} != {self._schema!r}",
+                                         node=f"{where}/trajectory", rule=C3)
+            return
+        self._before_change()
+        for name in schema.block_names():
+            self._join_block(name, schema.block_spec(name), where)
+        for name in schema.block_names():
+            target = schema.aligned_with(name)
+            if target is not None and self._schema.aligned_with(name) is None:
+                self._schema.declare_aligned(name, target)
+        self._join_meta({k: schema.meta_spec(k) for k, _ in schema.meta_keys()}, where)
+        self._refresh_states()
+
+    def _before_change(self) -> None:
+        """Keep the derived declaration as it was before the record being added changes it
+        (restored if the record is refused)."""
+        draft = self._draft
+        if draft is not None and draft.undo is None:
+            draft.undo = (self._schema.copy(), self._meta_specs)
+
+    def _join_block(self, name: str, spec: BlockSpec, where: str) -> None:
+        """Add a block to the derived union, or check that it agrees with the union's (C4)."""
+        node = f"{where}/trajectory/{name}"
+        if self._schema.has_block(name):
+            have = self._schema.block_spec(name)
+            ours = {c: (s.dtype, s.trailing, s.precision) for c, s in have.columns.items()}
+            theirs = {c: (s.dtype, s.trailing, s.precision) for c, s in spec.columns.items()}
+            if ours != theirs or have.structural_shape != spec.structural_shape or have.targets != spec.targets \
+                    or (spec.aligned_with is not None and have.aligned_with not in (None, spec.aligned_with)):
+                raise SpecViolationError(f"block {name!r} is declared differently by an earlier record (a derived "
+                                         f"declaration is a union whose blocks agree): {theirs} vs {ours}",
+                                         node=node, rule=C4)
+            for column, s in spec.columns.items():
+                if s.nullable and not have.columns[column].nullable:
+                    self._schema.declare_nullable(name, column)
+            return
+        self._schema.declare_block(name)
+        for column, s in spec.columns.items():
+            self._schema.declare_column(name, column, s.dtype, s.trailing)
+            if s.nullable:
+                self._schema.declare_nullable(name, column)
+            if s.precision is not None:
+                self._schema.declare_precision(name, column, s.precision)
+        for column, target in spec.targets.items():
+            self._schema.declare_target(name, column, target)
+        if spec.structural_shape is not None:
+            self._schema.declare_structural_shape(name, spec.structural_shape)
+
+    def _join_meta(self, specs: Dict[str, MetaSpec], where: str) -> None:
+        """The per-step meta declaration of a record (C3): the collection's exactly."""
+        if self._meta_specs is None:
+            self._before_change()
+            for key_name, spec in specs.items():
+                if spec.has_fill:
+                    self._schema.declare_meta_with_fill(key_name, spec.fill, spec.tag)
+                else:
+                    self._schema.declare_meta(key_name, spec.tag)
+            self._meta_specs = {k: self._schema.meta_spec(k) for k, _ in self._schema.meta_keys()}
+        elif specs != self._meta_specs:
+            show = {k: s.tag for k, s in specs.items()}
+            have = {k: s.tag for k, s in self._meta_specs.items()}
+            raise SpecViolationError(f"the record's per-step meta {show} is not the collection's {have} (every record "
+                                     "declares the same per-step meta)", node=f"{where}/trajectory/meta", rule=C3)
+
+    def _refresh_states(self) -> None:
+        """Per declared block, what ``prepare_update`` checks against (rebuilt when the derived
+        declaration grows)."""
+        schema = self._schema
+        for name in schema.block_names():
+            spec = schema.block_spec(name)
+            state = self._states.get(name)
+            if state is None or state.spec != spec:
+                self._states[name] = BlockWriter(name, spec)
+        for name in [n for n in self._states if not schema.has_block(n)]:
+            del self._states[name]
+        self._resolved_check = any(schema.targets(b) or schema.aligned_with(b) for b in schema.block_names())
+
+    def _check_system_names(self, draft: _Draft, names: Iterable[str], where: str) -> None:
+        """A trajectory block named like one of the record's system blocks: not aligned with
+        another block (C11) and sharing no column with it (C10)."""
+        for name in names:
+            if name in draft.checked or name not in draft.system_blocks:
+                continue
+            draft.checked.add(name)
+            node = f"{where}/trajectory/{name}"
+            if self._schema.aligned_with(name) is not None:
+                raise SpecViolationError(f"aligned block {name!r} shares its name with a system block "
+                                         f"({where}/system/{name})", node=node, rule=C11)
+            shared = [c for c in self._schema.column_names(name) if c in draft.system_blocks[name].columns]
+            if shared:
+                raise SpecViolationError(f"column {shared[0]!r} is in both the system block {name!r} and the trajectory "
+                                         "block of that name (a reader presents them as one block)", node=node, rule=C10)
+        draft.counterparts = SystemCounterparts.of_blocks(self._schema, draft.system_blocks)
+
+    # ------------------------------------------------------------------ a record's trajectory
+    def _trajectory(self, draft: _Draft, frames: Iterable[Frame], steps: Any, times: Any, where: str) -> None:
+        if isinstance(frames, Frame):
+            raise InvalidValueError("frames is an iterable of Frame (a one-frame trajectory is [frame])", node=where)
+        step_iter: Optional[Iterator[Any]] = None if steps is None else iter(steps)
+        time_iter: Optional[Iterator[Any]] = None if times is None else iter(times)
+        known = len(frames) if isinstance(frames, (list, tuple)) else None  # no look-ahead: a producer may
+        for k, frame in enumerate(frames):                                 # reuse its arrays in place
+            step = _next(step_iter, "steps", k, where)
+            time = _next(time_iter, "times", k, where)
+            value = self._frame(draft, k, frame, None if step is _MISSING else step, None if time is _MISSING else time,
+                                where, known is None or k + 1 < known)
+            draft.values.append((key(FRAME, draft.first_frame + k), value))
+            self._pending_bytes += len(value)
+            draft.frames = k + 1
+            if self._pending_bytes >= self._commit_bytes:  # a long record: its frames so far go to disk
+                self._pending.extend(draft.values)
+                draft.values = []
+                self._commit()
+        for name, it in (("steps", step_iter), ("times", time_iter)):
+            if it is not None and next(it, _MISSING) is not _MISSING:
+                raise InvalidValueError(f"{name} has more values than the record has frames ({draft.frames})", node=where)
+        if self._meta_specs is None and draft.meta is not None:  # the first record with frames declares them
+            self._join_meta(draft.meta, where)
+        self._pending.extend(draft.values)
+        draft.values = []
+
+    def _frame(self, draft: _Draft, k: int, frame: Any, step: Any, time: Any, where: str, more: bool) -> bytes:
+        """Trajectory frame ``k`` of the record as the update frame bytes hold (lmdb#L8);
+        ``more``: frames follow (this one's blocks become the base they are compared with)."""
+        if not isinstance(frame, Frame):
+            raise InvalidValueError(f"trajectory frame {k} is not a Frame ({type(frame).__name__})", node=where)
+        node = f"{where}/trajectory"
+        # -- step and time (trajectory#W16, #W17)
+        if step is None:
+            step = 0 if draft.last_step is None else draft.last_step + 1
+        if not is_int(step) or not I64[0] <= int(step) <= I64[1]:
+            raise SpecViolationError(f"step {step!r} of trajectory frame {k} is not an integer in the i64 range",
+                                     node=node, rule="trajectory#W16")
+        step = int(step)
+        if draft.last_step is not None and step <= draft.last_step:
+            raise SpecViolationError(f"step numbers increase strictly within a record: {step} follows "
+                                     f"{draft.last_step}", node=node, rule="trajectory#W16")
+        if time is not None:
+            if isinstance(time, (bool, np.bool_)) or not isinstance(time, (int, float, np.integer, np.floating)):
+                raise InvalidValueError(f"time must be a number, got {time!r}", node=node)
+            time = float(time)
+        if draft.timed is not None and (time is not None) != draft.timed:
+            raise SpecViolationError("a record's times are all-or-nothing: " + (
+                f"frame {k} has none" if draft.timed else f"frame {k} adds one to a time-less trajectory"),
+                node=node, rule="trajectory#W17")
+        # -- per-step meta (C3, trajectory#W23)
+        meta = self._frame_meta(draft, k, frame.meta, f"{node}/meta")
+        # -- blocks
+        changed: Dict[str, Update] = {}
+        for name, blk in frame.blocks.items():
+            state = self._state_for(draft, name, blk, k, where)
+            if blk.attrs or blk.column_attrs:
+                raise SpecViolationError(f"trajectory frame {k}: block {name!r} carries attributes; a trajectory "
+                                         "block's attributes are its section's, not one update's", node=f"{node}/{name}",
+                                         rule="lmdb#L16")
+            update = prepare_update(state, blk, k)
+            for column in state.precise:
+                update.columns[column] = round_to_precision(update.columns[column], state.spec.columns[column].precision)
+            base = draft.last.get(name)
+            if base is None or compare(base, update) != SAME:
+                assert draft.counterparts is not None
+                draft.counterparts.check(name, update.rows, update.columns.get("id"), f"trajectory frame {k}")
+                changed[name] = update
+        if self._resolved_check:
+            resolved = {**draft.last, **changed}
+            check_resolved(self._schema, {n: u.rows for n, u in resolved.items()},
+                           lambda b, c: (resolved[b].columns[c], resolved[b].masks.get(c)), draft.rows_of, k,
+                           writing=True)
+        cell = None
+        if frame.box is not None:
+            cell = prepare_cell(frame.box, k, draft.defined)
+            if draft.cell is not None and draft.cell.same(cell):
+                cell = None
+        # -- accept and encode
+        blocks = {name: made_block(u.columns, u.masks, {}, {}, self._states[name].spec.structural_shape, {}, u.rows)
+                  for name, u in changed.items()}
+        value = encode_frame(blocks, meta=meta, step=typed_json.encode_value("i64", step),
+                             time=typed_json.encode_value("f64", time) if time is not None else None,
+                             box=cell.box() if cell is not None else None)
+        if more:
+            for name, u in changed.items():  # the base of the next frame: our own copy, never the caller's arrays
+                draft.last[name] = Update(k, u.rows, {c: v.copy() for c, v in u.columns.items()},
+                                          {c: m.copy() for c, m in u.masks.items()})
+        if cell is not None:
+            draft.cell, draft.defined = cell, cell.defined
+        if draft.n_atoms is None and "atoms" in changed:
+            draft.n_atoms = changed["atoms"].rows
+        draft.last_step, draft.timed = step, time is not None
+        return value
+
+    def _frame_meta(self, draft: _Draft, k: int, given: Mapping[str, Any], node: str) -> Dict[str, Any]:
+        """Every declared per-step key in typed JSON form, fills materialized (lmdb#L8)."""
+        specs = draft.meta if draft.meta is not None else self._meta_specs
+        if specs is None:  # a derived collection whose first trajectory frame this is: the frame declares them
+            specs = {}
+            for name, value in given.items():
+                if name in SKIPPED_FRAME_META_KEYS:
+                    continue
+                try:
+                    tag = value.tag if isinstance(value, MetaValue) else typed_json.infer_tag(value)
+                    specs[name] = MetaSpec(typed_json.normalize_tag(tag, where=f"{node}/{name}", rule="trajectory#W5"))
+                except MolrecError as exc:
+                    raise SpecViolationError(f"meta key {name!r}: {exc.message}", node=f"{node}/{name}",
+                                             rule="trajectory#W5") from None
+        draft.meta = specs
+        for name in given:
+            if name not in specs and name not in SKIPPED_FRAME_META_KEYS:
+                raise SpecViolationError(f"trajectory frame {k}: meta key {name!r} is not in the collection's per-step "
+                                         "meta declaration", node=f"{node}/{name}", rule=C3)
+        out: Dict[str, Any] = {}
+        for name, spec in specs.items():
+            value = given.get(name, _MISSING)
+            if value is _MISSING:
+                if not spec.has_fill:
+                    raise SpecViolationError(f"trajectory frame {k} omits meta key {name!r}, which is declared without "
+                                             "a fill", node=f"{node}/{name}", rule=C3)
+                out[name] = spec.fill_json
+                continue
+            if isinstance(value, MetaValue):
+                value = value.value
+            try:
+                out[name] = typed_json.encode_value(spec.tag, value, f"{node}/{name}")
+            except MolrecError as exc:
+                raise SpecViolationError(f"meta key {name!r} ({spec.tag}): {exc.message}", node=f"{node}/{name}",
+                                         rule="trajectory#W23") from None
+        return out
+
+    def _state_for(self, draft: _Draft, name: str, blk: Any, k: int, where: str) -> BlockWriter:
+        """The declared block ``name`` (a derived declaration grows by a block first seen, and
+        a column first masked becomes nullable)."""
+        state = self._states.get(name)
+        if self._derived and isinstance(blk, Block):
+            if state is None:
+                self._before_change()
+                try:
+                    derived = SequenceSchema.from_frames([Frame({}, {name: blk})])
+                except MolrecError as exc:
+                    raise exc.add_context(node=f"{where}/trajectory/{name}") from None
+                self._join_block(name, derived.block_spec(name), where)
+                self._refresh_states()
+                state = self._states[name]
+            elif any(c in state.spec.columns and not state.spec.columns[c].nullable for c in blk.masks):
+                self._before_change()
+                for column in blk.masks:
+                    if column in state.spec.columns and not state.spec.columns[column].nullable:
+                        self._schema.declare_nullable(name, column)
+                self._refresh_states()
+                state = self._states[name]
+        if state is None:
+            raise SpecViolationError(f"trajectory frame {k}: block {name!r} is not in the collection's sequence schema",
+                                     node=f"{where}/trajectory/{name}", rule=C2)
+        if name not in draft.checked:
+            self._check_system_names(draft, [name], where)
+        return state
+
+    # ------------------------------------------------------------------ transactions
+    def _queue(self, k: bytes, value: bytes) -> None:
+        self._pending.append((k, value))
+        self._pending_bytes += len(value)
+
+    def _drop_values(self, draft: _Draft) -> None:
+        for _, value in draft.values:
+            self._pending_bytes -= len(value)
+        draft.values = []
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidValueError("the collection writer is closed", store=str(self._path))
+        if self._handle is None or self._handle.inherited:
+            raise StoreError("a collection writer is not carried across fork: write from the process that opened it",
+                             store=str(self._path), rule="lmdb#L1")
+
+    def _commit(self, final: Optional[List[Tuple[bytes, bytes]]] = None, deletes: Sequence[bytes] = ()) -> None:
+        """One write transaction of everything waiting (and ``final``, last); a transaction
+        that does not fit the map is retried after the map has grown."""
+        items = self._pending + (final or [])
+        if not items and not deletes:
+            return
+        assert self._handle is not None and self._handle.env is not None
+        env = self._handle.env
+        lmdb = self._lmdb
+        need = sum(len(k) + len(v) for k, v in items)
+        self._reserve(env, need)
+        while True:
+            try:
+                with env.begin(write=True) as txn:
+                    with txn.cursor() as cursor:
+                        cursor.putmulti(items)
+                    for k in deletes:
+                        txn.delete(k)
+                break
+            except lmdb.MapFullError:
+                env.set_mapsize(env.info()["map_size"] * 2)
+            except lmdb.Error as exc:
+                raise StoreError(f"the write transaction failed: {exc}", store=str(self._path), rule="lmdb#L1") from None
+        self._pending, self._pending_records, self._pending_bytes = [], 0, 0
+
+    @staticmethod
+    def _reserve(env: Any, need: int) -> None:
+        """Grow the map before a commit that would not fit (LMDB needs room for the new
+        pages and the old ones a reader may still hold: twice the data, plus slack)."""
+        info = env.info()
+        used = (info["last_pgno"] + 1) * env.stat()["psize"]
+        want = used + 2 * need + (1 << 20)
+        size = info["map_size"]
+        if want > size:
+            while size < want:
+                size *= 2
+            env.set_mapsize(size)
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        """Commit what waits, then the index, the force field and ``meta`` last in that same
+        transaction (lmdb#L3); sync; release the file.  Idempotent."""
+        if self._closed:
+            return
+        self._check_open()
+        columns, masks = self._index.columns()
+        index = encode_frame({INDEX_BLOCK: Block(columns, masks, {c: s.precision for c, s in self._index.specs.items()
+                                                                  if s.precision is not None}, count=self._records)})
+        final: List[Tuple[bytes, bytes]] = [(INDEX_KEY, index)]
+        if self._ff_value is not None:
+            final.append((FF_KEY, self._ff_value))
+        final.append((META_KEY, binding.meta_value(self._document, self._schema.to_json(), self._records, self._frames)))
+        deletes = [key(FRAME, j) for j in range(self._frames, self._stale_frames)]
+        try:
+            self._commit(final, deletes)
+            assert self._handle is not None and self._handle.env is not None
+            self._handle.env.sync(True)
+        finally:
+            self._closed = True
+            self._release()
+
+    def abort(self) -> None:
+        """Drop the unfinished collection: the file is removed (it has no ``meta``)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._release()
+        self._remove_file()
+
+    def _release(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.release()
+
+    def _remove_file(self) -> None:
+        for name in (str(self._path), f"{self._path}-lock"):
+            try:
+                os.unlink(name)
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self) -> "CollectionWriter":
+        """The writer itself: leaving the ``with`` block closes it, or aborts it on an exception."""
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """``close()``, or ``abort()`` when the block raised."""
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"CollectionWriter({str(self._path)!r}, {self._records} records, {self._frames} frames, {state})"
+
+
+def _next(it: Optional[Iterator[Any]], name: str, k: int, where: str) -> Any:
+    if it is None:
+        return _MISSING
+    value = next(it, _MISSING)
+    if value is _MISSING:
+        raise InvalidValueError(f"{name} has {k} values for more frames", node=where)
+    return value
+
+
+def _located(build: Any, where: str) -> Any:
+    try:
+        return build()
+    except MolrecError as exc:
+        raise exc.add_context(store=where) from None
+
+
+def _relocated(exc: MolrecError, store: str, where: str, rules: Dict[str, str]) -> MolrecError:
+    """A refusal of a record's content, named as the collection sees it: the file, the
+    record's path (``/records/<r>/trajectory/...`` for a trajectory rule's
+    ``/trajectory/...``), the collection rule it breaks."""
+    node = exc.node
+    if node is not None and node.startswith("/trajectory"):
+        exc.node = f"{where}{node}"
+    elif node is not None and node.startswith("/system"):
+        exc.node = f"{where}{node}"
+    if exc.rule in rules:
+        exc.message = f"{exc.message} ({exc.rule})"
+        exc.rule = rules[exc.rule]
+    return exc.add_context(store=store)

@@ -1,0 +1,42 @@
+"""The suite's short, fixed-seed run of bench/collection.py (issue 22): every store is
+written and read back through the benchmark's own code, the table and the ratios come out.
+No timing is asserted (timings live in bench/README.md)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "collection.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_collection", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_collection"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_collection_runs_small_with_a_fixed_seed(tmp_path: Path) -> None:
+    peers = {"atompack": "atompack", "h5py": "h5py", "ase": "ase"}
+    missing = [name for name, module in peers.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        pytest.skip(f"the bench extra's peers are not installed: {missing} (pip install 'molrec-raw[bench]')")
+    bench = _bench()
+    args = bench.main.__globals__["argparse"].Namespace(
+        records=120, atoms=8, reads=120, ase_reads=20, batch=32, rounds=1, seed=3, skip="", dir=str(tmp_path / "b"),
+        keep=True, json=None)
+    out = bench.run(args)
+    assert set(out["write"]) == {"molrec", "pickle", "atompack", "h5py", "ase"}
+    assert set(out["read"]) == set(out["write"]) and set(out["batch"]) == {"molrec", "atompack"}
+    assert all(size > 0 for size in out["size"].values())
+    rows = bench.ratios(out)
+    assert [row[0] for row in rows][:4] == ["read one record vs atompack", "read one record vs pickle",
+                                             "read one record vs h5py", "read one record vs ase"]
+    assert "| ratio (peer / ours) |" in bench.report(out)
+    import molrec_raw as mr
+    c = mr.read_collection(tmp_path / "b" / "set.mrec.lmdb")
+    assert len(c) == 120 and c[0].frame(0).blocks["atoms"].count == 8 and c.batch([1, 2])["n_atoms"].tolist() == [8, 8]
