@@ -197,7 +197,13 @@ class CollectionWriter:
                                   "writer)", store=where, rule="lmdb#L1") from None
         self._created = True
         self._guard.close(fd)
-        self._handle = binding.acquire(self._path, writable=True, map_size=map_size, durable=self._durable)
+        try:
+            self._handle = binding.acquire(self._path, writable=True, map_size=map_size, durable=self._durable)
+        except StoreError as exc:  # LMDB's first writes (its meta pages) failed: an I/O failure, named so
+            failure = self._io_failure("open", exc.message)
+            if failure.errno is None:
+                raise
+            raise failure from None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -634,12 +640,16 @@ class CollectionWriter:
         :class:`~molrec_raw.errors.IOFailureError` naming the operation, the file and the
         errno LMDB reported (LMDB does its own I/O, beside the seam)."""
         if isinstance(exc, self._lmdb.Error):
-            text = str(exc)
-            code = next((c for c in _ERRNO_BY_TEXT if text.endswith(_ERRNO_BY_TEXT[c])), None)
-            name = f" ({errno.errorcode[code]})" if code is not None else ""
-            exc = IOFailureError(f"LMDB {operation} failed on {self._path}: {text}{name}", operation=operation,
-                                 path=str(self._path), errno=code, store=str(self._path), rule="safety#poison")
+            exc = self._io_failure(operation, str(exc))
         raise self._guard.poison(exc)
+
+    def _io_failure(self, operation: str, text: str) -> IOFailureError:
+        """LMDB's report of a failed system call as an IOFailureError (the errno read from the
+        system's words LMDB ends its message with; None when it names none)."""
+        code = next((c for c in _ERRNO_BY_TEXT if text.endswith(_ERRNO_BY_TEXT[c])), None)
+        name = f" ({errno.errorcode[code]})" if code is not None else ""
+        return IOFailureError(f"LMDB {operation} failed on {self._path}: {text}{name}", operation=operation,
+                              path=str(self._path), errno=code, store=str(self._path), rule="safety#poison")
 
     @staticmethod
     def _reserve(env: Any, need: int) -> None:
