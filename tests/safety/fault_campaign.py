@@ -375,7 +375,8 @@ REPAIR_COMMITTED, REPAIR_DURABLE = 10, 6
 class RepairFaults(Workload):
     """``repair_mrec`` of a crashed record: 10 frames committed (6 of them by a durable flush),
     the writer dropped without closing (its checkpoint and ``running`` status stay); a metrics
-    WAL logged and flushed but not densified."""
+    WAL logged and flushed but not densified, with a torn line after it (repair cuts it: a
+    truncate)."""
 
     name = "repair"
 
@@ -392,6 +393,8 @@ class RepairFaults(Workload):
             m.log("a", metric_value("a", step), step=step, wall_time=1.0e9 + step)
         m.flush()
         m.abort()
+        with open(path / "metrics" / "metrics.jsonl", "ab") as wal:  # a torn line past the last flush: cut
+            wal.write(b'{"k":"a","s":9,"v":')
 
     def run(self, root: Path, ops: FaultInjector) -> Run:
         return _attempt(Run(), lambda: mr.repair_mrec(root / RECORD, fileops=ops))
@@ -615,17 +618,13 @@ def all_cases(counts: Dict[str, int]) -> Iterator[Tuple[str, int, int]]:
 
 
 def sampled_cases(counts: Dict[str, int], rng: random.Random, per_kind: int) -> List[Tuple[str, int, int]]:
-    """Up to ``per_kind`` cases of each kind the workload makes: the first call, the last, and
-    seeded picks between; each with a seeded errno."""
+    """Up to ``per_kind`` cases of each kind the workload makes, at seeded positions among its
+    calls, each with a seeded errno."""
     cases = []
     for kind in KINDS:
         n = counts.get(kind, 0)
-        if not n:
-            continue
-        picks = {1, n}
-        while len(picks) < min(per_kind, n):
-            picks.add(rng.randint(1, n))
-        cases += [(kind, k, rng.choice(ERRNOS)) for k in sorted(picks)[:per_kind]]
+        if n:
+            cases += [(kind, k, rng.choice(ERRNOS)) for k in sorted(rng.sample(range(1, n + 1), min(per_kind, n)))]
     return cases
 
 
