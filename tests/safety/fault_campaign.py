@@ -148,10 +148,10 @@ class TrajectoryFaults(Workload):
         return check_trajectory(root / RECORD, run, created=run.durable > 0 or run.writer is not None)
 
 
-def check_trajectory(path: Path, run: Run, created: bool, total: int = TRAJ_ALL) -> List[str]:
+def check_trajectory(path: Path, run: Run, created: bool, total: int = TRAJ_ALL, repair: bool = False) -> List[str]:
     """A reader sees at least the durable frames, each equal to what was appended; then
-    ``repair_mrec`` and ``MrecWriter.open`` give a writable record: the rest appended from
-    ``committed`` reads back whole; ``validate`` is clean."""
+    ``MrecWriter.open`` (after ``repair_mrec`` when ``repair``) gives a writable record: the
+    rest appended from ``committed`` reads back whole; ``validate`` is clean."""
     if not created and not (path / "zarr.json").is_file():
         return []  # failed before the record existed: nothing was promised, nothing is there
     out = []
@@ -160,7 +160,8 @@ def check_trajectory(path: Path, run: Run, created: bool, total: int = TRAJ_ALL)
         if verdict is not None:
             out.append(f"reader: {verdict[0]}: {verdict[1]}")
     try:
-        mr.repair_mrec(path)
+        if repair:
+            mr.repair_mrec(path)
         with mr.MrecWriter.open(path) as again:
             committed = again.committed
             if committed < run.durable or committed > run.appended:
@@ -401,7 +402,7 @@ class RepairFaults(Workload):
 
     def check(self, root: Path, run: Run) -> List[str]:
         crashed = Run(appended=REPAIR_COMMITTED, durable=REPAIR_DURABLE)
-        out = check_trajectory(root / RECORD, crashed, created=True, total=REPAIR_COMMITTED + 3)
+        out = check_trajectory(root / RECORD, crashed, created=True, total=REPAIR_COMMITTED + 3, repair=True)
         try:
             series = mr.read_metrics(root / RECORD).get("a")
             steps = [] if series is None else [int(s) for s in series.steps]
@@ -609,11 +610,13 @@ def _check_poisoned(run: Run, ops: FaultInjector) -> List[str]:
     return out
 
 
-def all_cases(counts: Dict[str, int]) -> Iterator[Tuple[str, int, int]]:
-    """Every (kind, k, errno) of a workload's clean counts."""
-    for kind in KINDS:
+def all_cases(counts: Dict[str, int], rotate: bool = False, kinds: Tuple[str, ...] = KINDS
+              ) -> Iterator[Tuple[str, int, int]]:
+    """Every (kind, k, errno) of a workload's clean counts; ``rotate``: every (kind, k) once,
+    its errno the next of EIO, ENOSPC, EDQUOT in turn (a third of the cases)."""
+    for kind in kinds:
         for k in range(1, counts.get(kind, 0) + 1):
-            for code in ERRNOS:
+            for code in (ERRNOS[(k - 1) % len(ERRNOS)],) if rotate else ERRNOS:
                 yield kind, k, code
 
 
