@@ -85,9 +85,8 @@ def main() -> int:
         if fc.strace_runs():
             counts = fc.lmdb_counts(scratch)
             calls["collection-lmdb"] = counts
-            for call in fc.LMDB_SYSCALLS:
-                cases += [("collection-lmdb", kind, k, code) for kind, k, code in
-                          fc.all_cases(counts, args.errnos == "rotate", kinds=fc.LMDB_SYSCALLS)]
+            cases += [("collection-lmdb", kind, k, code) for kind, k, code in
+                      fc.all_cases(counts, args.errnos == "rotate", kinds=fc.LMDB_SYSCALLS)]
         else:
             lmdb_note = "LMDB's own I/O: SKIPPED (strace is not installed or cannot trace here)"
     print(f"clean runs, calls per kind: {json.dumps(calls)}", flush=True)
