@@ -12,22 +12,30 @@ transaction, ``meta`` (lmdb#L3); then it syncs the file.  A file without ``meta`
 collection: a reader refuses one whose writer has not finished.
 
 The map grows by itself: a transaction that would not fit is retried after the map is
-doubled (LMDB's MapFullError never reaches the caller).  One writer at a time: the file is
-created exclusively (an existing one is never overwritten).
+doubled (LMDB's MapFullError never reaches the caller).  One writer at a time
+(``safety#lock``): the writer holds the exclusive writer lock of the file (record/locking.py)
+from before its first look at the path until it is closed; LMDB's own lock serializes write
+transactions only.  An existing collection is replaced only with ``overwrite=True``
+(``safety#overwrite``).  The first I/O failure — of the seam (creating, removing the file) or
+of LMDB's own I/O (a failed write transaction or sync) — poisons the writer
+(``safety#poison``): every later call raises naming it (spec-notes/safety.md).
 """
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NoReturn, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import orjson
 
-from molrec_raw.errors import InvalidValueError, MolrecError, NodeExistsError, SpecViolationError, StoreError
+from molrec_raw.errors import (InvalidValueError, IOFailureError, MolrecError, NodeExistsError, RecordExistsError,
+                               SpecViolationError, StoreError)
 from molrec_raw.record import typed_json
 from molrec_raw.record.forcefield import ForceFieldSection, prepare_forcefield
 from molrec_raw.record.frame_io import prepare_frame
+from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.model import Block, Frame, MetaValue
 from molrec_raw.record.precision import round_to_precision
 from molrec_raw.record.trajectory.blocks import SAME, BlockWriter, Update, compare, prepare_update
@@ -38,6 +46,7 @@ from molrec_raw.record.trajectory.schema import SKIPPED_FRAME_META_KEYS, BlockSp
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, SUFFIX, key
 from molrec_raw.collection.frame_bytes import encode_frame, made_block
+from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, IndexColumns, IndexRow, check_record_meta,
                                          collection_document)
 
@@ -47,6 +56,8 @@ DEFAULT_COMMIT_EVERY = 1000
 DEFAULT_COMMIT_BYTES = 64 << 20
 DEFAULT_MAP_SIZE = 1 << 28  # the first reservation of address space; doubled whenever a commit needs more
 _MISSING = object()
+_ERRNO_BY_TEXT = {code: os.strerror(code) for code in errno.errorcode}  # LMDB names a system error by its text
+_LMDB_MAGIC = (0xBEEFC0DE).to_bytes(4, "little")  # at offset 16 of an LMDB data file's first meta page
 # trajectory-rule -> collection-rule for what a record breaks against the collection's declaration
 _GIVEN_RULES = {"trajectory#W18": C2, "trajectory#W22": C3, "trajectory#8.8": C9, "trajectory#W28": C11}
 _DERIVED_RULES = {**_GIVEN_RULES, **{f"trajectory#W{n}": C4 for n in (18, 19, 20, 21, 25, 26)}}
@@ -101,16 +112,27 @@ class CollectionWriter:
     ``commit_every`` records (or ``commit_bytes`` of waiting values) per write transaction;
     ``map_size`` the first address-space reservation (it grows by itself); ``durable``
     (default) makes every commit and the close fsync (LMDB ``sync``/``metasync``), else only
-    the close syncs.  The file must not exist; it is created, never overwritten.  A ``with``
-    block left by an exception removes the unfinished file (it has no ``meta``: it is not a
-    collection); call :meth:`close` to finish, :meth:`abort` to drop it.
+    the close syncs.  A ``with`` block left by an exception removes the unfinished file (it
+    has no ``meta``: it is not a collection); call :meth:`close` to finish, :meth:`abort` to
+    drop it.
+
+    ``lock`` (``safety#lock``): the exclusive writer lock of the file is held for the
+    writer's whole life, taken before anything is read; a second writer (any process) is
+    refused (``WriterLockedError`` naming the holder); False (or ``MOLREC_RAW_LOCKING=off``)
+    when the caller coordinates writers.  ``overwrite`` (``safety#overwrite``): an existing
+    collection (an LMDB file at ``path``) is refused (``RecordExistsError``) unless True —
+    then it is removed, with its LMDB lock file, before the new one is created (so a
+    replacement that fails leaves none); anything else at ``path`` is never replaced.
+    ``fileops``: the seam the file's creation and removal go through (LMDB writes its pages
+    itself).  ``poisoned``: the first I/O failure (``safety#poison``).
     """
 
     def __init__(self, path: Any, units: Optional[Mapping[str, str]] = None, schema: Optional[SequenceSchema] = None,
                  forcefield: Optional[ForceFieldSection] = None, meta: Optional[Mapping[str, Any]] = None,
                  index_schema: Optional[Mapping[str, Any]] = None, *, commit_every: int = DEFAULT_COMMIT_EVERY,
                  commit_bytes: int = DEFAULT_COMMIT_BYTES, map_size: int = DEFAULT_MAP_SIZE,
-                 durable: bool = True) -> None:
+                 durable: bool = True, overwrite: bool = False, lock: Optional[bool] = None,
+                 fileops: Optional[FileOps] = None) -> None:
         self._lmdb = binding.import_lmdb()
         self._path = Path(os.fspath(path))
         where = str(self._path)
@@ -135,23 +157,20 @@ class CollectionWriter:
         self._states: Dict[str, BlockWriter] = {}
         self._resolved_check = False
         self._refresh_states()
-        # ---- issue 23a: the writer's exclusive advisory lock is taken HERE, before anything on
-        # ---- disk is read or changed (LMDB's own lock serializes write transactions only).
+        self._closed = False
+        self._handle: Optional[binding.Handle] = None
+        # the writer lock first (safety#lock), then the guard every file mutation goes through
+        self._lock = lock_writer(self._path, writer="CollectionWriter", lock=lock, fileops=fileops)
+        self._guard = PoisonGuard(fileops, what=f"the collection writer of {where}")
+        self._created = False
         try:
-            fd = os.open(where, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            raise NodeExistsError("refusing to overwrite: the file exists (a collection is written once, by one "
-                                  "writer)", store=where, rule="lmdb#L1") from None
-        except OSError as exc:
-            raise StoreError(f"cannot create the collection file: {exc.strerror}", store=where, rule="lmdb#L1") from None
-        os.close(fd)
-        self._created = True
-        try:
-            self._handle: Optional[binding.Handle] = binding.acquire(self._path, writable=True, map_size=int(map_size),
-                                                                     durable=self._durable)
-        except BaseException:
-            self._remove_file()
-            raise
+            self._create(bool(overwrite), int(map_size))
+        except BaseException as exc:  # no writer: what it created goes, the lock goes
+            self._closed = True
+            self._release()
+            if self._created:
+                self._remove_file()
+            self._guard.fail(exc)
         self._records = 0
         self._frames = 0
         self._pending: List[Tuple[bytes, bytes]] = []
@@ -159,7 +178,32 @@ class CollectionWriter:
         self._pending_bytes = 0
         self._stale_frames = 0  # f keys committed by a record later refused: deleted at close unless reused
         self._draft: Optional[_Draft] = None
-        self._closed = False
+
+    def _create(self, overwrite: bool, map_size: int) -> None:
+        """Under the lock: claim the path (safety#overwrite), create the file exclusively
+        through the guard, open the LMDB environment."""
+        where = str(self._path)
+        if os.path.lexists(where):
+            _claim_collection(self._path, overwrite)
+            for name in (where, f"{where}-lock"):  # the old LMDB lock file too: its readers keep theirs
+                try:
+                    self._guard.unlink(name)
+                except FileNotFoundError:
+                    pass
+        try:
+            fd = self._guard.open(where, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:  # (only without the lock: another writer created it meanwhile)
+            raise NodeExistsError("refusing to overwrite: the file exists (a collection is written once, by one "
+                                  "writer)", store=where, rule="lmdb#L1") from None
+        self._created = True
+        self._guard.close(fd)
+        try:
+            self._handle = binding.acquire(self._path, writable=True, map_size=map_size, durable=self._durable)
+        except StoreError as exc:  # LMDB's first writes (its meta pages) failed: an I/O failure, named so
+            failure = self._io_failure("open", exc.message)
+            if failure.errno is None:
+                raise
+            raise failure from None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -181,6 +225,13 @@ class CollectionWriter:
     def schema(self) -> SequenceSchema:
         """The declaration (a copy): as given, or as derived from the records so far."""
         return self._schema.copy()
+
+    @property
+    def poisoned(self) -> Optional[BaseException]:
+        """The failure that poisoned this writer (an :class:`~molrec_raw.errors.IOFailureError`
+        naming the operation and the file), None while it is sound (``safety#poison``): every
+        later ``add_record``/``close`` raises ``PoisonedWriterError`` naming it."""
+        return self._guard.poisoned
 
     # ------------------------------------------------------------------ adding a record
     def add_record(self, meta: Optional[Mapping[str, Any]] = None, system: Optional[Frame] = None,
@@ -550,6 +601,7 @@ class CollectionWriter:
         draft.values = []
 
     def _check_open(self) -> None:
+        self._guard.check()
         if self._closed:
             raise InvalidValueError("the collection writer is closed", store=str(self._path))
         if self._handle is None or self._handle.inherited:
@@ -566,20 +618,38 @@ class CollectionWriter:
         env = self._handle.env
         lmdb = self._lmdb
         need = sum(len(k) + len(v) for k, v in items)
-        self._reserve(env, need)
-        while True:
-            try:
-                with env.begin(write=True) as txn:
-                    with txn.cursor() as cursor:
-                        cursor.putmulti(items)
-                    for k in deletes:
-                        txn.delete(k)
-                break
-            except lmdb.MapFullError:
-                env.set_mapsize(env.info()["map_size"] * 2)
-            except lmdb.Error as exc:
-                raise StoreError(f"the write transaction failed: {exc}", store=str(self._path), rule="lmdb#L1") from None
+        try:
+            self._reserve(env, need)
+            while True:
+                try:
+                    with env.begin(write=True) as txn:
+                        with txn.cursor() as cursor:
+                            cursor.putmulti(items)
+                        for k in deletes:
+                            txn.delete(k)
+                    break
+                except lmdb.MapFullError:
+                    env.set_mapsize(env.info()["map_size"] * 2)
+        except BaseException as exc:  # LMDB's own I/O failed (or the commit was interrupted): poisoned
+            self._fail("write transaction", exc)
         self._pending, self._pending_records, self._pending_bytes = [], 0, 0
+
+    def _fail(self, operation: str, exc: BaseException) -> NoReturn:
+        """Poison the writer by the failure of a call that had begun changing the file and
+        raise it (``safety#poison``): an LMDB error as an
+        :class:`~molrec_raw.errors.IOFailureError` naming the operation, the file and the
+        errno LMDB reported (LMDB does its own I/O, beside the seam)."""
+        if isinstance(exc, self._lmdb.Error):
+            exc = self._io_failure(operation, str(exc))
+        raise self._guard.poison(exc)
+
+    def _io_failure(self, operation: str, text: str) -> IOFailureError:
+        """LMDB's report of a failed system call as an IOFailureError (the errno read from the
+        system's words LMDB ends its message with; None when it names none)."""
+        code = next((c for c in _ERRNO_BY_TEXT if text.endswith(_ERRNO_BY_TEXT[c])), None)
+        name = f" ({errno.errorcode[code]})" if code is not None else ""
+        return IOFailureError(f"LMDB {operation} failed on {self._path}: {text}{name}", operation=operation,
+                              path=str(self._path), errno=code, store=str(self._path), rule="safety#poison")
 
     @staticmethod
     def _reserve(env: Any, need: int) -> None:
@@ -597,7 +667,12 @@ class CollectionWriter:
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
         """Commit what waits, then the index, the force field and ``meta`` last in that same
-        transaction (lmdb#L3); sync; release the file.  Idempotent."""
+        transaction (lmdb#L3); sync; release the file and the lock.  Idempotent.  A poisoned
+        writer is released without writing and raises ``PoisonedWriterError`` (every time)."""
+        if self._guard.poisoned is not None:  # released without writing; raised every time
+            self._closed = True
+            self._release()
+            self._guard.check()
         if self._closed:
             return
         self._check_open()
@@ -612,13 +687,17 @@ class CollectionWriter:
         try:
             self._commit(final, deletes)
             assert self._handle is not None and self._handle.env is not None
-            self._handle.env.sync(True)
+            try:
+                self._handle.env.sync(True)
+            except BaseException as exc:  # never retried (an fsync that failed proves nothing after)
+                self._fail("sync", exc)
         finally:
             self._closed = True
             self._release()
 
     def abort(self) -> None:
-        """Drop the unfinished collection: the file is removed (it has no ``meta``)."""
+        """Drop the unfinished collection: the file is removed (it has no ``meta``), the lock
+        released; never raises for a file it cannot remove."""
         if self._closed:
             return
         self._closed = True
@@ -626,15 +705,22 @@ class CollectionWriter:
         self._remove_file()
 
     def _release(self) -> None:
+        """Let go of the LMDB environment and of the writer lock, writing nothing."""
         handle, self._handle = self._handle, None
-        if handle is not None:
-            handle.release()
+        try:
+            if handle is not None:
+                handle.release()
+        finally:
+            self._lock.release()
 
     def _remove_file(self) -> None:
+        """Remove the unfinished file and LMDB's lock file of it (a poisoned writer too: a name
+        goes, no data is written)."""
+        ops = self._guard if self._guard.poisoned is None else self._guard.inner
         for name in (str(self._path), f"{self._path}-lock"):
             try:
-                os.unlink(name)
-            except FileNotFoundError:
+                ops.unlink(name)
+            except OSError:  # gone already, or cannot go: a file without meta is no collection
                 pass
 
     def __enter__(self) -> "CollectionWriter":
@@ -682,3 +768,22 @@ def _relocated(exc: MolrecError, store: str, where: str, rules: Dict[str, str]) 
         exc.message = f"{exc.message} ({exc.rule})"
         exc.rule = rules[exc.rule]
     return exc.add_context(store=store)
+
+
+def _claim_collection(path: Path, overwrite: bool) -> None:
+    """The overwrite policy for a collection file (``safety#overwrite``): an existing
+    collection — an LMDB data file, finished or not, or an empty file a writer left — is
+    replaced only with ``overwrite``, else :class:`~molrec_raw.errors.RecordExistsError`;
+    anything else at the path (a directory, a file that is not LMDB, a symbolic link) never."""
+    where = str(path)
+    if os.path.islink(where) or not os.path.isfile(where):
+        raise StoreError("refusing to replace: the path exists and is not a collection file", store=where,
+                         rule="safety#overwrite")
+    with open(where, "rb") as handle:
+        head = handle.read(20)
+    if head and head[16:20] != _LMDB_MAGIC:
+        raise StoreError("refusing to replace: the file exists and is not an LMDB collection", store=where,
+                         rule="safety#overwrite")
+    if not overwrite:
+        raise RecordExistsError(f"{where} is an existing collection; refusing to replace it (pass overwrite=True, or "
+                                "--force on the command line)", store=where, rule="safety#overwrite")

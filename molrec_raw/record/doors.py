@@ -23,7 +23,7 @@ from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, 
 from molrec_raw.record.model import Frame
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import DirectoryStore, Group, Store, open_group
-from molrec_raw.zarr.fileops import FileOps
+from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 from molrec_raw.zarr.remote import is_url, redact, url_name
 from molrec_raw.zarr.store import PathLike, StoreLike
 
@@ -227,6 +227,7 @@ def _frame_rows_of(sections: Mapping[str, Optional[Frame]]) -> RowsOf:
 
 
 _NEW, _OLD = ".molrec-new-", ".molrec-old-"  # staging and retired names: .<name><tag><pid>
+PACKED = ".molrec-packed-"  # a source pack --remove-source retired (its zip is complete): .<name><tag><pid>
 _SWAP_ERRNOS = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV)
 
 
@@ -276,7 +277,10 @@ def settle_swap(target: Path, fileops: Optional[FileOps] = None) -> None:
     """Finish what a crash left of a two-rename swap at ``target``, as every writer does
     before it touches the path: a missing target gets the new record of the interrupted
     swap back under its name (or the old one, when the new one is not a record), durably;
-    then the retired records of swaps that completed (``.<name>.molrec-old-*``) are removed."""
+    then the retired records of swaps that completed (``.<name>.molrec-old-*``; and
+    ``.<name>.molrec-new-*``, which after an exchange names the old record, or is the staging
+    of a door whose clean-up failed) are removed, and the rest of a source that ``pack
+    --remove-source`` had retired (``.<name>.molrec-packed-*``)."""
     ops = fileops if fileops is not None else FileOps()
     found = interrupted_swap(target)
     if found is not None:
@@ -285,13 +289,14 @@ def settle_swap(target: Path, fileops: Optional[FileOps] = None) -> None:
         ops.replace(str(keep), str(target))
         ops.fsync_dir(str(target.parent))
         _remove(ops, drop)
-    prefix = f".{target.name}{_OLD}"
+    retired = (f".{target.name}{_OLD}", f".{target.name}{_NEW}")  # under the lock: no writer builds one now
     try:
         names = sorted(os.listdir(target.parent))
     except OSError:
         return
+    present = target.exists() or target.is_symlink()
     for name in names:
-        if name.startswith(prefix) and (target.exists() or target.is_symlink()):
+        if (name.startswith(retired) and present) or name.startswith(f".{target.name}{PACKED}"):
             _remove(ops, target.parent / name)
 
 
@@ -324,12 +329,25 @@ def replace_record(path: PathLike, build: Callable[[Group], object], durable: bo
     (:func:`settle_swap`) — the old record or the new one either way (spec-notes/record.md).
     Every file mutation goes through ``fileops`` (default: the system's calls).
     """
-    ops = fileops if fileops is not None else FileOps()
     target = check_record_path(path).absolute()
-    with lock_writer(target, writer="whole-record writer", lock=lock, fileops=ops):
-        settle_swap(target, ops)
-        claim_target(target, overwrite)
-        return _build_and_swap(target, build, durable, ops)
+    with lock_writer(target, writer="whole-record writer", lock=lock, fileops=fileops):
+        with reported_io_failures(fileops, f"the whole-record writer of {target}") as ops:
+            settle_swap(target, ops)
+            claim_target(target, overwrite)
+            return _build_and_swap(target, build, durable, ops)
+
+
+@contextmanager
+def reported_io_failures(fileops: Optional[FileOps], what: str) -> Iterator[FileOps]:
+    """The seam of a one-shot door (``safety#poison``): it remembers the first I/O failure
+    and, when an ``OSError`` or a store's wrapping of it escapes the door, raises that failure
+    (an :class:`~molrec_raw.errors.IOFailureError` naming the operation, the path and the
+    errno) instead; the door's clean-up of its private staging still runs after it."""
+    seam = PoisonGuard(fileops, what=what, refuse=False)
+    try:
+        yield seam
+    except (OSError, StoreError) as exc:
+        seam.fail(exc)
 
 
 def claim_target(target: Path, overwrite: bool) -> None:

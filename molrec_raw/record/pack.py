@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 from molrec_raw.errors import CorruptDataError, RecordExistsError, SpecViolationError, StoreError
-from molrec_raw.record.doors import (check_record_path, local_record_problem, not_a_record, replace_record,
-                                    require_record_directory)
+from molrec_raw.record.doors import (PACKED, check_record_path, local_record_problem, not_a_record, replace_record,
+                                    reported_io_failures, require_record_directory)
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.zarr import DirectoryStore, Group, ZipStore
 from molrec_raw.zarr.fileops import FileOps
@@ -63,13 +63,13 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
     ``progress(done_bytes, total_bytes)`` follows the copy of the files' bytes.  Every file
     mutation goes through ``fileops`` (default: the system's calls).
     """
-    ops = fileops if fileops is not None else FileOps()
     source = check_record_path(path)
     target = source.with_name(source.name + ".zip") if source.name.endswith(".mrec") else source.with_suffix(".mrec.zip")
     with ExitStack() as locks:
         if remove_source:  # the record is going away: no writer may be at work in it
-            locks.enter_context(lock_writer(source, writer="pack --remove-source", fileops=ops))
-        locks.enter_context(lock_writer(target, writer="pack", fileops=ops))
+            locks.enter_context(lock_writer(source, writer="pack --remove-source", fileops=fileops))
+        locks.enter_context(lock_writer(target, writer="pack", fileops=fileops))
+        ops = locks.enter_context(reported_io_failures(fileops, f"pack of {source}"))
         require_record_directory(source, "pack")
         if target.exists() and not overwrite:
             raise RecordExistsError(f"refusing to overwrite an existing zip {target} (pass overwrite=True, or "
@@ -77,8 +77,11 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
         if check:
             _check_valid(source)
         _pack(source, target, progress, ops, overwrite)
-        if remove_source:
-            ops.rmtree(str(source))
+        if remove_source:  # one rename retires the whole source: never half a record under its name
+            retired = source.with_name(f".{source.name}{PACKED}{os.getpid()}")
+            ops.replace(str(source), str(retired))
+            ops.fsync_dir(str(source.parent))
+            ops.rmtree(str(retired))  # what a failure leaves here, the next writer of the path removes
     return target
 
 
@@ -102,8 +105,11 @@ def _pack(source: Path, target: Path, progress: Optional[Callable[[int, int], ob
         ops.replace(str(staging), str(target))  # the zip's bytes were fsynced by write_zip
         ops.fsync_dir(str(target.parent))  # ... and now its name: only then may the source go
     except BaseException:
-        if staging.exists():
-            ops.unlink(str(staging))
+        try:
+            if staging.exists():
+                ops.unlink(str(staging))
+        except OSError:  # the first failure is what the caller hears of
+            pass
         raise
 
 

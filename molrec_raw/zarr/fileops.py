@@ -375,11 +375,13 @@ class PoisonGuard(DelegatingFileOps):
     call never attempted; the writer raises :class:`~molrec_raw.errors.PoisonedWriterError`
     before it gets there) — nothing is retried, fsync least of all.
     Closing descriptors and releasing locks are never refused.  ``what`` names the writer in
-    messages (``the trajectory writer of run.mrec``)."""
+    messages (``the trajectory writer of run.mrec``).  ``refuse=False``: the seam of a one-shot
+    door, which only remembers the first failure (to raise it naming the operation and the
+    path) and lets the door clean up its private staging after it."""
 
-    def __init__(self, inner: Optional[FileOps] = None, what: str = "the writer") -> None:
+    def __init__(self, inner: Optional[FileOps] = None, what: str = "the writer", refuse: bool = True) -> None:
         super().__init__(inner)
-        self.what = what
+        self.what, self.refuse = what, refuse
         self.failure: Optional[IOFailureError] = None
         self._cause: Optional[BaseException] = None
 
@@ -446,7 +448,7 @@ class PoisonGuard(DelegatingFileOps):
         raise failure from exc
 
     def _call(self, verb: str, path: str, function: Callable[..., Any], *args: Any) -> Any:
-        if self.failure is not None and verb not in _UNGUARDED:
+        if self.failure is not None and self.refuse and verb not in _UNGUARDED:
             # refused as the system would fail it, so the store's own clean-up code (which
             # expects OSError) stays in charge; the writer reports the first failure
             raise OSError(errno.EIO, f"not attempted: {self.what} is poisoned by {self.failure}", path)

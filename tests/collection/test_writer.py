@@ -13,7 +13,8 @@ import molrec_raw as mr
 from collection_helpers import (ATOMS_SCHEMA, UNITS, XYZF, hand_index, hand_meta, molecule, u64be, write_lmdb,
                                 xyzf_schema)
 from molrec_raw.collection import binding
-from molrec_raw.errors import InvalidValueError, MolrecError, NodeExistsError, SpecViolationError, UnsupportedFeatureError
+from molrec_raw.errors import (InvalidValueError, MolrecError, RecordExistsError, SpecViolationError,
+                               UnsupportedFeatureError, WriterLockedError)
 
 
 def _txnid(path: Path) -> int:
@@ -116,15 +117,19 @@ def test_derived_declaration_is_restored_when_a_record_is_refused(path: Path) ->
 
 
 def test_lmdb_L1_one_writer_never_overwrites_a_file(path: Path) -> None:
+    """safety#overwrite: an existing collection is refused unless overwrite=True; safety#lock:
+    a second writer of a file being written is refused (this process; tests/safety/ for others)."""
     with mr.CollectionWriter(path, units=UNITS) as w:
         w.add_record(**molecule(0))
     before = path.read_bytes()
-    with pytest.raises(NodeExistsError) as caught:
+    with pytest.raises(RecordExistsError) as caught:
         mr.CollectionWriter(path, units=UNITS)
-    assert caught.value.rule == "lmdb#L1" and path.read_bytes() == before
+    assert caught.value.rule == "safety#overwrite" and path.read_bytes() == before
     w = mr.CollectionWriter(path.with_name("two.mrec.lmdb"), units=UNITS)
-    with pytest.raises(NodeExistsError):  # a second writer of a file being written (this process)
-        mr.CollectionWriter(path.with_name("two.mrec.lmdb"), units=UNITS)
+    with pytest.raises(WriterLockedError):  # a second writer of a file being written (this process)
+        mr.CollectionWriter(path.with_name("two.mrec.lmdb"), units=UNITS, overwrite=True)
+    with pytest.raises(RecordExistsError):  # without the lock: the overwrite policy still refuses
+        mr.CollectionWriter(path.with_name("two.mrec.lmdb"), units=UNITS, lock=False)
     w.close()
 
 
