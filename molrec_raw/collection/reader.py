@@ -363,7 +363,7 @@ class CollectionReader:
             return None
         k, node = key(SYSTEM, r), f"/records/{r}/system"
         try:
-            decoded = decode_frame(raw, node, self._layouts)
+            decoded = decode_frame(raw, node, self._layouts, True)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(k)) from None
         if decoded.has_step or decoded.has_time or decoded.box is not None:
@@ -416,7 +416,8 @@ class CollectionReader:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
                         f"/records/{r}/trajectory", L8)
         try:
-            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._layouts), r, k)
+            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._layouts,
+                                                     self._strings_in_frames), r, k)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(fk)) from None
 
@@ -989,7 +990,7 @@ class _Batch:
             if raw is not None:
                 node = f"/records/{r}/system"
                 try:
-                    s_header, at, s_layout = frame_layout(raw, node, cache)
+                    s_header, at, s_layout = frame_layout(raw, node, cache, True)
                 except MolrecError as exc:
                     raise exc.add_context(store=where, key=key_name(SYSTEM + tail)) from None
                 if not s_layout.checked.get("system") or s_header.get("step") is not None or \
