@@ -21,7 +21,8 @@ _USES_ZARR_PYTHON = re.compile(r"^\s*(import zarr\b|from zarr\b)", re.MULTILINE)
 # A block importing an optional tool (or its integration module) needs the tool installed; the
 # extra that installs it is named in the skip reason.
 _TOOL_EXTRAS = {"MDAnalysis": "mdanalysis", "mdtraj": "mdtraj", "openmm": "openmm", "ase": "ase",
-                "xarray": "xarray", "dask": "dask", "distributed": "dask", "fsspec": "remote"}
+                "xarray": "xarray", "dask": "dask", "distributed": "dask", "fsspec": "remote",
+                "torch": "torch"}
 _USES_TOOL = re.compile(r"^\s*(?:import|from)\s+(?:molrec_raw\.integrations\.)?(" + "|".join(_TOOL_EXTRAS) + r")\b",
                         re.MULTILINE | re.IGNORECASE)
 

@@ -1236,7 +1236,7 @@ def _kind_name(kind: Tuple[Any, Tuple[int, ...]]) -> str:
 
 def _string_values(header: Dict[str, Any], col: Any, where: str, r: int, side: int) -> List[str]:
     """A string column's header values in a batch, checked as a single read checks them."""
-    values = header["blocks"][col.block]["columns"][col.name].get("values")
+    values: List[str] = header["blocks"][col.block]["columns"][col.name].get("values")
     try:
         good = type(values) is list and len(values) == col.count and type("".join(values)) is str
     except TypeError:  # a non-string among them

@@ -51,7 +51,10 @@ _ENERGY = "pe"
 Sample = Dict[str, Any]
 
 
-class MrecDataset(torch.utils.data.Dataset):  # type: ignore[misc]
+_Dataset: Any = torch.utils.data.Dataset
+
+
+class MrecDataset(_Dataset):  # type: ignore[misc]
     """A map-style dataset over a collection's trajectory frames (see the module docstring):
     ``len``, ``ds[j]`` (a dict of tensors), ``ds.__getitems__(indices)`` (what a
     ``DataLoader`` calls), ``MrecDataset.collate`` (its ``collate_fn``), ``ds.close()``."""
@@ -114,7 +117,8 @@ class MrecDataset(torch.utils.data.Dataset):  # type: ignore[misc]
     # -- reading -------------------------------------------------------------------------
     def __getitem__(self, j: int) -> Sample:
         """Item ``j`` as a dict of tensors (``transform`` applied)."""
-        return self.__getitems__([j])[0]
+        item: Sample = self.__getitems__([j])[0]
+        return item
 
     def __getitems__(self, indices: Sequence[int]) -> "Samples":
         """Items ``indices`` read as one batch; a sequence of items whose whole batch
