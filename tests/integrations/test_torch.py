@@ -162,3 +162,21 @@ def test_importing_without_torch_names_the_extra(tmp_path: Path) -> None:
             "try:\n    import molrec_raw.integrations.torch\nexcept ImportError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'molrec-raw[torch]'" in done.stdout, done.stdout + done.stderr
+
+
+@needs_torch
+def test_bench_torch_epochs_runs_small(tmp_path: Path) -> None:
+    """bench/collection.py --torch's code at a tiny size: every row comes out (no timing is
+    asserted; the figures live in bench/README.md)."""
+    import importlib.util as util
+    bench_path = Path(__file__).resolve().parents[2] / "bench" / "collection.py"
+    spec = util.spec_from_file_location("bench_collection_torch", bench_path)
+    assert spec is not None and spec.loader is not None
+    bench = util.module_from_spec(spec)
+    sys.modules["bench_collection_torch"] = bench
+    spec.loader.exec_module(bench)
+    path = tmp_path / "b.mrec.lmdb"
+    bench.write_molrec(bench.Data(64, 5, 0), path)
+    out = bench.torch_epochs(path, 16, 1, 1, 0)
+    assert {"c.batch", "dataloader", "first", "dataset_in_process"} <= set(out) and out["records"] == 64
+    assert "DataLoader(MrecDataset), num_workers=1" in bench.torch_report(out)
