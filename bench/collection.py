@@ -24,6 +24,7 @@ warm-up epoch (a training loader reads epoch after epoch from the page cache).  
     python bench/collection.py [--records 40000] [--atoms 64] [--reads 10000] [--rounds 3] [--json out.json]
     python bench/collection.py --rss 100000 1000000      # the streaming writer's memory (small records)
     python bench/collection.py --records 300 --reads 300 --rounds 1 --ase-reads 50    # the suite's smoke run
+    python bench/collection.py --torch --records 20000 [--workers 2]   # DataLoader(MrecDataset) vs c.batch
 
 No timing is asserted anywhere (tests/collection/test_bench_smoke.py runs the small version).
 """
@@ -218,6 +219,91 @@ def batch_atompack(path: Path, size: int) -> Tuple[Callable[[List[int]], None], 
     return read, lambda: None
 
 
+# -- PyTorch: one shuffled epoch through DataLoader(MrecDataset) against c.batch in process ------
+def torch_epochs(path: Path, batch: int, workers: int, rounds: int, seed: int) -> Dict[str, Any]:
+    """Per-record wall and CPU time of one shuffled epoch: ``c.batch`` in this process (the
+    reference), ``DataLoader(MrecDataset(path), batch_size, shuffle, num_workers=workers,
+    collate_fn=MrecDataset.collate)`` (persistent workers: the first epoch warms them, the
+    figure is the best later one; ``first`` includes starting the workers), and the dataset
+    with no worker.  CPU time is this process's plus its live children's (the workers')."""
+    import torch
+    from torch.utils.data import DataLoader
+    import molrec_raw as mr
+    from molrec_raw.integrations.torch import MrecDataset
+    c = mr.read_collection(path)
+    n = len(c)
+
+    def clock() -> Tuple[float, float]:
+        t = os.times()
+        return time.perf_counter(), t.user + t.system + _live_children_cpu()
+
+    def epoch_batch() -> None:
+        order = np.random.default_rng(seed).permutation(n)
+        for lo in range(0, n, batch):
+            c.batch(order[lo:lo + batch])
+
+    def loader_epoch(loader: Any) -> None:
+        for _ in loader:
+            pass
+
+    ds = MrecDataset(path)
+    loaders = {
+        "dataloader": DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers, persistent_workers=True,
+                                 collate_fn=MrecDataset.collate, generator=torch.Generator().manual_seed(seed)),
+        "dataset_in_process": DataLoader(ds, batch_size=batch, shuffle=True, num_workers=0,
+                                         collate_fn=MrecDataset.collate, generator=torch.Generator().manual_seed(seed)),
+    }
+    out: Dict[str, Any] = {"records": n, "batch": batch, "workers": workers}
+    start = clock()
+    loader_epoch(loaders["dataloader"])  # starts the workers
+    out["first"] = tuple(x / n for x in _elapsed(start, clock()))
+    epoch_batch()
+    for _ in range(rounds):
+        for name, run in (("c.batch", epoch_batch), ("dataloader", lambda: loader_epoch(loaders["dataloader"])),
+                          ("dataset_in_process", lambda: loader_epoch(loaders["dataset_in_process"]))):
+            start = clock()
+            run()
+            per = tuple(x / n for x in _elapsed(start, clock()))
+            best = out.get(name)
+            out[name] = per if best is None else (min(best[0], per[0]), min(best[1], per[1]))
+    return out
+
+
+def _live_children_cpu() -> float:
+    """CPU seconds of this process's live children (the DataLoader's persistent workers:
+    ``os.times`` counts a child only once it has been waited for), from ``/proc``."""
+    me, total = os.getpid(), 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:  # fields after the name: state, ppid, ..., utime (12), stime (13)
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _elapsed(a: Tuple[float, float], b: Tuple[float, float]) -> Tuple[float, float]:
+    return b[0] - a[0], b[1] - a[1]
+
+
+def torch_report(out: Dict[str, Any]) -> str:
+    ref = out["c.batch"]
+    lines = [f"{out['records']} records, batches of {out['batch']}, {out['workers']} workers",
+             "", "| one shuffled epoch | µs/record (wall / cpu) | rate vs in-process c.batch (wall) | target |",
+             "|---|---|---|---|"]
+    for name, label, target in (("c.batch", "`c.batch` in process", ""),
+                                ("dataloader", f"DataLoader(MrecDataset), num_workers={out['workers']}", ">= 0.5x"),
+                                ("first", "the same, first epoch (workers starting)", ""),
+                                ("dataset_in_process", "DataLoader(MrecDataset), num_workers=0", "")):
+        per = out[name]
+        lines.append(f"| {label} | {per[0] * 1e6:.1f} / {per[1] * 1e6:.1f} | {ref[0] / per[0]:.2f}x | {target} |")
+    return "\n".join(lines)
+
+
 # -- the run ------------------------------------------------------------------------------------
 def file_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
@@ -360,7 +446,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--json", default=None, help="write the raw figures here")
     parser.add_argument("--rss", type=int, nargs="*", default=None, help="the streaming writer's memory at these counts")
     parser.add_argument("--rss-child", type=int, nargs=1, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--torch", action="store_true",
+                        help="one shuffled epoch through DataLoader(MrecDataset) vs c.batch (needs torch)")
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of --torch")
     args, rest = parser.parse_known_args(argv)
+    if args.torch:
+        with tempfile.TemporaryDirectory(prefix="molrec-bench-torch-") as tmp:
+            path = Path(tmp) / "set.mrec.lmdb"
+            write_molrec(Data(args.records, args.atoms, args.seed), path)
+            got = torch_epochs(path, args.batch, args.workers, args.rounds, args.seed)
+        print(torch_report(got))
+        if args.json:
+            Path(args.json).write_text(json.dumps(got, indent=1))
+        return 0
     if args.rss_child:
         _rss_child(args.rss_child[0], rest[0])
         return 0

@@ -162,8 +162,10 @@ def acquire(path: Path, *, writable: bool = False, map_size: int = 1 << 28, dura
             env = lmdb.open(where, subdir=False, map_size=map_size, readonly=False, lock=True, max_dbs=0,
                             readahead=False, meminit=True, sync=durable, metasync=durable)
         else:
+            # no spare read transaction: a fork child freeing the inherited environment would end
+            # it, releasing the parent's reader slot to another process (MDB_BAD_RSLOT in the parent)
             env = lmdb.open(where, subdir=False, readonly=True, lock=True, max_dbs=0, readahead=False,
-                            max_spare_txns=1)
+                            max_spare_txns=0)
     except lmdb.Error as exc:
         if "already open" in str(exc):
             raise StoreError("the file is held by an environment this process inherited through fork (a view "

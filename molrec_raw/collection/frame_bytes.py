@@ -44,7 +44,7 @@ from molrec_raw.record.model import Block, Box
 from molrec_raw.record.precision import check_precision
 
 __all__ = ["MAGIC", "ALIGN", "DecodedFrame", "Layout", "LayoutCache", "compile_layout", "encode_frame", "decode_frame",
-           "box_header", "read_box", "header_of", "made_block"]
+           "box_header", "read_box", "header_of", "made_block", "frame_layout"]
 
 MAGIC = b"MRF1"
 ALIGN = 8
@@ -68,6 +68,7 @@ _MAX_NDIM = 32
 _MAX_DIM = 1 << 40
 _MAX_PAYLOAD = 1 << 48  # no value is larger (LMDB's map is far smaller)
 _U8 = np.dtype("u1")
+_UNSET = object()
 
 
 class DecodedFrame:
@@ -266,6 +267,19 @@ class _BlockLayout:
         self.columns, self.precision = columns, precision
 
 
+class FlatColumn:
+    """One column of a layout for a batch: its block, name, whether its values are strings
+    (in the header), its dtype, payload offset, element count, trailing shape, and the block's
+    rows."""
+
+    __slots__ = ("block", "name", "strings", "dtype", "start", "count", "trailing", "rows")
+
+    def __init__(self, block: str, name: str, strings: bool, dtype: Any, start: int, count: int,
+                 trailing: Tuple[int, ...], rows: int) -> None:
+        self.block, self.name, self.strings, self.dtype, self.start = block, name, strings, dtype, start
+        self.count, self.trailing, self.rows = count, trailing, rows
+
+
 class Layout:
     """The checked ``blocks`` of a header: where each column lives, relative to the payload.
     Everything about it that does not depend on the value's bytes is checked once, when it is
@@ -275,11 +289,34 @@ class Layout:
     decoded without checking the header's blocks again.  ``checked`` holds a reader's own
     verdicts on the layout (what it checked it against)."""
 
-    __slots__ = ("blocks", "need", "checked")
+    __slots__ = ("blocks", "need", "checked", "_flat")
 
     def __init__(self, blocks: List[_BlockLayout], need: int) -> None:
         self.blocks, self.need = blocks, need
         self.checked: Dict[Any, bool] = {}
+        self._flat: Any = _UNSET
+
+    def flat(self) -> Optional[List["FlatColumn"]]:
+        """Where each column of the layout lives, one entry per column — or None when a column
+        is a bool, carries a validity mask or a block has ``targets`` (their values need
+        checking row by row: a batch reads such frames one by one)."""
+        if self._flat is _UNSET:
+            out: Optional[List[FlatColumn]] = []
+            for b in self.blocks:
+                for col in b.columns:
+                    if out is None or b.targets or col.mask is not None or (
+                            col.dtype is not None and col.dtype.kind == "b"):
+                        out = None
+                        break
+                    for i, name in enumerate(col.names):
+                        size = 0 if col.dtype is None else col.count * col.dtype.itemsize
+                        out.append(FlatColumn(b.name, name, col.kind == "strings", col.dtype, col.start + i * size,
+                                              col.count, col.shape[1:], b.count))
+                if b.targets:
+                    out = None
+            self._flat = out
+        flat: Optional[List[FlatColumn]] = self._flat
+        return flat
 
     def build(self, value: Any, payload: int, where: str, raw_blocks: Dict[str, Any]) -> Dict[str, Block]:
         """The blocks of ``value`` (views of it) under this layout; string values come from
@@ -535,10 +572,13 @@ def compile_layout(raw_blocks: Any, where: str) -> Layout:
     return Layout(blocks, need)
 
 
-def decode_frame(value: Any, where: str = "", cache: Optional[LayoutCache] = None) -> DecodedFrame:
-    """Decode frame bytes (``bytes``, ``bytearray`` or ``memoryview``), checking every rule
-    the module docstring lists; numeric columns are views of ``value``.  ``cache``: layouts
-    already checked (a reader's), reused when a header's ``blocks`` are exactly one of theirs."""
+def frame_layout(value: Any, where: str, cache: Optional[LayoutCache] = None,
+                 strings: Optional[bool] = None) -> Tuple[Dict[str, Any], int, "Layout"]:
+    """The parsed header, the payload's offset and the checked layout of a frame-bytes value:
+    every rule :func:`decode_frame` checks except the bytes of bool and validity buffers (the
+    buffers are checked to fit in the value; string values are the layout's to check when it
+    builds, or the caller's).  ``strings``: whether the header may hold string columns (None:
+    look; False only costs a missed share of the cache, never a wrong layout)."""
     header, payload = header_of(value, where)
     if not header.keys() <= _TOP_KEYS:
         _object(header, _TOP_KEYS, where, "the header")
@@ -546,14 +586,28 @@ def decode_frame(value: Any, where: str = "", cache: Optional[LayoutCache] = Non
     if cache is None:
         layout = compile_layout(raw_blocks, where)
     else:
-        text = value[_PREFIX.size:payload]  # (a memoryview has no substring search: its bytes do)
-        layout = cache.get(raw_blocks, where, b"string" in (text.tobytes() if type(text) is memoryview else text))
-    blocks = layout.build(value, payload, where, raw_blocks)  # a dict: compile_layout checked it
-    meta = header.get("meta", {})
-    if type(meta) is not dict:
-        raise _corrupt(f"the header's 'meta' is not a JSON object: {brief(meta)}", where, R_HEADER)
+        if strings is None:
+            text = value[_PREFIX.size:payload]  # (a memoryview has no substring search: its bytes do)
+            strings = b"string" in (text.tobytes() if type(text) is memoryview else text)
+        layout = cache.get(raw_blocks, where, strings)
+    if payload + layout.need > len(value):
+        layout._past_end(payload, len(value), where)
+    if "meta" in header and type(header["meta"]) is not dict:
+        raise _corrupt(f"the header's 'meta' is not a JSON object: {brief(header['meta'])}", where, R_HEADER)
     meta_types = header.get("meta_types")
     if meta_types is not None and type(meta_types) is not dict:
         raise _corrupt(f"'meta_types' is not a JSON object: {brief(meta_types)}", where, R_HEADER)
+    return header, payload, layout
+
+
+def decode_frame(value: Any, where: str = "", cache: Optional[LayoutCache] = None,
+                 strings: Optional[bool] = None) -> DecodedFrame:
+    """Decode frame bytes (``bytes``, ``bytearray`` or ``memoryview``), checking every rule
+    the module docstring lists; numeric columns are views of ``value``.  ``cache``: layouts
+    already checked (a reader's), reused when a header's ``blocks`` are exactly one of theirs;
+    ``strings`` as :func:`frame_layout`."""
+    header, payload, layout = frame_layout(value, where, cache, strings)
+    blocks = layout.build(value, payload, where, header["blocks"])  # a dict: compile_layout checked it
     box = read_box(header["box"], f"{where}/box") if header.get("box") is not None else None
-    return DecodedFrame(blocks, meta, meta_types, header.get("step"), header.get("time"), box, layout)
+    return DecodedFrame(blocks, header.get("meta") or {}, header.get("meta_types"), header.get("step"),
+                        header.get("time"), box, layout)

@@ -41,7 +41,8 @@ from molrec_raw.record.trajectory.schema import ColumnSpec, SequenceSchema
 from molrec_raw.record.violations import Violation
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, key, key_name
-from molrec_raw.collection.frame_bytes import DecodedFrame, LayoutCache, decode_frame, header_of, made_block
+from molrec_raw.collection.frame_bytes import (DecodedFrame, LayoutCache, _strings, decode_frame, frame_layout,
+                                              header_of, made_block, read_box)
 from molrec_raw.collection.model import BINDING_COLUMNS, C1, C2, C9, C10, C11, check_units
 
 __all__ = ["CollectionReader", "CollectionView", "Record", "RecordTrajectory", "read_collection"]
@@ -182,6 +183,9 @@ class CollectionReader:
         self._plans = {b: _BlockPlan(schema, b) for b in schema.block_names()}
         self._aligned = {b for b in schema.block_names() if schema.aligned_with(b) is not None}
         self._resolved_check = any(schema.targets(b) or schema.aligned_with(b) for b in schema.block_names())
+        self._strings_in_frames = any(spec.dtype == "string" for b in schema.block_names()
+                                      for spec in schema.columns(b).values())
+        self._pairs_checked: Set[Tuple[Any, Any]] = set()
 
     def _load_index(self, raw: Any) -> None:
         where, node = self._where, f"/index/{INDEX_BLOCK}"
@@ -359,7 +363,7 @@ class CollectionReader:
             return None
         k, node = key(SYSTEM, r), f"/records/{r}/system"
         try:
-            decoded = decode_frame(raw, node, self._layouts)
+            decoded = decode_frame(raw, node, self._layouts, True)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(k)) from None
         if decoded.has_step or decoded.has_time or decoded.box is not None:
@@ -412,24 +416,67 @@ class CollectionReader:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
                         f"/records/{r}/trajectory", L8)
         try:
-            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._layouts), r, k)
+            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._layouts,
+                                                     self._strings_in_frames), r, k)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(fk)) from None
 
-    def _checked_update(self, decoded: DecodedFrame, r: int, k: int) -> "_Update":
-        node = f"/records/{r}/trajectory"
-        if decoded.meta_types is not None:
+    def _update_fields(self, meta_types: Any, raw_step: Any, raw_time: Any, meta: Dict[str, Any], k: int,
+                       node: str) -> Tuple[int, Optional[float]]:
+        """A trajectory update's header fields (lmdb#L8, #L15): no ``meta_types``, a step,
+        every declared meta key and nothing else; its step and time decoded."""
+        if meta_types is not None:
             raise SpecViolationError("a trajectory update carries no meta_types (its keys are typed by the "
                                      "sequence_schema)", node=node, rule=L15)
-        if not decoded.has_step:
+        if raw_step is None:
             raise SpecViolationError(f"trajectory frame {k} has no step", node=node, rule=L8)
-        raw_step = decoded.step
         step = raw_step if type(raw_step) is int and -(2**53) <= raw_step <= 2**53 else \
             typed_json.decode_value("i64", raw_step, f"{node}/step")
         time = None
-        if decoded.has_time:
-            time = decoded.time if type(decoded.time) is float else typed_json.decode_value("f64", decoded.time,
-                                                                                             f"{node}/time")
+        if raw_time is not None:
+            time = raw_time if type(raw_time) is float else typed_json.decode_value("f64", raw_time, f"{node}/time")
+        if meta.keys() != self._meta_tags.keys():
+            missing = [m for m in self._meta_tags if m not in meta]
+            extra = [m for m in meta if m not in self._meta_tags]
+            raise SpecViolationError(f"trajectory frame {k} carries meta keys {list(meta)}: every declared key, nothing "
+                                     f"else (missing {missing}, undeclared {extra})", node=f"{node}/meta",
+                                     rule=L8 if missing else C2)
+        return step, time
+
+    def _header_update(self, header: Dict[str, Any], layout: Any, r: int, k: int,
+                       node: str) -> Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]:
+        """What a batch keeps of a trajectory update's header (meta, step, time, cell), checked
+        as :meth:`_checked_update` checks it."""
+        meta = header.get("meta") or {}
+        step, time = self._update_fields(header.get("meta_types"), header.get("step"), header.get("time"), meta, k, node)
+        raw_box = header.get("box")
+        return meta, step, time, None if raw_box is None else read_box(raw_box, f"{node}/box")
+
+    def _check_layout_pair(self, system: Any, update: Any, r: int) -> None:
+        """A system layout and a trajectory layout read as one frame: blocks of one name have
+        one row count (``C9``) and no shared column (``C10``) — checked once per pair."""
+        if (system, update) in self._pairs_checked:
+            return
+        columns = {b.name: (b.count, {c.name for c in system.flat() or () if c.block == b.name})
+                   for b in system.blocks}
+        for b in update.blocks:
+            base = columns.get(b.name)
+            if base is None:
+                continue
+            node = f"/records/{r}/trajectory/{b.name}"
+            if base[0] != b.count:
+                raise SpecViolationError(f"trajectory block {b.name!r} has {b.count} rows, the system block of that "
+                                         f"name {base[0]}: they are aligned 1:1 by row order", store=self._where,
+                                         node=node, rule=C9)
+            shared = sorted(base[1] & {c.name for c in update.flat() or () if c.block == b.name})
+            if shared:
+                raise SpecViolationError(f"column {shared[0]!r} is in both the system and the trajectory block "
+                                         f"{b.name!r}", store=self._where, node=node, rule=C10)
+        self._pairs_checked.add((system, update))
+
+    def _checked_update(self, decoded: DecodedFrame, r: int, k: int) -> "_Update":
+        node = f"/records/{r}/trajectory"
+        step, time = self._update_fields(decoded.meta_types, decoded.step, decoded.time, decoded.meta, k, node)
         plans = self._plans
         layout = decoded.layout
         if layout is None or not layout.checked.get("trajectory"):  # what depends on the layout alone, once
@@ -445,14 +492,7 @@ class CollectionReader:
             if plan.targets:
                 block.targets = dict(plan.targets)
             block.structural_shape = plan.shape
-        meta = decoded.meta
-        if meta.keys() != self._meta_tags.keys():
-            missing = [m for m in self._meta_tags if m not in meta]
-            extra = [m for m in meta if m not in self._meta_tags]
-            raise SpecViolationError(f"trajectory frame {k} carries meta keys {list(meta)}: every declared key, nothing "
-                                     f"else (missing {missing}, undeclared {extra})", node=f"{node}/meta",
-                                     rule=L8 if missing else C2)
-        return _Update(k, decoded.blocks, meta, step, time, decoded.box, decoded.layout)
+        return _Update(k, decoded.blocks, decoded.meta, step, time, decoded.box, decoded.layout)
 
     def _check_update_layout(self, blocks: Dict[str, Block], k: int, node: str) -> None:
         """A trajectory update's blocks against the declaration (``collection#C2``, lmdb#L14,
@@ -918,6 +958,162 @@ class _Batch:
         self.c, self.numbers, self.frame = reader, numbers, frame
 
     def gather(self, reading: _Reading) -> Dict[str, np.ndarray]:
+        if self.frame in (0, None) and not self.c._resolved_check:
+            fast = self._by_layout(reading)
+            if fast is not None:
+                return fast
+        return self._one_by_one(reading)
+
+    def _by_layout(self, reading: _Reading) -> Optional[Dict[str, np.ndarray]]:
+        """The batch when every record's system and first frame have layouts without bools,
+        masks or targets (None otherwise: :meth:`_one_by_one` reads it).  Each value's header
+        is checked as a single read checks it (the layout's own checks once per layout, by
+        the same code); the payloads of the records sharing a pair of layouts are joined into
+        one buffer and each column is one strided copy out of it."""
+        c, frame, numbers = self.c, self.frame, self.numbers
+        txn_get, cache, where = reading.txn.get, c._layouts, c._where
+        trajectory = frame is not None
+        n = len(numbers)
+        pairs: Dict[Tuple[Any, Any], List[int]] = {}
+        payloads: List[Tuple[Any, Any]] = []
+        strings: List[Tuple[Any, Any]] = []
+        meta: List[Dict[str, Any]] = []
+        steps: List[int] = []
+        times: List[Optional[float]] = []
+        boxes: List[Optional[Box]] = []
+        strings_in_frames = c._strings_in_frames
+        for i, r in enumerate(numbers):
+            tail = r.to_bytes(8, "big")
+            s_layout = f_layout = None
+            s_part = f_part = s_header = f_header = None
+            raw = txn_get(SYSTEM + tail)
+            if raw is not None:
+                node = f"/records/{r}/system"
+                try:
+                    s_header, at, s_layout = frame_layout(raw, node, cache, True)
+                except MolrecError as exc:
+                    raise exc.add_context(store=where, key=key_name(SYSTEM + tail)) from None
+                if not s_layout.checked.get("system") or s_header.get("step") is not None or \
+                        s_header.get("time") is not None or s_header.get("box") is not None:
+                    c._system_blocks(raw, r)  # the single read's checks (they refuse, or mark the layout)
+                if s_layout.flat() is None:
+                    return None
+                s_part = raw[at:at + s_layout.need]
+            if trajectory:
+                count = int(c._count[r])
+                if count == 0:
+                    raise InvalidValueError(f"batch: record {r} has {count} frames, no frame {frame}", store=where,
+                                            node=f"/records/{r}/trajectory")
+                fk = FRAME + (int(c._first[r])).to_bytes(8, "big")
+                raw_f = txn_get(fk)
+                if raw_f is None:
+                    c._update(txn_get, r, 0)  # refuses: the frame is missing
+                node = f"/records/{r}/trajectory"
+                try:
+                    f_header, at, f_layout = frame_layout(raw_f, node, cache, strings_in_frames)
+                    update = c._header_update(f_header, f_layout, r, 0, node)
+                except MolrecError as exc:
+                    raise exc.add_context(store=where, key=key_name(fk)) from None
+                if not f_layout.checked.get("trajectory"):
+                    c._update(txn_get, r, 0)  # the single read's checks (they refuse, or mark the layout)
+                if f_layout.flat() is None:
+                    return None
+                f_part = raw_f[at:at + f_layout.need]
+                meta.append(update[0])
+                steps.append(update[1])
+                times.append(update[2])
+                boxes.append(update[3])
+            pair = (s_layout, f_layout)
+            group = pairs.get(pair)
+            if group is None:
+                group = pairs[pair] = []
+                if s_layout is not None and f_layout is not None:
+                    c._check_layout_pair(s_layout, f_layout, r)
+            group.append(i)
+            payloads.append((s_part, f_part))
+            strings.append((s_header, f_header))
+        return self._assemble(pairs, payloads, strings, meta, steps, times, boxes)
+
+    def _assemble(self, pairs: Dict[Tuple[Any, Any], List[int]], payloads: List[Tuple[Any, Any]],
+                  headers: List[Tuple[Any, Any]], meta: List[Dict[str, Any]], steps: List[int],
+                  times: List[Optional[float]], boxes: List[Optional[Box]]) -> Dict[str, np.ndarray]:
+        """The flat arrays of :meth:`_by_layout` (inside the transaction: the parts are views
+        into the map; every array made here is new)."""
+        c, numbers = self.c, self.numbers
+        n = len(numbers)
+        rows: Dict[str, np.ndarray] = {}  # block -> rows per batch position
+        kinds: Dict[Tuple[str, str], Tuple[Any, Tuple[int, ...]]] = {}
+        for (s_layout, f_layout), group in pairs.items():
+            for layout in (s_layout, f_layout):
+                if layout is None:
+                    continue
+                for b in layout.blocks:
+                    counts = rows.get(b.name)
+                    if counts is None:
+                        counts = rows[b.name] = np.zeros(n, np.int64)
+                    counts[group] = b.count
+                for col in layout.flat():
+                    kind = (_OBJECT if col.strings else col.dtype, col.trailing)
+                    have = kinds.setdefault((col.block, col.name), kind)
+                    if have != kind:
+                        r = numbers[group[0]]
+                        raise SpecViolationError(f"batch: column {col.block}/{col.name} is {_kind_name(kind)} in record "
+                                                 f"{r} and {_kind_name(have)} in another", store=c._where,
+                                                 node=f"/records/{r}/{col.block}/{col.name}", rule=C2)
+        starts = {name: np.concatenate([[0], np.cumsum(counts)]) for name, counts in rows.items()}
+        out: Dict[str, np.ndarray] = {}
+        for (block, column), (dtype, trailing) in kinds.items():
+            total = int(starts[block][-1])
+            out[f"{block}/{column}"] = np.empty((total,) + trailing, dtype)
+        filled: Dict[str, int] = {}
+        for (s_layout, f_layout), group in pairs.items():
+            whole = len(group) == n
+            for side, layout in ((0, s_layout), (1, f_layout)):
+                if layout is None:
+                    continue
+                flat = layout.flat()
+                numeric = [col for col in flat if not col.strings]
+                if numeric:
+                    width = layout.need
+                    joined = np.frombuffer(b"".join([payloads[i][side] for i in group]), np.uint8).reshape(
+                        len(group), width)
+                for col in flat:
+                    label = f"{col.block}/{col.name}"
+                    target = out[label]
+                    filled[label] = filled.get(label, 0) + len(group) * col.rows
+                    if col.strings:
+                        values = [v for i in group for v in _string_values(headers[i][side], col, c._where,
+                                                                             numbers[i], side)]
+                        source = np.empty(len(values), _OBJECT)
+                        source[:] = values
+                    else:
+                        nbytes = col.count * col.dtype.itemsize
+                        source = joined[:, col.start:col.start + nbytes].view(col.dtype)
+                    source = source.reshape((len(group) * col.rows,) + col.trailing)
+                    if whole:
+                        target[...] = source
+                    else:
+                        lo = starts[col.block][group]
+                        index = (lo[:, None] + np.arange(col.rows)).ravel()
+                        target[index] = source
+        for label, target in out.items():
+            if filled.get(label, 0) != target.shape[0]:  # some record's block has rows but not this column
+                block, column = label.split("/", 1)
+                lacking = next(numbers[i] for (s_l, f_l), group in pairs.items() for i in group
+                               if rows[block][i] and not any(col.block == block and col.name == column
+                                                             for layout in (s_l, f_l) if layout is not None
+                                                             for col in layout.flat()))
+                raise SpecViolationError(f"batch: record {lacking}'s block {block!r} has no column {column!r}, "
+                                         "which other records' have", store=c._where,
+                                         node=f"/records/{lacking}/{block}/{column}", rule=C2)
+        for name, counts in rows.items():
+            out[f"n_{name}"] = counts
+        if self.frame is not None:
+            _per_step(out, c, meta, steps, times, boxes)
+        out["record"] = np.asarray(numbers, dtype=np.int64)
+        return out
+
+    def _one_by_one(self, reading: _Reading) -> Dict[str, np.ndarray]:
         c, frame = self.c, self.frame
         get = reading.get
         pieces: Dict[Tuple[str, str], List[np.ndarray]] = {}
@@ -1013,18 +1209,45 @@ class _Batch:
         for name, counts in rows.items():
             out[f"n_{name}"] = np.asarray(counts, dtype=np.int64)
         if frame is not None:
-            for name, tag in c._meta_tags.items():
-                out[name] = _meta_array(tag, [m[name] for m in meta], name)
-            out["step"] = np.asarray(steps, dtype=np.int64)
-            if times and all(t is not None for t in times):
-                out["time"] = np.asarray(times, dtype=np.float64)
-            if any(b is not None for b in boxes):
-                out["box/vectors"] = np.stack([np.eye(3) if b is None else b.vectors for b in boxes])
-                out["box/origin"] = np.stack([np.zeros(3) if b is None else b.origin for b in boxes])
-                out["box/boundary"] = np.asarray([(False,) * 3 if b is None else b.boundary for b in boxes], bool)
-                out["box/cell_defined"] = np.asarray([b is not None and b.defined for b in boxes], bool)
+            _per_step(out, c, meta, steps, times, boxes)
         out["record"] = np.asarray(self.numbers, dtype=np.int64)
         return out
+
+
+def _per_step(out: Dict[str, np.ndarray], c: CollectionReader, meta: List[Dict[str, Any]], steps: List[int],
+              times: List[Optional[float]], boxes: List[Optional[Box]]) -> None:
+    """A batch's per-step arrays: each declared meta key, ``step``, ``time`` (when every
+    record has one), the cells (when a record has one)."""
+    for name, tag in c._meta_tags.items():
+        out[name] = _meta_array(tag, [m[name] for m in meta], name)
+    out["step"] = np.asarray(steps, dtype=np.int64)
+    if times and all(t is not None for t in times):
+        out["time"] = np.asarray(times, dtype=np.float64)
+    if any(b is not None for b in boxes):
+        out["box/vectors"] = np.stack([np.eye(3) if b is None else b.vectors for b in boxes])
+        out["box/origin"] = np.stack([np.zeros(3) if b is None else b.origin for b in boxes])
+        out["box/boundary"] = np.asarray([(False,) * 3 if b is None else b.boundary for b in boxes], bool)
+        out["box/cell_defined"] = np.asarray([b is not None and b.defined for b in boxes], bool)
+
+
+def _kind_name(kind: Tuple[Any, Tuple[int, ...]]) -> str:
+    return f"{'string' if kind[0] == _OBJECT else column_dtype_of(np.empty(0, kind[0]))}{list(kind[1])}"
+
+
+def _string_values(header: Dict[str, Any], col: Any, where: str, r: int, side: int) -> List[str]:
+    """A string column's header values in a batch, checked as a single read checks them."""
+    values: List[str] = header["blocks"][col.block]["columns"][col.name].get("values")
+    try:
+        good = type(values) is list and len(values) == col.count and type("".join(values)) is str
+    except TypeError:  # a non-string among them
+        good = False
+    if not good:
+        node = f"/records/{r}/{'trajectory' if side else 'system'}/{col.block}/{col.name}"
+        try:
+            _strings(values, col.count, (col.rows,) + col.trailing, node)
+        except MolrecError as exc:
+            raise exc.add_context(store=where) from None
+    return values
 
 
 def _check_pair(base: Block, block: Block, where: str, r: int, name: str) -> None:

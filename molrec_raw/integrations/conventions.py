@@ -397,3 +397,27 @@ def continue_trajectory(path: Any, writing: Units, schema: SequenceSchema,
     with MrecReader(path) as reader:
         steps = reader.step
     return MrecWriter.open(path), system, (steps[-1] if steps else None)
+
+
+# -- elements -----------------------------------------------------------------------------------
+#: Element symbols by atomic number (index 0 is unused: no element has number 0).
+ELEMENTS = ("", "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne", "Na", "Mg", "Al", "Si", "P", "S", "Cl", "Ar",
+            "K", "Ca", "Sc", "Ti", "V", "Cr", "Mn", "Fe", "Co", "Ni", "Cu", "Zn", "Ga", "Ge", "As", "Se", "Br", "Kr",
+            "Rb", "Sr", "Y", "Zr", "Nb", "Mo", "Tc", "Ru", "Rh", "Pd", "Ag", "Cd", "In", "Sn", "Sb", "Te", "I", "Xe",
+            "Cs", "Ba", "La", "Ce", "Pr", "Nd", "Pm", "Sm", "Eu", "Gd", "Tb", "Dy", "Ho", "Er", "Tm", "Yb", "Lu",
+            "Hf", "Ta", "W", "Re", "Os", "Ir", "Pt", "Au", "Hg", "Tl", "Pb", "Bi", "Po", "At", "Rn", "Fr", "Ra",
+            "Ac", "Th", "Pa", "U", "Np", "Pu", "Am", "Cm", "Bk", "Cf", "Es", "Fm", "Md", "No", "Lr", "Rf", "Db",
+            "Sg", "Bh", "Hs", "Mt", "Ds", "Rg", "Cn", "Nh", "Fl", "Mc", "Lv", "Ts", "Og")
+_NUMBER_OF = {symbol: number for number, symbol in enumerate(ELEMENTS) if symbol}
+
+
+def atomic_numbers(symbols: Any) -> np.ndarray:
+    """Atomic numbers (int64) of element symbols as the ``element`` column holds them
+    (``"C"``, ``"Cl"``: case as written in the periodic table); an unknown symbol is an
+    InvalidValueError naming it, never a guess."""
+    values = np.asarray(symbols, dtype=object).ravel()
+    try:
+        return np.fromiter(map(_NUMBER_OF.__getitem__, values), dtype=np.int64, count=len(values))
+    except (KeyError, TypeError):
+        bad = next(s for s in values if not isinstance(s, str) or s not in _NUMBER_OF)
+        raise InvalidValueError(f"element {bad!r} is not an element symbol (H … Og)") from None

@@ -1,0 +1,314 @@
+"""PyTorch reads a collection (``*.mrec.lmdb``) as a map-style dataset: :class:`MrecDataset`.
+
+``MrecDataset(path, keys=None, transform=None)`` has one item per trajectory frame of the
+collection (``len(ds) == c.n_frames``; item ``j`` is global frame ordinal ``j``: record
+``r``'s frame ``k`` where ``first_frame[r] <= j < first_frame[r] + n_frames[r]``).  A record
+without a trajectory, or with zero frames, has no item (decision in spec-notes/collection.md,
+"PyTorch").  An item is a dict of tensors, the reader's view of the frame (system and
+trajectory ``atoms`` as one block):
+
+* ``positions`` (n, 3) from ``atoms/x y z``; ``forces`` (n, 3) from ``atoms/fx fy fz``;
+* ``atomic_numbers`` (n,) int64, from ``atoms/atomic_number`` or else ``atoms/element``;
+* ``energy`` () from the per-step meta key ``pe``;
+* ``cell`` (3, 3), lattice vectors as ROWS (the convention of ASE and the ML tools built on
+  it; a record stores them as columns, :mod:`molrec_raw.integrations.conventions`), zeros
+  without a cell; ``pbc`` (3,) bool, false without a cell;
+* ``record`` and ``frame`` () int64: where the item came from;
+* and any ``"atoms/<column>"`` or declared per-step meta key asked for in ``keys``.
+
+Dtypes are the stored ones (``f64`` columns give float64 tensors: cast in ``transform``).
+``keys=None`` takes every standard name the collection has; a name asked for that it lacks is
+an InvalidValueError when the dataset is made.  :meth:`MrecDataset.collate` (pass it as the
+``DataLoader``'s ``collate_fn``) concatenates per-atom tensors and stacks per-frame ones, and
+adds ``batch`` (each atom's item in the batch) and ``ptr`` (item ``i``'s atoms are
+``ptr[i]:ptr[i+1]``) — the PyG convention.
+
+Speed: ``DataLoader`` hands the dataset a whole batch of indices (``__getitems__``); the
+dataset reads them with one :meth:`CollectionReader.batch` per distinct frame ordinal, and
+``collate`` returns that batch as it is (items are only split out when a ``transform`` runs
+or a wrapper asks for one).  Processes: each ``DataLoader`` worker reads through its own LMDB
+environment — the reader a forked worker inherits reopens the file at its first use there,
+and the dataset pickles as its path and keys (``spawn`` workers open it anew).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from molrec_raw.errors import InvalidValueError
+from molrec_raw.integrations.conventions import FORCES, POSITIONS, atomic_numbers, require
+
+torch = require("torch", "torch")
+
+__all__ = ["MrecDataset", "STANDARD_KEYS", "collate"]
+
+ATOMS = "atoms"
+#: The names an item has when ``keys`` is None (those the collection holds).
+STANDARD_KEYS = ("positions", "atomic_numbers", "forces", "energy", "cell", "pbc", "record", "frame")
+_PER_ATOM = frozenset(("positions", "atomic_numbers", "forces"))
+_ENERGY = "pe"
+Sample = Dict[str, Any]
+
+
+_Dataset: Any = torch.utils.data.Dataset
+
+
+class MrecDataset(_Dataset):  # type: ignore[misc]
+    """A map-style dataset over a collection's trajectory frames (see the module docstring):
+    ``len``, ``ds[j]`` (a dict of tensors), ``ds.__getitems__(indices)`` (what a
+    ``DataLoader`` calls), ``MrecDataset.collate`` (its ``collate_fn``), ``ds.close()``."""
+
+    def __init__(self, path: Any, *, keys: Optional[Iterable[str]] = None,
+                 transform: Optional[Callable[[Sample], Sample]] = None) -> None:
+        from molrec_raw.collection.reader import CollectionReader
+        self._path = path
+        self._reader = CollectionReader(path)
+        self.transform = transform
+        binding = self._reader.binding_index()
+        self._first = binding["first_frame"].astype(np.int64)
+        counts = binding["n_frames"].astype(np.int64)
+        self._with_frames = np.flatnonzero(counts > 0)  # records that have items, in record order
+        self._starts = self._first[self._with_frames]
+        self._n = int(counts.sum())
+        self.keys = self._resolve_keys(None if keys is None else list(keys))
+
+    # -- what an item holds --------------------------------------------------------------
+    def _resolve_keys(self, asked: Optional[List[str]]) -> Tuple[str, ...]:
+        c = self._reader
+        schema = c.schema
+        atoms = set(schema.columns(ATOMS)) if ATOMS in schema.block_names() else set()
+        if self._n:  # the system's columns are per record: the first item's tell what there is
+            probe = c.batch([int(self._with_frames[0])], frame=0)
+            atoms |= {k.split("/", 1)[1] for k in probe if k.startswith(ATOMS + "/") and "/_validity/" not in k}
+        meta = {name for name, _ in schema.meta_keys()}
+        have = {"record", "frame", "cell", "pbc"}
+        if set(POSITIONS) <= atoms:
+            have.add("positions")
+        if set(FORCES) <= atoms:
+            have.add("forces")
+        if "atomic_number" in atoms or "element" in atoms:
+            have.add("atomic_numbers")
+        if _ENERGY in meta:
+            have.add("energy")
+        if asked is None:
+            return tuple(k for k in STANDARD_KEYS if k in have)
+        missing = [k for k in asked if k not in have and not (k.startswith(ATOMS + "/") and k[6:] in atoms)
+                   and k not in meta]
+        if missing:
+            raise InvalidValueError(f"the collection has no {missing} for a dataset item (it has "
+                                    f"{sorted(have)}, atoms columns {sorted(atoms)}, per-step meta {sorted(meta)})",
+                                    store=str(c.path))
+        return tuple(dict.fromkeys(asked))
+
+    def __len__(self) -> int:
+        """The number of items: the collection's trajectory frames."""
+        return self._n
+
+    def locate(self, j: int) -> Tuple[int, int]:
+        """Item ``j``'s record and frame ordinal in it (negative ``j`` counts from the end)."""
+        n = int(j) + self._n if int(j) < 0 else int(j)
+        if not 0 <= n < self._n:
+            raise IndexError(f"item {j} of a dataset of {self._n} frames")
+        at = int(np.searchsorted(self._starts, n, side="right")) - 1
+        r = int(self._with_frames[at])
+        return r, n - int(self._first[r])
+
+    # -- reading -------------------------------------------------------------------------
+    def __getitem__(self, j: int) -> Sample:
+        """Item ``j`` as a dict of tensors (``transform`` applied)."""
+        item: Sample = self.__getitems__([j])[0]
+        return item
+
+    def __getitems__(self, indices: Sequence[int]) -> "Samples":
+        """Items ``indices`` read as one batch; a sequence of items whose whole batch
+        ``collate`` returns as it is (when no ``transform`` runs)."""
+        batch = self.read_batch(indices)
+        samples = Samples(batch)
+        if self.transform is None:
+            return samples
+        return Samples(None, [self.transform(s) for s in samples])
+
+    def read_batch(self, indices: Sequence[int]) -> Dict[str, Any]:
+        """Items ``indices`` collated (what ``collate`` makes of them): per-atom tensors
+        concatenated, per-item ones stacked, ``batch`` and ``ptr``."""
+        j = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if j.size and (int(j.min()) < -self._n or int(j.max()) >= self._n):
+            bad = int(j[(j < -self._n) | (j >= self._n)][0])
+            raise IndexError(f"item {bad} of a dataset of {self._n} frames")
+        j = np.where(j < 0, j + self._n, j)
+        at = np.searchsorted(self._starts, j, side="right") - 1
+        records = self._with_frames[at]
+        frames = j - self._first[records]
+        if j.size == 0 or bool((frames == frames[0]).all()):
+            return self._tensors(self._reader.batch(records, frame=int(frames[0]) if j.size else 0), frames)
+        parts = [(np.flatnonzero(frames == k), self._reader.batch(records[frames == k], frame=int(k)))
+                 for k in np.unique(frames)]
+        return self._tensors(_reordered(parts, len(j)), frames)
+
+    def _tensors(self, raw: Dict[str, np.ndarray], frames: np.ndarray) -> Dict[str, Any]:
+        counts = raw.get(f"n_{ATOMS}", np.zeros(len(raw["record"]), np.int64))
+        out: Dict[str, Any] = {}
+        for name in self.keys:
+            if name == "positions":
+                value: np.ndarray = _xyz(raw, POSITIONS)
+            elif name == "forces":
+                value = _xyz(raw, FORCES)
+            elif name == "atomic_numbers":
+                z = raw.get(f"{ATOMS}/atomic_number")
+                value = atomic_numbers(raw[f"{ATOMS}/element"]) if z is None else z.astype(np.int64)
+            elif name == "energy":
+                value = raw[_ENERGY]
+            elif name == "cell":
+                vectors = raw.get("box/vectors")
+                if vectors is None:
+                    value = np.zeros((len(counts), 3, 3))
+                else:  # lattice vectors as rows; an undefined cell is zeros
+                    value = np.ascontiguousarray(vectors.transpose(0, 2, 1)) * raw["box/cell_defined"][:, None, None]
+            elif name == "pbc":
+                flags = raw.get("box/boundary")
+                value = np.zeros((len(counts), 3), bool) if flags is None else flags & raw["box/cell_defined"][:, None]
+            elif name == "record":
+                value = raw["record"]
+            elif name == "frame":
+                value = frames.astype(np.int64)
+            else:
+                value = raw[name]
+            out[name] = _tensor(value)
+        out["ptr"] = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+        out["batch"] = torch.from_numpy(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
+        return out
+
+    # -- collating -----------------------------------------------------------------------
+    @staticmethod
+    def collate(samples: Sequence[Sample]) -> Dict[str, Any]:
+        """A ``DataLoader``'s ``collate_fn``: the batch ``__getitems__`` read when it is
+        handed back whole, else the items concatenated (:func:`collate`)."""
+        return collate(samples)
+
+    # -- processes -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the collection (this process's environment)."""
+        self._reader.close()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """Pickled as its path, keys and transform: a ``spawn`` worker opens the file anew."""
+        return {"path": self._path, "keys": self.keys, "transform": self.transform}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """Open the collection in this process (the other side of :meth:`__getstate__`)."""
+        self.__init__(state["path"], keys=state["keys"], transform=state["transform"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"MrecDataset({str(self._reader.path)!r}, {self._n} frames, keys={list(self.keys)})"
+
+
+class Samples(Sequence[Sample]):
+    """Items read as one batch (what ``__getitems__`` returns): item ``i`` is made when asked
+    for, as views of the batch's tensors; ``whole`` is the collated batch itself (None once
+    the items were transformed)."""
+
+    def __init__(self, whole: Optional[Dict[str, Any]], items: Optional[List[Sample]] = None) -> None:
+        self.whole = whole
+        self._items = items
+
+    def __len__(self) -> int:
+        """The number of items."""
+        if self._items is not None:
+            return len(self._items)
+        assert self.whole is not None
+        return int(self.whole["ptr"].shape[0]) - 1
+
+    def __getitem__(self, i: Any) -> Any:
+        """Item ``i`` (a dict of tensors)."""
+        if isinstance(i, slice):
+            return [self[n] for n in range(*i.indices(len(self)))]
+        if self._items is not None:
+            return self._items[i]
+        n = len(self)
+        i = int(i) + n if int(i) < 0 else int(i)
+        if not 0 <= i < n:
+            raise IndexError(f"item {i} of a batch of {n}")
+        whole = self.whole
+        assert whole is not None
+        lo, hi = int(whole["ptr"][i]), int(whole["ptr"][i + 1])
+        out: Sample = {}
+        for name, value in whole.items():
+            if name in ("ptr", "batch"):
+                continue
+            out[name] = value[lo:hi] if _per_atom(name) else value[i]
+        return out
+
+    def __iter__(self) -> Iterator[Sample]:
+        """The items in order."""
+        for i in range(len(self)):
+            yield self[i]
+
+
+def collate(samples: Sequence[Sample]) -> Dict[str, Any]:
+    """Items as one batch, the PyG convention: per-atom tensors (``positions``,
+    ``atomic_numbers``, ``forces``, ``atoms/<column>``) concatenated, per-item tensors stacked
+    (``energy`` (B,), ``cell`` (B, 3, 3), ...), ``batch`` (each atom's item) and ``ptr``
+    (``B + 1`` atom offsets).  A :class:`Samples` holding its whole batch is that batch."""
+    if isinstance(samples, Samples) and samples.whole is not None:
+        return samples.whole
+    if not samples:
+        raise InvalidValueError("collate: no items")
+    names = list(samples[0])
+    counts: Optional[List[int]] = None
+    out: Dict[str, Any] = {}
+    for name in names:
+        values = [s[name] for s in samples]
+        if _per_atom(name):
+            rows = [int(v.shape[0]) for v in values]
+            if counts is not None and rows != counts:
+                raise InvalidValueError(f"collate: {name!r} has {rows} rows per item, other per-atom keys {counts}")
+            counts = rows
+            out[name] = torch.cat(values)
+        else:
+            out[name] = torch.stack(values)
+    atoms = torch.as_tensor(counts if counts is not None else [0] * len(samples), dtype=torch.int64)
+    out["ptr"] = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(atoms, 0)])
+    out["batch"] = torch.repeat_interleave(torch.arange(len(samples), dtype=torch.int64), atoms)
+    return out
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _per_atom(name: str) -> bool:
+    return name in _PER_ATOM or name.startswith(ATOMS + "/")
+
+
+def _xyz(raw: Dict[str, np.ndarray], names: Tuple[str, str, str]) -> np.ndarray:
+    return np.stack([raw[f"{ATOMS}/{c}"] for c in names], axis=1)
+
+
+def _tensor(value: np.ndarray) -> Any:
+    if value.dtype == object:
+        raise InvalidValueError(f"a tensor cannot hold strings (dtype object, shape {value.shape}): leave the "
+                                "column out of keys")
+    return torch.from_numpy(np.ascontiguousarray(value))
+
+
+def _reordered(parts: List[Tuple[np.ndarray, Dict[str, np.ndarray]]], n: int) -> Dict[str, np.ndarray]:
+    """Batches of items grouped by frame ordinal, put back into item order: per-item arrays
+    by the items' positions, per-row arrays (``<block>/<column>``) by their ``n_<block>``
+    segments."""
+    positions = np.concatenate([p for p, _ in parts])
+    order = np.empty(n, np.int64)
+    order[positions] = np.arange(n)  # item i is row order[i] of the concatenation
+    names = list(parts[0][1])
+    out: Dict[str, np.ndarray] = {}
+    for name in names:
+        if any(name not in b for _, b in parts):
+            raise InvalidValueError(f"items of different frame ordinals disagree: {name!r} is not in every batch")
+        joined = np.concatenate([b[name] for _, b in parts])
+        block = name.split("/", 1)[0] if "/" in name and not name.startswith("box/") else None
+        if block is None:
+            out[name] = joined[order]
+            continue
+        counts = np.concatenate([b[f"n_{block}"] for _, b in parts])
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        rows = counts[order]
+        index = np.repeat(starts[order] - np.concatenate([[0], np.cumsum(rows)[:-1]]), rows) + np.arange(rows.sum())
+        out[name] = joined[index]
+    return out
