@@ -73,10 +73,10 @@ def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[File
     store = DirectoryStore(target, read_only=dry_run, fileops=fileops)
     root = open_group(store, mode="r" if dry_run else "r+", threads=1)
     if store.size(recovery.CHECKPOINT) is not None or store.size(f"{TRAJ}/zarr.json") is not None:
-        reader = MrecReader.over(root)
-        plan = recovery.plan_recovery(root, reader.source, reader.recovery_reason, len(reader),
-                                      reader.logical_rows())
-        report.nstep, report.source, report.reason = len(reader), reader.source, reader.recovery_reason
+        state = recovery.open_state(root)
+        state.ranges.close()
+        plan = recovery.plan_recovery(root, state.source, state.reason, state.nstep, state.logical_rows())
+        report.nstep, report.source, report.reason = state.nstep, state.source, state.reason
         report.changes += [f"{a.verb} {a.key}: {a.why}" for a in plan.actions]
         report.changes += [f"remove {p}: a temporary file of an interrupted write" for p in plan.temporary]
         if plan.has_checkpoint:
