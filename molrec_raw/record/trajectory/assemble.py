@@ -77,82 +77,118 @@ def _meta_values(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int]) -> Li
     return out
 
 
+def _block_values(bp: Any, chunks: Chunks, rows_of: Dict[str, int], own: bool, n: int,
+                  offered: Optional[Set[Tuple[str, int]]], blocks_out: List[Dict[str, Block]]) -> None:
+    """Each planned frame's ``Block`` of one block into ``blocks_out`` (see :func:`assemble`)."""
+    spec = bp.block.spec
+    precision = {c: p for c in bp.names if (p := spec.columns[c].precision) is not None}
+    targets = {c: t for c, t in spec.targets.items() if c in bp.names}
+    shape = spec.structural_shape
+    updates, los, his, singles = bp.updates, bp.lo, bp.hi, bp.single
+    columns = [(c, arr, chunks.get(arr.path, {}), rows_of[arr.path]) for c, arr in bp.columns]
+    masks = [(c, chunks.get(arr.path, {}), rows_of[arr.path]) for c, arr in bp.masks]
+    name = bp.name
+    shared = {rows for _, _, _, rows in columns}
+    rows_all = shared.pop() if len(shared) == 1 else 0  # the rows per chunk every column shares
+    pairs = [(c, held) for c, _, held, _ in columns]
+    for k in range(n):
+        if updates[k] < 0:
+            continue
+        lo, hi = los[k], his[k]
+        count = hi - lo
+        flags: Dict[str, np.ndarray] = {}
+        first = lo // rows_all if rows_all else 0
+        start = lo - first * rows_all
+        if count > 0 and offered is None and rows_all and start + count <= rows_all:
+            # the common case: every column's rows in one chunk, no chunk to hand over
+            end = start + count
+            if own:
+                values = {c: held[first][start:end].copy() for c, held in pairs}
+            else:
+                values = {c: held[first][start:end] for c, held in pairs}
+        else:
+            values = {}
+            for c, arr, held, rows in columns:
+                values[c] = _column(arr, held, rows, lo, count, own, offered, singles[k])
+        if masks and count > 0:
+            for c, held, rows in masks:
+                mask = _piece(held, rows, lo, hi)
+                if not mask.all():
+                    flags[c] = mask.copy() if own else mask
+        blocks_out[k][name] = Block(values, flags, dict(precision) if precision else {},
+                                    dict(targets) if targets else {}, shape, {}, count)
+
+
+def _column(arr: Any, held: Dict[int, np.ndarray], rows: int, lo: int, count: int, own: bool,
+            offered: Optional[Set[Tuple[str, int]]], single: bool) -> np.ndarray:
+    """One column's rows ``lo:lo+count`` of one frame (see :func:`assemble`)."""
+    if count <= 0:
+        return np.empty((0,) + tuple(arr.shape[1:]), arr.dtype)
+    first = lo // rows
+    start = lo - first * rows
+    if start + count > rows:  # the rows span chunks: a new array
+        piece = _piece(held, rows, lo, lo + count)
+        if not own:
+            piece.flags.writeable = False
+        return piece
+    chunk = held[first]
+    piece = chunk[start:start + count]
+    if offered is not None and (arr.path, first) in offered:  # a writable chunk
+        if count == rows and single:
+            offered.discard((arr.path, first))
+            return chunk  # the frame takes the chunk: its own, writable
+        if own:
+            return piece.copy()
+        piece.flags.writeable = False
+        return piece
+    return piece.copy() if own else piece  # the chunk is shared (read-only): the caller's copy
+
+
 def assemble(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int], own: bool,
              handover: Optional[Set[Tuple[str, int]]] = None,
              shared_cells: Optional[Dict[int, Tuple[np.ndarray, np.ndarray]]] = None) -> List[Frame]:
-    """The planned frames (see the module docstring).  ``rows_of``: path -> rows per inner
-    chunk; ``handover``: chunks decoded for this read alone that a whole-chunk frame may take
-    (``own``; each at most once); ``shared_cells``: the read-only cell arrays per update
-    (views), filled as cells are met."""
+    """The planned frames (see the module docstring).  ``chunks`` are read-only but for
+    those in ``handover``: decoded for this read alone, a frame whose rows are exactly one
+    of them (its update in effect at that frame only) takes it, each at most once (the set
+    loses what is taken).  ``rows_of``: path -> rows per inner chunk; ``shared_cells``: the
+    read-only cell arrays per update (views), filled as cells are met."""
     layout: TrajectoryLayout = plan.layout
     frames_list = plan.frame_list
     n = len(frames_list)
     blocks_out: List[Dict[str, Block]] = [{} for _ in range(n)]
-    counts_out: List[Dict[str, int]] = [{} for _ in range(n)]
+    offered = handover if handover else None
     for bp in plan.blocks:
-        spec = bp.block.spec
-        precision = {c: p for c in bp.names if (p := spec.columns[c].precision) is not None}
-        targets = {c: t for c, t in spec.targets.items() if c in bp.names}
-        shape = spec.structural_shape
-        updates, los, his, singles = bp.updates, bp.lo, bp.hi, bp.single
-        columns = [(c, arr, chunks.get(arr.path, {}), rows_of[arr.path]) for c, arr in bp.columns]
-        masks = [(c, chunks.get(arr.path, {}), rows_of[arr.path]) for c, arr in bp.masks]
-        name = bp.name
-        for k in range(n):
-            if updates[k] < 0:
-                continue
-            lo, hi = los[k], his[k]
-            count = hi - lo
-            values: Dict[str, np.ndarray] = {}
-            for c, arr, held, rows in columns:
-                if count <= 0:
-                    values[c] = np.empty((0,) + tuple(arr.shape[1:]), arr.dtype)
-                    continue
-                piece = _piece(held, rows, lo, hi)
-                first = lo // rows
-                if (handover and count == rows and lo == first * rows and singles[k]
-                        and (arr.path, first) in handover):
-                    handover.discard((arr.path, first))  # the frame takes the chunk: its own, writable
-                elif own:
-                    piece = piece.copy()
-                else:
-                    piece.flags.writeable = False
-                values[c] = piece
-            flags: Dict[str, np.ndarray] = {}
-            if count > 0:
-                for c, held, rows in masks:
-                    mask = _piece(held, rows, lo, hi)
-                    if not mask.all():
-                        if own:
-                            mask = mask.copy()
-                        else:
-                            mask.flags.writeable = False
-                        flags[c] = mask
-            blocks_out[k][name] = Block(values, flags, dict(precision), dict(targets), shape, {}, count)
-            counts_out[k][name] = count
+        _block_values(bp, chunks, rows_of, own, n, offered, blocks_out)
     meta = _meta_values(plan, chunks, rows_of)
     cells = plan.cells
     box_cells = layout.box.cells
-    out: List[Frame] = []
-    for k in range(n):
-        j = cells[k]
-        box: Optional[Box] = None
-        if j >= 0:
+    boxes: List[Optional[Box]] = [None] * n
+    if box_cells:
+        for k in range(n):
+            j = cells[k]
+            if j < 0:
+                continue
             cell = box_cells[j]
             if own or shared_cells is None:
-                box = cell.box()
-            else:
-                arrays = shared_cells.get(j)
-                if arrays is None:
-                    vectors, origin = cell.vectors.copy(), cell.origin.copy()
-                    vectors.flags.writeable = origin.flags.writeable = False
-                    arrays = shared_cells[j] = (vectors, origin)
-                box = Box(arrays[0], arrays[1], cell.boundary, cell.defined)
-        frame = Frame({key: values[k] for key, values in meta}, blocks_out[k], box)
-        if layout.needs_check:
-            blocks = blocks_out[k]
-            check_resolved(layout.schema, counts_out[k],
+                boxes[k] = cell.box()
+                continue
+            arrays = shared_cells.get(j)
+            if arrays is None:
+                vectors, origin = cell.vectors.copy(), cell.origin.copy()
+                vectors.flags.writeable = origin.flags.writeable = False
+                arrays = shared_cells[j] = (vectors, origin)
+            boxes[k] = Box(arrays[0], arrays[1], cell.boundary, cell.defined)
+    if len(meta) == 1:
+        key, values = meta[0]
+        out = [Frame({key: value}, blocks, box) for value, blocks, box in zip(values, blocks_out, boxes)]
+    elif meta:
+        out = [Frame({key: values[k] for key, values in meta}, blocks_out[k], boxes[k]) for k in range(n)]
+    else:
+        out = [Frame({}, blocks, box) for blocks, box in zip(blocks_out, boxes)]
+    if layout.needs_check:
+        for k, frame in enumerate(out):
+            blocks = frame.blocks
+            check_resolved(layout.schema, {name: int(b.count or 0) for name, b in blocks.items()},
                            lambda bn, c, blocks=blocks: (blocks[bn].columns[c], blocks[bn].masks.get(c)),
                            layout.section_rows, frames_list[k], writing=False, only=plan.wanted)
-        out.append(frame)
     return out
