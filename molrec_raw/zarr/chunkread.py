@@ -19,7 +19,9 @@ where their bytes lie, fetches them and decodes them:
   :class:`~molrec_raw.zarr.handles.RangeReader` call per stored value (neighbours read as
   one run), then one decode batch for all of them (zstd on up to ``threads`` threads).
 - :func:`check_written` — the written-rows stamps of an array's shards
-  (``Array.check_written``), its index pages kept in a :class:`ShardIndexes`.
+  (``Array.check_written``), its index pages kept in a :class:`ShardIndexes`; a read
+  checks the stamp of every index page it reads the same way, so a caller may check some
+  shards when it opens an array and leave the rest to the first read of each.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ import numpy as np
 
 from molrec_raw.errors import CorruptDataError, MolrecError
 from molrec_raw.zarr.codecs.batch import DecodeJob, decode_batch
-from molrec_raw.zarr.codecs.sharding import EMPTY, STAMP_SIZE
+from molrec_raw.zarr.codecs.sharding import EMPTY
 from molrec_raw.zarr.handles import RangeReader
 
 __all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "check_written", "INDEX_CACHE_BYTES"]
@@ -97,10 +99,13 @@ class FirstAxis:
 
 class ShardIndexes:
     """Decoded shard indexes within ``budget`` bytes, each with the rows it is trusted for
-    (see the module docstring).  Thread-safe."""
+    (see the module docstring).  Every index is checked when read: its checksum, the shard's
+    size, and its written-rows stamp covering the trusted rows (``strict``: a shard holding
+    trusted rows must exist).  Thread-safe."""
 
-    def __init__(self, budget: int = INDEX_CACHE_BYTES) -> None:
+    def __init__(self, budget: int = INDEX_CACHE_BYTES, strict: bool = False) -> None:
         self.budget = max(0, int(budget))
+        self.strict = strict  # a shard holding trusted rows must be stored (see _checked_page)
         self._entries: "OrderedDict[Tuple[str, int], Tuple[np.ndarray, int]]" = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -152,40 +157,60 @@ class ShardIndexes:
         return self._bytes
 
 
-def _index_range(axis: FirstAxis) -> Tuple[int, int]:
-    """(start, length) of a shard's index page (with the room for a stamp after a start index)."""
-    sharding = axis.sharding
-    assert sharding is not None
-    if sharding.index_location == "start":
-        return 0, sharding.index_size + STAMP_SIZE
-    return -sharding.index_size, sharding.index_size
+def _checked_page(array: Any, coords: Tuple[int, ...], ranges: RangeReader, trusted: int,
+                  strict: bool, with_index: bool) -> Tuple[str, Optional[np.ndarray], bool]:
+    """Read the index page of the shard at grid ``coords`` and check it for rows
+    ``[0, trusted)`` of the array: its checksum, and its written-rows stamp covering the rows
+    of that shard (``Array.check_written``); ``with_index``: also decode the index, checked
+    against the shard's size.  (key, index or None, stored?).  A shard that is not stored
+    reads as fill, or is refused when ``strict`` (a writer that stamps stores every shard)."""
+    sharding = array.pipeline.sharding
+    key = array.chunk_key(coords)
+    shard_rows = array.metadata.chunk_shape[0]
+    start = coords[0] * shard_rows
+    try:
+        if sharding.index_location == "start":
+            found = ranges.read(key, [sharding.stamp_range()])
+        else:
+            found = ranges.read(key, [(-sharding.index_size, sharding.index_size)])
+        if found is None:
+            if strict and trusted > start:
+                raise CorruptDataError(f"rows up to {trusted} are claimed but shard {list(coords)} is missing: "
+                                       "they were never written", rule="zarr-v3-subset#7")
+            return key, None, False
+        page = memoryview(found[0])
+        index = None
+        if with_index:
+            size = ranges.size(key)
+            if size is None:  # removed between the two reads: as missing
+                return key, None, False
+            index = sharding.decode_index(page[:sharding.index_size], size)
+        rows = sharding.written_rows(page, index)
+    except MolrecError as exc:
+        raise array._context(exc, key) from None
+    need = min(shard_rows, trusted - start)
+    if rows is not None and rows < need:
+        raise array._context(CorruptDataError(
+            f"rows up to {trusted} are claimed but the index of shard {list(coords)} was written "
+            f"for {rows} of its rows, not {need}: the rest were never written (the index is "
+            "older than the data it is asked for)", rule="zarr-v3-subset#7"), key)
+    return key, index, True
 
 
 def _read_indexes(wanted: List[Tuple[FirstAxis, int, int]], ranges: RangeReader, indexes: Optional[ShardIndexes],
-                  each: Mapper) -> Dict[Tuple[str, int], Tuple[Optional[np.ndarray], Any]]:
-    """Read and check the index pages of ``(axis, shard, trusted rows)``: (path, shard) ->
-    (index or None for a missing shard, the raw page).  Kept in ``indexes``."""
+                  each: Mapper) -> Dict[Tuple[str, int], Optional[np.ndarray]]:
+    """The checked indexes (:func:`_checked_page`) of ``(axis, shard, trusted rows)``:
+    (path, shard) -> index, None for a shard not stored.  Kept in ``indexes``."""
+    strict = indexes is not None and indexes.strict
 
-    def fetch(item: Tuple[FirstAxis, int, int]) -> Tuple[Optional[np.ndarray], Any]:
+    def fetch(item: Tuple[FirstAxis, int, int]) -> Optional[np.ndarray]:
         axis, shard, trusted = item
-        sharding = axis.sharding
-        assert sharding is not None
-        key = axis.key(shard)
-        try:
-            found = ranges.read(key, [_index_range(axis)])
-            if found is None:
-                return None, None
-            page = found[0]
-            size = ranges.size(key)
-            if size is None:  # removed between the two reads: as missing
-                return None, None
-            index = sharding.decode_index(memoryview(page)[:sharding.index_size], size)
-        except MolrecError as exc:
-            raise axis.array._context(exc, key) from None
-        if indexes is not None:
+        _, index, _ = _checked_page(axis.array, (shard,) + (0,) * (axis.array.ndim - 1), ranges, trusted, strict,
+                                    True)
+        if indexes is not None and index is not None:
             indexes.reads += 1
             indexes.put(axis.path, shard, index, trusted)
-        return index, page
+        return index
 
     items = list(each(fetch, wanted))
     return {(axis.path, shard): item for (axis, shard, _), item in zip(wanted, items)}
@@ -226,8 +251,7 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
                     else:
                         known[unit] = index
     if missing:
-        known.update((unit, found[0]) for unit, found in _read_indexes(list(missing.values()), ranges, indexes,
-                                                                       each).items())
+        known.update(_read_indexes(list(missing.values()), ranges, indexes, each))
     for r, (axis, chunks, trusted) in enumerate(requests):
         if not axis.direct:
             continue
@@ -292,56 +316,24 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
     return out
 
 
-def _stamp_problem(rows: Optional[int], need: int, length: int, coords: Tuple[int, ...]) -> Optional[str]:
-    if rows is not None and rows < need:
-        return (f"rows up to {length} are claimed but the index of shard {list(coords)} was written "
-                f"for {rows} of its rows, not {need}: the rest were never written (the index is "
-                "older than the data it is asked for)")
-    return None
-
-
 def check_written(array: Any, length: int, strict: bool, ranges: RangeReader,
-                  indexes: Optional[ShardIndexes] = None, each: Mapper = map) -> None:
+                  indexes: Optional[ShardIndexes] = None, each: Mapper = map,
+                  first_shard: int = 0) -> None:
     """Refuse when rows ``[0, length)`` (leading axis) were not all landed in the positional
-    shards holding them (``Array.check_written``: the rule and its messages).  The index
-    pages read are kept in ``indexes``, trusted for those rows, so the reads that follow
-    need not read them again; every shard's page is fetched in one pass (``each``)."""
+    shards holding them (``Array.check_written``: the rule and its messages), from shard
+    ``first_shard`` on (the ones before it were proved otherwise: a read engine checks a
+    shard's stamp when it first reads its index page).  The indexes read are kept in
+    ``indexes``, trusted for those rows; every page is fetched in one pass (``each``)."""
     sharding = array.pipeline.sharding
     if sharding is None or sharding.index_location != "start" or array.ndim == 0 or length <= 0:
         return
-    axis = FirstAxis(array)
+    keep = indexes is not None and FirstAxis(array).direct
     shard_rows = array.metadata.chunk_shape[0]
     rest = [range(g) for g in array.metadata.grid_shape[1:]]
-    units = [coords for k in range(-(-min(length, array.shape[0]) // shard_rows))
-             for coords in itertools.product([k], *rest)]
-    start, size = sharding.stamp_range()
-
-    def page(coords: Tuple[int, ...]) -> Tuple[str, Optional[Any]]:
-        key = array.chunk_key(coords)
-        found = ranges.read(key, [(start, size)])
-        return key, None if found is None else found[0]
-
-    for coords, (key, raw) in zip(units, each(page, units)):
-        need = min(shard_rows, length - coords[0] * shard_rows)
-        if raw is None:
-            if strict:
-                raise array._context(CorruptDataError(
-                    f"rows up to {length} are claimed but shard {list(coords)} is missing: "
-                    "they were never written", rule="zarr-v3-subset#7"), key)
-            continue
-        try:
-            rows = sharding.written_rows(raw)
-        except MolrecError as exc:
-            raise array._context(exc, key) from None
-        problem = _stamp_problem(rows, need, length, coords)
-        if problem is not None:
-            raise array._context(CorruptDataError(problem, rule="zarr-v3-subset#7"), key)
-        if indexes is not None and axis.direct and all(c == 0 for c in coords[1:]):
-            shard_size = ranges.size(key)
-            if shard_size is not None:
-                try:
-                    index = sharding.decode_index(memoryview(raw)[:sharding.index_size], shard_size)
-                except MolrecError as exc:
-                    raise array._context(exc, key) from None
-                indexes.reads += 1
-                indexes.put(array.path, coords[0], index, length)
+    last = -(-min(length, array.shape[0]) // shard_rows)
+    units = [coords for k in range(min(max(0, first_shard), last), last) for coords in itertools.product([k], *rest)]
+    pages = each(lambda coords: _checked_page(array, coords, ranges, length, strict, keep), units)
+    for coords, (_, index, _) in zip(units, pages):
+        if keep and index is not None and indexes is not None:
+            indexes.reads += 1
+            indexes.put(array.path, coords[0], index, length)

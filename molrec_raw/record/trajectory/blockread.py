@@ -107,35 +107,37 @@ class BlockArrays:
         """(block, its row count, first row of each selected frame).  The row count must be
         the same for every committed update (``whole_run``) or at the selected frames."""
         layout = self._state_layout
-        info = self.block_info(name)
+        if not layout.schema.has_block(name):
+            raise InvalidValueError(f"block {name!r} is not declared (declared: {layout.schema.block_names()})")
         b = layout.blocks.get(name)
         idx = frame_indices(frames, layout.nstep)
-        if b is None or not info.ordinals.size:
+        if b is None or not b.count:
             if whole_run or idx.size:
                 raise InvalidValueError(f"block {name!r} has no committed update")
             return BlockReader(name, layout.schema.block_spec(name)), 0, np.zeros(0, np.int64)
-        if whole_run and info.fixed_rows is None:
-            counts = np.diff(info.offsets)
+        fixed = b.fixed_rows
+        if whole_run and fixed is None:
+            counts = np.diff(b.offsets)
             raise InvalidValueError(
                 f"block {name!r} is ragged (its updates have {int(counts.min())} to {int(counts.max())} rows): "
                 "a frames x rows array needs a fixed row count; read its frames with read_frame/read_columns")
-        j = np.searchsorted(b.ordinals, idx, side="right") - 1
+        j, lo, hi = b.updates_of(idx)
         if idx.size and j.min() < 0:
             first = int(idx[int(np.argmin(j))])
             raise InvalidValueError(f"block {name!r} is absent at frame {first} (its first update is at frame "
                                     f"{int(b.ordinals[0])})")
-        counts = b.offsets[j + 1] - b.offsets[j]
+        counts = hi - lo
         if counts.size and counts.min() != counts.max():
             at = int(idx[int(np.argmax(counts != counts[0]))])
             raise InvalidValueError(f"block {name!r} changes its row count at the selected frames (frame {at} has "
                                     f"{int(counts[counts != counts[0]][0])} rows, frame {int(idx[0])} "
                                     f"{int(counts[0])}); read it per frame")
-        rows = info.fixed_rows if info.fixed_rows is not None else (int(counts[0]) if counts.size else 0)
-        return b, rows, b.offsets[j]
+        rows = fixed if fixed is not None else (int(counts[0]) if counts.size else 0)
+        return b, rows, lo
 
     def _gather(self, arrays: Sequence[Array], b: BlockReader, starts: np.ndarray, rows: int,
                 outs: Optional[Sequence[np.ndarray]] = None) -> Any:
-        return self._engine.gather(list(arrays), starts, rows, int(b.offsets[-1]), outs)
+        return self._engine.gather(list(arrays), starts, rows, b.total, outs)
 
     def _block_column(self, b: BlockReader, column: str, starts: np.ndarray, rows: int) -> Array:
         """A column's array, refused when a mask marks any of the selected rows invalid."""
@@ -237,7 +239,7 @@ class BlockArrays:
         return self._gather([mask], b, starts, rows)[0]  # type: ignore[no-any-return]
 
     def _stored_rows(self, arr: Array, b: BlockReader, start: int, stop: int, what: str) -> np.ndarray:
-        total = int(b.offsets[-1])
+        total = b.total
         if not 0 <= start <= stop <= total:
             raise IndexError(f"rows {start}:{stop} outside the {total} committed rows of block {b.name!r}")
         if stop == start:

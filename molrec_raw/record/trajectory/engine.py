@@ -275,7 +275,7 @@ class ReadEngine:
         for name, b in layout.blocks.items():
             if wanted is not None and name not in wanted:
                 continue
-            rows = float(b.offsets[-1]) / max(1, b.ordinals.size) if b.ordinals.size else 0.0
+            rows = float(b.total) / b.count if b.count else 0.0
             arrays += [(arr, rows) for c, arr in (*b.columns.items(), *b.masks.items())
                        if wanted is None or c in wanted[name]]
         arrays += [(arr, 1.0) for _, arr in layout.meta.values() if arr is not None]

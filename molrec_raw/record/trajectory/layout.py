@@ -18,7 +18,7 @@ import numpy as np
 
 from molrec_raw.record import typed_json
 from molrec_raw.record.columns import ZARR_TO_COLUMN
-from molrec_raw.record.trajectory.blocks import BlockReader, block_layout, check_column_array
+from molrec_raw.record.trajectory.blocks import BlockReader, check_column_array, find_updates
 from molrec_raw.record.trajectory.cell import BoxReader
 from molrec_raw.record.trajectory.common import I64, TRAJ, spec_error
 from molrec_raw.record.trajectory.meta import META_STORAGE, open_meta_array
@@ -181,9 +181,9 @@ def _open_block(layout: TrajectoryLayout, name: str, group: Group, nstep: int) -
                     raise spec_error("R14", f"mask of {column!r} in block {name!r} is not bool[rows]",
                                      f"/trajectory/{name}/_validity/{column}")
                 b.masks[column] = arr
-    kind, ordinals, offsets, _ = block_layout(group, name, spec, b.columns, nstep)
-    total = int(offsets[-1])
-    if len(ordinals) and len(b.columns) < len(spec.columns):
+    b.set_updates(*find_updates(group, name, spec, b.columns, nstep))
+    total = b.total
+    if b.count and len(b.columns) < len(spec.columns):
         missing = [c for c in spec.columns if c not in b.columns]
         raise spec_error("R6", f"block {name!r} has updates but no array for column(s) {missing}", f"/trajectory/{name}")
     for arr in list(b.columns.values()):
@@ -194,12 +194,11 @@ def _open_block(layout: TrajectoryLayout, name: str, group: Group, nstep: int) -
         if arr.shape[0] < total:
             raise spec_error("R14", f"block {name!r}: mask {arr.basename} is shorter than its {total} rows",
                              f"/trajectory/{name}/_validity/{arr.basename}")
-    b.kind, b.ordinals, b.offsets = kind, ordinals, offsets
     for arr in [*b.columns.values(), *b.masks.values()]:
         layout.logical[arr.path], layout.arrays[arr.path] = total, arr
-    if kind == "indexed":
-        layout.logical[f"{group.path}/step_index"] = len(ordinals)
-        layout.logical[f"{group.path}/offset"] = len(ordinals) + 1
+    if b.kind == "indexed":
+        layout.logical[f"{group.path}/step_index"] = b.count
+        layout.logical[f"{group.path}/offset"] = b.count + 1
     return b
 
 

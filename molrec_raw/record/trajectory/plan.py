@@ -34,31 +34,30 @@ class BlockPlan:
         self.name, self.block, self.names = name, block, names
         self.columns: List[Tuple[str, Array]] = [(c, block.columns[c]) for c in names if c in block.columns]
         self.masks: List[Tuple[str, Array]] = [(c, block.masks[c]) for c in names if c in block.masks]
-        ordinals, offsets = block.ordinals, block.offsets
-        count = int(ordinals.size)
-        if frames.size == 1:
+        count = block.count
+        if frames.size == 1:  # plain integers: cheaper than numpy's per-call cost
             i = int(frames[0])
-            j = min(i, count - 1) if block.kind == "regular" else int(np.searchsorted(ordinals, i, side="right")) - 1
-            if j < 0:
+            found = block.update_at(i)
+            if found is None:
                 self.updates, self.lo, self.hi, self.single = [-1], [0], [0], [False]
                 return
-            until = int(ordinals[j + 1]) if j + 1 < count else nstep
-            self.updates, self.lo, self.hi = [j], [int(offsets[j])], [int(offsets[j + 1])]
-            self.single = [until - int(ordinals[j]) == 1]
+            lo, hi = block.rows(found)
+            until = (found + 1 if found + 1 < count else nstep) if block.kind == "regular" else \
+                (int(block.ordinals[found + 1]) if found + 1 < count else nstep)
+            start = found if block.kind == "regular" else int(block.ordinals[found])
+            self.updates, self.lo, self.hi, self.single = [found], [lo], [hi], [until - start == 1]
             return
-        if block.kind == "regular" and count:  # update j at frame j; the last one carries on
-            js = np.minimum(frames, count - 1)
-        else:
-            js = np.searchsorted(ordinals, frames, side="right") - 1
-        safe = np.maximum(js, 0)
+        js, lo, hi = block.updates_of(frames)
         present = js >= 0
-        lo = np.where(present, offsets[safe], 0)
-        hi = np.where(present, offsets[np.minimum(safe + 1, offsets.size - 1)], 0)
-        if count:  # the update is in effect until the next one (the last: until nstep)
+        if not count:
+            single = np.zeros(frames.shape, bool)
+        elif block.kind == "regular":  # update j is frame j; the last one is in effect until nstep
+            single = present & ((js < count - 1) | (nstep - js == 1))
+        else:  # the update is in effect until the next one (the last: until nstep)
+            ordinals = block.ordinals
+            safe = np.maximum(js, 0)
             after = np.where(safe + 1 < count, ordinals[np.minimum(safe + 1, count - 1)], nstep)
             single = present & (after - ordinals[safe] == 1)
-        else:
-            single = np.zeros(frames.shape, bool)
         self.updates, self.lo, self.hi, self.single = js.tolist(), lo.tolist(), hi.tolist(), single.tolist()
 
 

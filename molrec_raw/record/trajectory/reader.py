@@ -149,7 +149,7 @@ class MrecReader(BlockArrays):
     def has_block(self, name: str) -> bool:
         """Declared and present with at least one committed update."""
         b = self._layout.blocks.get(name)
-        return b is not None and b.ordinals.size > 0
+        return b is not None and b.count > 0
 
     def _index(self, i: int) -> int:
         if not is_int(i):
@@ -276,9 +276,9 @@ class MrecReader(BlockArrays):
                 blocks[name] = {"layout": "none", "updates": 0, "last_rows": None, "uncommitted_rows": 0}
                 continue
             stored = max((a.shape[0] for a in [*b.columns.values(), *b.masks.values()]), default=0)
-            extra = max(0, stored - int(b.offsets[-1]))
+            extra = max(0, stored - b.total)
             tail = tail or extra > 0
-            updates = len(b.ordinals)
+            updates = b.count
             lo, hi = b.rows(updates - 1) if updates else (0, 0)
             blocks[name] = {"layout": b.kind, "updates": updates, "last_rows": hi - lo if updates else None,
                             "uncommitted_rows": extra}

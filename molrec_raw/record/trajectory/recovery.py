@@ -183,7 +183,12 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
                                        node=where, rule=RULE)
             opened.setdefault(node.path, node)
     # every array read, written at least as far as it is read (strict: a writer with
-    # manifests stamps every shard it lands in)
+    # manifests stamps every shard it lands in): here the shards a commit since the last
+    # durable point can have changed — its tail shard, and with a checkpoint every shard
+    # from the checkpoint's on; older shards were durable and untouched since, and their
+    # stamps are checked when a read first reads their index (zarr/chunkread.py)
+    if indexes is not None:
+        indexes.strict = manifest is not None
     pages = ranges if ranges is not None else range_reader(tgroup.store)
     try:
         for path, rows in logical.items():
@@ -192,13 +197,27 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
                 node = tgroup.get(path[len(TRAJ) + 1:])
                 array = node if isinstance(node, Array) else None
             if array is not None:
-                check_written(array, rows, manifest is not None, pages, indexes)
+                check_written(array, rows, manifest is not None, pages, indexes,
+                              first_shard=_first_changed_shard(array, rows, path, since if manifest else None))
     finally:
         if ranges is None:
             pages.close()
     if manifest is not None and since is not None:
         for rel, rows in manifest.arrays.items():
             _decode_rows(opened[f"{TRAJ}/{rel}"], since.get(rel, 0), rows)
+
+
+def _first_changed_shard(array: Array, rows: int, path: str, since: Optional[Dict[str, int]]) -> int:
+    """The first shard (leading axis) whose index page a commit since the last durable
+    point may have rewritten: the one holding the array's last rows, or with a checkpoint
+    (``since``: its committed rows) the one holding the first row past it."""
+    if array.ndim == 0 or not array.metadata.chunk_shape or array.metadata.chunk_shape[0] <= 0:
+        return 0
+    shard_rows = array.metadata.chunk_shape[0]
+    tail = max(0, (min(rows, array.shape[0]) - 1) // shard_rows)
+    if since is None:
+        return tail
+    return min(tail, since.get(path[len(TRAJ) + 1:], 0) // shard_rows)
 
 
 def _decode_rows(array: Array, start: int, stop: int) -> None:
