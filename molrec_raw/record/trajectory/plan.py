@@ -41,11 +41,11 @@ class BlockPlan:
             if found is None:
                 self.updates, self.lo, self.hi, self.single = [-1], [0], [0], [False]
                 return
-            lo, hi = block.rows(found)
+            first, last = block.rows(found)
             until = (found + 1 if found + 1 < count else nstep) if block.kind == "regular" else \
                 (int(block.ordinals[found + 1]) if found + 1 < count else nstep)
             start = found if block.kind == "regular" else int(block.ordinals[found])
-            self.updates, self.lo, self.hi, self.single = [found], [lo], [hi], [until - start == 1]
+            self.updates, self.lo, self.hi, self.single = [found], [first], [last], [until - start == 1]
             return
         js, lo, hi = block.updates_of(frames)
         present = js >= 0
