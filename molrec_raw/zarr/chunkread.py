@@ -357,11 +357,11 @@ def _read_in_place(item: Tuple[Tuple[FirstAxis, str], List[Tuple[int, int, int, 
         r, p, offset, nbytes = member
         body = memoryview(out[r][p].reshape(-1).view(np.uint8))
         crc = bytearray(axis.plain) if axis.plain else None
-        buffers = [body] if crc is None else [body, crc]
+        pieces: List[Any] = [body] if crc is None else [body, crc]
         if runs and offset == end:
-            runs[-1][1].extend(buffers)
+            runs[-1][1].extend(pieces)
         else:
-            runs.append((offset, buffers))
+            runs.append((offset, pieces))
         end = offset + nbytes
         sums.append((member, crc))
     try:
@@ -371,8 +371,8 @@ def _read_in_place(item: Tuple[Tuple[FirstAxis, str], List[Tuple[int, int, int, 
     if got is None:
         raise axis.array._context(CorruptDataError("the shard its index was read from is gone",
                                                    rule="zarr-v3-subset#7"), key)
-    for (offset, buffers), done in zip(runs, got):
-        want = sum(memoryview(b).nbytes for b in buffers)
+    for (offset, parts), done in zip(runs, got):
+        want = sum(len(memoryview(part).cast("B")) for part in parts)
         if done != want:
             chunk = next(int(requests[r][1][p]) for r, p, o, _ in order if o >= offset)
             raise axis.array._context(CorruptDataError(
