@@ -508,6 +508,7 @@ def run_small(args: argparse.Namespace) -> Dict[str, Any]:
     record = cached(cache, f"s{n}.mrec", lambda p: build_small(p, n))
     h5 = cached(cache, f"s{n}.h5", lambda p: build_small_h5(p, n))
     growth = {g: cached(cache, f"s{g}.mrec", lambda p, g=g: build_small(p, g)) for g in grow}
+    growth_h5 = {g: cached(cache, f"s{g}.h5", lambda p, g=g: build_small_h5(p, g)) for g in grow}
     big = cached(cache, f"s{args.open_frames}.mrec", lambda p: build_small(p, args.open_frames))
     picks = np.random.default_rng(42).integers(0, n, args.small_picks).tolist()
     times: Dict[str, List[float]] = {}
@@ -519,10 +520,11 @@ def run_small(args: argparse.Namespace) -> Dict[str, Any]:
         assert np.array_equal(fh["position"][picks[0]], want), "h5py holds the same values"
         assert fh["pe"][picks[0]] == one.meta["pe"]
 
-    def h5_random() -> Callable[[], Any]:
-        fh = h5py.File(h5, "r")
+    def h5_random(path: str = h5, chosen: Optional[List[int]] = None) -> Callable[[], Any]:
+        fh = h5py.File(path, "r")
         pos, pe = fh["position"], fh["pe"]
-        return lambda: [(pos[i], pe[i]) for i in picks]
+        wanted = picks if chosen is None else chosen
+        return lambda: [(pos[i], pe[i]) for i in wanted]
 
     def h5_sequential() -> Callable[[], Any]:
         fh = h5py.File(h5, "r")
@@ -563,6 +565,8 @@ def run_small(args: argparse.Namespace) -> Dict[str, Any]:
         cases.append((f"G random {g}", lambda path=path, chosen=chosen: ours_random(path, chosen)))
         cases.append((f"G miss {g}", lambda path=path, g=g: ours_random(path, distinct(g))))
         cases.append((f"G validate {g}", lambda path=path: ours_verify(path)))
+        cases.append((f"G h5py random {g}", lambda g=g, chosen=chosen: h5_random(growth_h5[g], chosen)))
+        cases.append((f"G h5py miss {g}", lambda g=g: h5_random(growth_h5[g], distinct(g))))
     for rep in range(args.repeats):
         for j in order.permutation(len(cases)):
             name, make = cases[int(j)]
@@ -589,6 +593,8 @@ def run_small(args: argparse.Namespace) -> Dict[str, Any]:
         frames_of[f"G random {g}"] = args.small_picks
         frames_of[f"G miss {g}"] = len(distinct(g))
         frames_of[f"G validate {g}"] = g
+        frames_of[f"G h5py random {g}"] = args.small_picks
+        frames_of[f"G h5py miss {g}"] = len(distinct(g))
     return {"times": times, "cpu": cpu, "opens": opens, "rss": rss, "frames": frames_of,
             "args": {k: v for k, v in vars(args).items() if k in ("small_records", "small_picks", "small_sequential",
                                                                     "growth", "open_frames", "repeats")}}
@@ -615,13 +621,17 @@ def small_report(result: Dict[str, Any]) -> str:
     grow = sorted(int(k.split()[-1]) for k in med if k.startswith("G random"))
     if len(grow) == 2:
         lo, hi = grow
-        for what, target in (("random", 1.3), ("miss", 1.3), ("validate", 1.3)):
+        for what, target in (("random", 1.3), ("miss", 1.3), ("validate", 1.3), ("h5py random", None),
+                             ("h5py miss", None)):
+            if f"G {what} {hi}" not in med:
+                continue
             a, b = med[f"G {what} {hi}"], med[f"G {what} {lo}"]
             ca, cb = cmed[f"G {what} {hi}"], cmed[f"G {what} {lo}"]
             label = {"random": "a random frame (uniform picks)", "miss": "a random frame, every pick another inner chunk",
-                     "validate": "validate, per frame"}[what]
-            lines.append(f"| growth: {label} | {hi} vs {lo} frames | {a / b:.2f}x | {ca / cb:.2f}x | <= {target}x "
-                         f"{'met' if a / b <= target else 'MISSED'} |")
+                     "validate": "validate, per frame", "h5py random": "h5py: a random frame (the same picks)",
+                     "h5py miss": "h5py: every pick another chunk (the same picks)"}[what]
+            verdict = "—" if target is None else f"<= {target}x {'met' if a / b <= target else 'MISSED'}"
+            lines.append(f"| growth: {label} | {hi} vs {lo} frames | {a / b:.2f}x | {ca / cb:.2f}x | {verdict} |")
     if "V validate" in med:
         value, cvalue = med["V iterate"] / med["V validate"], cmed["V iterate"] / cmed["V validate"]
         lines.append(f"| validate | x the rate of iterating every frame | {value:.2f}x | {cvalue:.2f}x | >= 0.5x "
