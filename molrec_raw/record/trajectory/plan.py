@@ -28,13 +28,14 @@ class BlockPlan:
     ``lo``/``hi`` and ``single`` (the update is in effect at that frame only), as lists;
     the arrays of its wanted columns and of their masks."""
 
-    __slots__ = ("name", "block", "names", "updates", "lo", "hi", "single", "columns", "masks")
+    __slots__ = ("name", "block", "names", "updates", "lo", "hi", "single", "columns", "masks", "span")
 
     def __init__(self, name: str, block: BlockReader, names: List[str], frames: np.ndarray, nstep: int) -> None:
         self.name, self.block, self.names = name, block, names
         self.columns: List[Tuple[str, Array]] = [(c, block.columns[c]) for c in names if c in block.columns]
         self.masks: List[Tuple[str, Array]] = [(c, block.masks[c]) for c in names if c in block.masks]
         count = block.count
+        self.span: Optional[Tuple[int, int]] = None  # (first, end) row when the frames' rows follow each other
         if frames.size == 1:  # plain integers: cheaper than numpy's per-call cost
             i = int(frames[0])
             found = block.update_at(i)
@@ -58,6 +59,8 @@ class BlockPlan:
             safe = np.maximum(js, 0)
             after = np.where(safe + 1 < count, ordinals[np.minimum(safe + 1, count - 1)], nstep)
             single = present & (after - ordinals[safe] == 1)
+        if bool(present.all()) and bool(np.array_equal(lo[1:], hi[:-1])):
+            self.span = (int(lo[0]), int(hi[-1]))
         self.updates, self.lo, self.hi, self.single = js.tolist(), lo.tolist(), hi.tolist(), single.tolist()
 
 
@@ -101,19 +104,28 @@ class FramePlan:
         out: Dict[str, Tuple[Array, List[int]]] = {}
         one = len(self.frame_list) == 1
         for bp in self.blocks:
+            found: Dict[int, List[int]] = {}  # rows per chunk -> chunks (the columns of a block share them)
             for _, arr in (*bp.columns, *bp.masks):
                 rows = rows_of[arr.path]
-                if one:
-                    lo, hi = bp.lo[0], bp.hi[0]
-                    ids = list(range(lo // rows, (hi - 1) // rows + 1)) if hi > lo else []
-                else:
-                    ids = chunks_of(np.asarray(bp.lo, np.int64), np.asarray(bp.hi, np.int64), rows).tolist()
+                ids = found.get(rows)
+                if ids is None:
+                    span = (bp.lo[0], bp.hi[0]) if one else bp.span
+                    if span is not None:  # one range of rows
+                        ids = list(range(span[0] // rows, (span[1] - 1) // rows + 1)) if span[1] > span[0] else []
+                    else:
+                        ids = chunks_of(np.asarray(bp.lo, np.int64), np.asarray(bp.hi, np.int64), rows).tolist()
+                    found[rows] = ids
                 if ids:
                     out[arr.path] = (arr, ids)
+        frames = self.frame_list
+        ordered = one or (frames[-1] - frames[0] == len(frames) - 1 and bool(np.all(np.diff(self.frames) == 1)))
         for mp in self.meta:
-            if mp.array is not None and self.frame_list:
+            if mp.array is not None and frames:
                 rows = rows_of[mp.array.path]
-                ids = [self.frame_list[0] // rows] if one else np.unique(self.frames // rows).tolist()
+                if ordered:  # frames first..last in order
+                    ids = list(range(frames[0] // rows, frames[-1] // rows + 1))
+                else:
+                    ids = np.unique(self.frames // rows).tolist()
                 out[mp.array.path] = (mp.array, ids)
         return out
 
