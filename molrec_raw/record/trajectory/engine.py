@@ -157,16 +157,18 @@ class ReadEngine:
         out: Chunks = {}
         missing: List[Tuple[Array, FirstAxis, List[int]]] = []
         extra: Dict[str, int] = {}
+        cache = self.cache
         for path, (arr, ids) in needs.items():
             axis = self.axis(arr)
             rows = axis.rows
+            trusted = self._trusted(arr)
             got: Dict[int, np.ndarray] = {}
             prior = held.get(path) if held else None
             absent = []
             for c in ids:
                 found = prior.get(c) if prior is not None else None
-                if found is None:
-                    found = self.cache.get(path, c, self._valid(arr, c, rows))
+                if found is None and cache.budget:
+                    found = cache.get(path, c, min(rows, trusted - c * rows))
                 if found is None:
                     absent.append(c)
                 else:
@@ -345,6 +347,7 @@ class ReadEngine:
         if not count or not rows:
             return results
         contiguous = count == 1 or bool(np.all(np.diff(starts) == rows))
+        flats: List[Tuple[Array, np.ndarray]] = []
         for arr, result in zip(arrays, results):
             axis = self.axis(arr)
             size = axis.rows
@@ -352,8 +355,7 @@ class ReadEngine:
             if contiguous and flat is not None and not np.shares_memory(flat, result):
                 flat = None  # the reshape copied: fill per chunk below
             if contiguous and flat is not None:
-                lo, hi = int(starts[0]), int(starts[0]) + count * rows
-                self._rows_into(arr, axis, lo, hi, flat, limit)
+                flats.append((arr, flat))
                 continue
             ids = chunks_of(starts, starts + rows, size)
             for wave in _waves(ids, axis.nbytes):
@@ -366,6 +368,9 @@ class ReadEngine:
                     for c in range(max(lo // size, int(wave[0])), min((lo + rows - 1) // size, int(wave[-1])) + 1):
                         a, b = max(lo, c * size), min(lo + rows, (c + 1) * size)
                         result[k, a - lo:b - lo] = got[position[c]][a - c * size:b - c * size]
+        if flats:
+            lo = int(starts[0])
+            self._rows_into([arr for arr, _ in flats], lo, lo + count * rows, [flat for _, flat in flats], limit)
         return results
 
     def _chunks(self, arr: Array, axis: FirstAxis, ids: np.ndarray, limit: int,
@@ -389,24 +394,48 @@ class ReadEngine:
                 out[k] = data
         return [x for x in out if x is not None]
 
-    def _rows_into(self, arr: Array, axis: FirstAxis, lo: int, hi: int, out: np.ndarray, limit: int) -> None:
-        """Rows ``lo:hi`` of ``arr`` into ``out``: whole chunks decoded in place, the edge
-        chunks through a buffer; in waves of bounded size."""
-        size = axis.rows
-        ids = np.arange(lo // size, (hi - 1) // size + 1, dtype=np.int64)
-        direct = axis.cut is None
-        for wave in _waves(ids, axis.nbytes):
-            targets: List[Optional[np.ndarray]] = []
-            for c in wave.tolist():
-                a, b = c * size, (c + 1) * size
-                inside = direct and a >= lo and b <= hi
-                targets.append(out[a - lo:b - lo] if inside and self.cache.get(arr.path, c, size) is None else None)
-            got = self._chunks(arr, axis, wave, limit, targets)
-            for c, data, target in zip(wave.tolist(), got, targets):
-                if target is not None and data is target:
-                    continue
-                a, b = max(lo, c * size), min(hi, (c + 1) * size)
-                out[a - lo:b - lo] = data[a - c * size:b - c * size]
+    def _rows_into(self, arrays: List[Array], lo: int, hi: int, outs: List[np.ndarray], limit: int) -> None:
+        """Rows ``lo:hi`` of each array into its ``out``: whole chunks decoded in place, the
+        edge chunks through a buffer.  Arrays that share their rows per chunk go together: a
+        run of chunks of all of them per read, decoded in one batch (the columns of the same
+        rows written close in time: an interleaved result is walked once, not per column)."""
+        groups: Dict[int, List[Tuple[Array, np.ndarray]]] = {}
+        for arr, out in zip(arrays, outs):
+            groups.setdefault(self.axis(arr).rows, []).append((arr, out))
+        for size, members in groups.items():
+            axes = [self.axis(arr) for arr, _ in members]
+            per = max(1, DECODE_RUN_BYTES // max(1, sum(axis.nbytes for axis in axes)))
+            first, last = lo // size, (hi - 1) // size
+            for start in range(first, last + 1, per):
+                wave = list(range(start, min(last + 1, start + per)))
+                requests, targets, cached = [], [], []
+                for (arr, out), axis in zip(members, axes):
+                    into: List[Optional[np.ndarray]] = []
+                    ids: List[int] = []
+                    for c in wave:
+                        found = self.cache.get(arr.path, c, max(0, min(size, limit - c * size)))
+                        if found is not None:
+                            cached.append((out, c, found))
+                            continue
+                        a, b = c * size, (c + 1) * size
+                        ids.append(c)
+                        into.append(out[a - lo:b - lo] if axis.cut is None and a >= lo and b <= hi else None)
+                    if ids:
+                        requests.append((axis, ids, limit, out))
+                        targets.append(into)
+                decoded = read_chunks([(axis, ids, lim) for axis, ids, lim, _ in requests], self.ranges, self.indexes,
+                                      threads=READ_THREADS, each=self._each(), targets=targets) if requests else []
+                pieces = [(out, c, data, target) for (_, ids, _, out), into, got in zip(requests, targets, decoded)
+                          for c, data, target in zip(ids, got, into)]
+                pieces += [(out, c, data, None) for out, c, data in cached]
+                for out, c, data, target in pieces:
+                    if target is not None and data is target:
+                        continue  # decoded in place
+                    a, b = max(lo, c * size), min(hi, (c + 1) * size)
+                    out[a - lo:b - lo] = data[a - c * size:b - c * size]
+
+
+DECODE_RUN_BYTES = 2 << 20  # decoded bytes of one run of a whole-block read, all its columns (one decode batch)
 
 
 WAVE_BYTES = 32 << 20  # decoded chunk bytes a gather holds at once (besides its result)
