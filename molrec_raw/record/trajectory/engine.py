@@ -130,10 +130,11 @@ class ReadEngine:
         self.indexes.retain({path: rows for path, (_, rows) in trusted.items()})
         for (path, shard), (index, rows) in list(state.indexes._entries.items()):
             self.indexes.put(path, shard, index, rows)
-        fresh_indexes = self.indexes
+        merged = self.indexes
+        merged.strict = state.indexes.strict  # the new state's rule for shards not stored
         self.ranges.close()
         self._use(state)
-        self.indexes = fresh_indexes
+        self.indexes = merged
 
     # ------------------------------------------------------------ chunks
     def _trusted(self, arr: Array) -> int:
