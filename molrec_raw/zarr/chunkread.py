@@ -152,6 +152,13 @@ class ShardIndexes:
                 elif keep != rows:
                     self._entries[(path, shard)] = (index, keep)
 
+    def merge(self, other: "ShardIndexes") -> None:
+        """Keep what ``other`` holds too (each index with the rows it is trusted for)."""
+        with other._lock:
+            entries = list(other._entries.items())
+        for (path, shard), (index, trusted) in entries:
+            self.put(path, shard, index, trusted)
+
     def __len__(self) -> int:
         return len(self._entries)
 

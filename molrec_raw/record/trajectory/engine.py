@@ -128,8 +128,7 @@ class ReadEngine:
                     trusted[path] = (self.axis(before).rows, rows)
         self.cache.retain(trusted)
         self.indexes.retain({path: rows for path, (_, rows) in trusted.items()})
-        for (path, shard), (index, rows) in list(state.indexes._entries.items()):
-            self.indexes.put(path, shard, index, rows)
+        self.indexes.merge(state.indexes)
         merged = self.indexes
         merged.strict = state.indexes.strict  # the new state's rule for shards not stored
         self.ranges.close()
