@@ -779,11 +779,11 @@ TARGETS = [  # (row, ours, peer, how the ratio reads, target)
     ("W1 append", "W1 ours", "W1 zarr-python", "x zarr-python", None),
     ("W1 append", "W1 ours", "W1 h5py", "x h5py", None),
     ("W5 small frames", "W5 ours", "W5 h5py", "x h5py", 8.0),
-    ("W6 sequential read", "W6 ours", "W6 decode limit", "x decode limit", 0.8),
+    ("W6 sequential read", "W6 ours", "W6 decode limit", "x decode limit", 0.9),
     ("W6 sequential read", "W6 ours", "W6 h5py", "x h5py", 2.0),
-    ("W7 whole block read", "W7 ours", "W7 decode limit", "x decode limit", 0.8),
+    ("W7 whole block read", "W7 ours", "W7 decode limit", "x decode limit", 0.9),
     ("W7 whole block read", "W7 ours", "W7 h5py", "x h5py (ds[...])", None),
-    ("W2 random frames", "W2 ours", "W2 tensorstore", "x tensorstore", 1.4),
+    ("W2 random frames", "W2 ours", "W2 tensorstore", "x tensorstore", 2.0),
     ("W2 random frames", "W2 ours", "W2 zarr-python", "x zarr-python", None),
     ("W2 random frames", "W2 ours", "W2 h5py", "x h5py", None),
 ]
@@ -832,6 +832,58 @@ def report(result: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _small_rows(result: Dict[str, Any]) -> Dict[str, Tuple[float, float]]:
+    """Row label -> (wall ratio, CPU ratio) of the small-frame targets (small_report's rows)."""
+    lines = small_report(result).splitlines()
+    out: Dict[str, Tuple[float, float]] = {}
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 5 and cells[2].endswith("x") and cells[3].endswith("x"):
+            out[f"{cells[0]} ({cells[1]})"] = (float(cells[2][:-1]), float(cells[3][:-1]))
+    return out
+
+
+def compare(before_path: str, after_path: str) -> str:
+    """The before/after table of two runs' JSON (main, then the branch): per-frame costs of the
+    small workloads, and every ratio of both runs beside each other."""
+    before, after = json.load(open(before_path)), json.load(open(after_path))
+    lines: List[str] = []
+    if "small" in before and "small" in after:
+        b, a = before["small"], after["small"]
+        lines += ["| measure (per frame) | before: wall | before: CPU | after: wall | after: CPU | speed-up (wall / CPU) |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for name in sorted(a["times"]):
+            if name not in b["times"]:
+                continue
+            bw, bc = (statistics.median(b[k][name]) / b["frames"][name] for k in ("times", "cpu"))
+            aw, ac = (statistics.median(a[k][name]) / a["frames"][name] for k in ("times", "cpu"))
+            lines.append(f"| {name} | {bw * 1e6:.1f} µs | {bc * 1e6:.1f} µs | {aw * 1e6:.1f} µs | {ac * 1e6:.1f} µs | "
+                         f"{bw / aw:.2f}x / {bc / ac:.2f}x |")
+        lines.append(f"| open the {a['args']['open_frames']:,}-frame trajectory (median) | "
+                     f"{statistics.median(b['opens']) * 1e3:.1f} ms | | {statistics.median(a['opens']) * 1e3:.1f} ms | | "
+                     f"{statistics.median(b['opens']) / statistics.median(a['opens']):.1f}x |")
+        if len(b.get("rss") or []) == 3 and len(a.get("rss") or []) == 3:
+            lines.append(f"| RSS iterating them: at 10% / at the end | {b['rss'][1]:.0f} / {b['rss'][2]:.0f} MiB | | "
+                         f"{a['rss'][1]:.0f} / {a['rss'][2]:.0f} MiB | | |")
+        lines += ["", "| target | before: wall / CPU | after: wall / CPU |", "|---|---:|---:|"]
+        rb, ra = _small_rows(b), _small_rows(a)
+        for row, (w, c) in ra.items():
+            old = rb.get(row)
+            lines.append(f"| {row} | {'—' if old is None else f'{old[0]:.2f}x / {old[1]:.2f}x'} | {w:.2f}x / {c:.2f}x |")
+    if "times" in before and "times" in after:
+        lines += ["", "| workload | ratio | before: wall / CPU | after: wall / CPU | target |", "|---|---|---:|---:|---:|"]
+        old = {(row, how): (v, t) for row, how, v, t, _, _ in ratios(before)}
+        old_cpu = {(row, how): v for row, how, v, _, _, _ in ratios(before, "cpu")}
+        new_cpu = {(row, how): v for row, how, v, _, _, _ in ratios(after, "cpu")}
+        for row, how, value, target, _, _ in ratios(after):
+            if not row.startswith(("W2", "W6", "W7")):
+                continue
+            was = old.get((row, how))
+            lines.append(f"| {row} | {how} | {'—' if was is None else f'{was[0]:.2f}x / {old_cpu[(row, how)]:.2f}x'} | "
+                         f"{value:.2f}x / {new_cpu[(row, how)]:.2f}x | {'—' if target is None else f'>= {target}x'} |")
+    return "\n".join(lines)
+
+
 def summarize(paths: List[str]) -> str:
     results = [json.load(open(p)) for p in paths]
     rows: Dict[Tuple[str, str], List[float]] = {}
@@ -874,6 +926,8 @@ def main() -> int:
     parser.add_argument("--json", default=None, help="write the results (times, medians, memory, load) here")
     parser.add_argument("--summarize", nargs="+", default=None, metavar="JSON",
                         help="print the spread of the ratios over earlier runs' JSON files and exit")
+    parser.add_argument("--compare", nargs=2, default=None, metavar=("BEFORE", "AFTER"),
+                        help="print the before/after table of two runs' JSON files and exit")
     parser.add_argument("--only", choices=("all", "big", "small"), default="all",
                         help="big: W1-W7 (10,000 atoms); small: the 64-atom workloads of issue 21")
     parser.add_argument("--cache", default=None, help="where the small workloads' records are built once and kept")
@@ -885,6 +939,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.summarize:
         print(summarize(args.summarize))
+        return 0
+    if args.compare:
+        print(compare(*args.compare))
         return 0
     result: Dict[str, Any] = {}
     if args.only in ("all", "big"):
