@@ -318,7 +318,10 @@ class ReadEngine:
             self.settle(chunks, left, keep=False)
             held = {p: {c: a for c, a in m.items() if (p, c) not in taken or (p, c) in left}
                     for p, m in chunks.items()}
-            yield from frames
+            del plan, chunks, taken  # the frames own the chunks they took: freed with them
+            frames.reverse()
+            while frames:  # hand each frame out, keeping no reference to it: memory is reused warm
+                yield frames.pop()
             i = j
 
     def _batch(self, layout: TrajectoryLayout, i: int, j: int, wanted: Wanted,
