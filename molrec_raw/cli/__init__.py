@@ -5,7 +5,8 @@ JSON form and run another implementation over the conformance corpus.
 Argument parsing and printing only; the work is done by the record layer.  The parser
 (``parser.py``) imports nothing heavy: each subcommand's module is imported only when it
 runs, so ``molrec-raw --help`` stays fast.  Errors print one line (no traceback) and exit 2;
-``validate`` exits 1 when it finds violations.  Long work (pack, unpack, validate) draws a
+``validate`` exits 1 when it finds violations.  Bare ``molrec-raw`` prints the overview and
+exits 2 (no command was given; ``molrec-raw --help`` prints it and exits 0).  Long work (pack, unpack, validate) draws a
 progress bar on stderr when stderr is a terminal.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from molrec_raw.cli.parser import build_parser
+from molrec_raw.cli.parser import build_parser, parse_args
 from molrec_raw.cli.progress import ProgressBar
 from molrec_raw.errors import MolrecError
 
@@ -24,7 +25,10 @@ __all__ = ["ProgressBar", "build_parser", "main"]
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command is None:  # bare `molrec-raw`: the overview, and a usage status for scripts
+        build_parser().print_help()
+        return 2
     module, _, function = args.run.partition(":")
     try:
         return int(getattr(importlib.import_module(module), function)(args))

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from molrec_raw.errors import MolrecError
+from molrec_raw.errors import MolrecError, NodeNotFoundError
 from molrec_raw.record import typed_json
 from molrec_raw.record.doors import open_record
 from molrec_raw.record.trajectory import MrecReader
@@ -48,6 +48,33 @@ def _cat_follow(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_frame_section(path: str, root: Group) -> MolrecError:
+    """What to say when PATH has no frame section: point at ``--frame`` when it has a trajectory."""
+    sections = ", ".join(name for name, member in root.members() if isinstance(member, Group)) or "none"
+    if isinstance(root.get("trajectory"), Group):
+        with MrecReader(path) as reader:
+            frames = len(reader)
+        return NodeNotFoundError(f"record has no 'frame' section; its trajectory has {frames} committed frame(s): "
+                                 "give --frame I for frame I (--frame 0 the first, --frame -1 the last)", node="frame")
+    return NodeNotFoundError(f"record has no 'frame' section and no trajectory for --frame (its sections: {sections})",
+                             node="frame")
+
+
+def _print_block(name: str, block: Any, rows: slice) -> None:
+    """A block's header, column names and the rows ``rows`` selects (Python slice rules)."""
+    print(f"[{name}] {block.count} rows")
+    columns = list(block.columns)
+    print("\t".join(columns))
+    shown = range(block.nrows)[rows]
+    for row in shown:
+        print("\t".join(str(np.asarray(block.columns[c][row]).tolist()) for c in columns))
+    hidden = block.nrows - len(shown)
+    if hidden and (not shown or (shown.start == 0 and shown.step == 1)):
+        print(f"… {hidden} more rows")
+    elif hidden:
+        print(f"… rows {shown.start}:{shown.stop} of {block.nrows} shown")
+
+
 def run_cat(args: argparse.Namespace) -> int:
     from molrec_raw.record.doors import read_mrec_frame
 
@@ -55,20 +82,18 @@ def run_cat(args: argparse.Namespace) -> int:
         return _cat_follow(args)
     root = open_record(args.path)
     if args.frame is None:
+        if not isinstance(root.get("frame"), Group):
+            raise _no_frame_section(args.path, root)
         frame = read_mrec_frame(args.path)
     else:
         if not isinstance(root.get("trajectory"), Group):
             raise MolrecError("--frame needs a record with a trajectory")
         with MrecReader(args.path) as reader:
             frame = reader[args.frame]
+    if args.block is not None and args.block not in frame.blocks:
+        raise NodeNotFoundError(f"the frame has no block {args.block!r}; its blocks: "
+                                f"{', '.join(frame.blocks) or 'none'}")
     for name, block in frame.blocks.items():
-        if args.block and name != args.block:
-            continue
-        print(f"[{name}] {block.count} rows")
-        columns = list(block.columns)
-        print("\t".join(columns))
-        for row in range(min(block.nrows, args.rows)):
-            print("\t".join(str(np.asarray(block.columns[c][row]).tolist()) for c in columns))
-        if block.nrows > args.rows:
-            print(f"… {block.nrows - args.rows} more rows")
+        if args.block is None or name == args.block:
+            _print_block(name, block, args.rows)
     return 0

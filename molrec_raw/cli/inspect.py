@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from molrec_raw.record.doors import open_record
 from molrec_raw.record.trajectory import MrecReader
@@ -24,23 +24,48 @@ def _array_info(array: Array) -> Dict[str, Any]:
             "ratio": round(raw / stored, 2) if stored and raw else None}
 
 
-def _tree(group: Group) -> Dict[str, Any]:
+def _decoded_name(path: Tuple[str, ...], name: str) -> Optional[str]:
+    """The name a percent-encoded node stands for, when it is one and differs: a force-field
+    table ``pair.lj%2Fcut`` (documents#9.35), a metrics series ``train%2Floss`` (documents#4.3)."""
+    from molrec_raw.errors import MolrecError
+    from molrec_raw.record.forcefield import parse_block_name
+    from molrec_raw.record.metrics.safe_name import decode_safe_name
+
+    try:
+        if path == ("forcefield",):
+            category, style = parse_block_name(name)
+            decoded = f"{category}.{style}"
+        elif len(path) == 2 and path[0] == "metrics" and path[1] in ("series", "steps", "wall_time"):
+            decoded = decode_safe_name(name)
+        else:
+            return None
+    except MolrecError:  # not an encoding this library writes: shown as stored
+        return None
+    return decoded if decoded != name else None
+
+
+def _tree(group: Group, path: Tuple[str, ...] = ()) -> Dict[str, Any]:
     node: Dict[str, Any] = {"attributes": dict(group.attrs), "members": {}}
     for name, member in group.members():
-        node["members"][name] = _tree(member) if isinstance(member, Group) else _array_info(member)
+        child = _tree(member, path + (name,)) if isinstance(member, Group) else _array_info(member)
+        decoded = _decoded_name(path, name)
+        if decoded is not None:
+            child["decoded_name"] = decoded
+        node["members"][name] = child
     return node
 
 
 def _print_tree(name: str, node: Dict[str, Any], indent: str, out: List[str]) -> None:
+    shown = f"{node['decoded_name']} (stored {name})" if "decoded_name" in node else name
     if "members" in node:
         keys = ", ".join(list(node["attributes"])[:6]) + (", …" if len(node["attributes"]) > 6 else "")
-        out.append(f"{indent}{name}/" + (f"  [{keys}]" if keys else ""))
+        out.append(f"{indent}{shown}/" + (f"  [{keys}]" if keys else ""))
         for child, sub in node["members"].items():
             _print_tree(child, sub, indent + "  ", out)
     else:
         geometry = f"chunks {node['chunks']}" + (f" in shards {node['shards']}" if node["shards"] else "")
         ratio = f", ratio {node['ratio']}" if node["ratio"] else ""
-        out.append(f"{indent}{name}: {node['dtype']}{node['shape']}  {geometry}  {'+'.join(node['codecs'])}  "
+        out.append(f"{indent}{shown}: {node['dtype']}{node['shape']}  {geometry}  {'+'.join(node['codecs'])}  "
                    f"{node['stored_bytes']} B stored{ratio}")
 
 

@@ -5,17 +5,73 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Dict, List
 
 from molrec_raw.errors import MolrecError
 
+if TYPE_CHECKING:
+    from molrec_raw.zarr.explain import Explanation, Section
+
+
+def _explain_rule(args: argparse.Namespace) -> int:
+    """``explain --rule ID``: one catalogue entry (``--rule CHAPTER``: all of that chapter)."""
+    from molrec_raw import rules
+
+    if args.path is not None or args.node is not None or args.chunk is not None or args.frame is not None:
+        raise MolrecError("--rule explains a rule id, not a record: give either --rule ID or PATH [NODE]")
+    one = "#" in args.rule
+    entries = [rules.lookup(args.rule)] if one else list(rules.rules_of(args.rule))
+    if args.json:
+        doc = entries[0].to_json() if one else [e.to_json() for e in entries]
+        print(json.dumps(doc, indent=1, ensure_ascii=False))
+    else:
+        print("\n\n".join(e.text() for e in entries))
+    return 0
+
+
+def _cited_rules(report: "Explanation") -> List[str]:
+    """The rule ids an explanation cites, in order of first appearance."""
+    found: Dict[str, None] = {}
+
+    def walk(section: "Section") -> None:
+        for part in section.parts:
+            if part.rule:
+                found.setdefault(part.rule)
+        for sub in section.sections:
+            walk(sub)
+    for section in report.sections:
+        walk(section)
+    if report.fault is not None and report.fault.rule:
+        found.setdefault(report.fault.rule)
+    return list(found)
+
+
+def _legend(report: "Explanation") -> str:
+    """The cited rules with their titles from the catalogue, after the explanation."""
+    from molrec_raw import rules
+
+    lines = ["", "rules cited ('molrec-raw explain --rule ID' prints one in full):"]
+    for rule_id in _cited_rules(report):
+        try:
+            title = rules.lookup(rule_id).title
+        except rules.UnknownRuleError:
+            title = "(not in the rule catalogue)"
+        lines.append(f"  {rule_id:24} {title}")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
 
 def run_explain(args: argparse.Namespace) -> int:
+    """Exit 0 when the value is explained to its end, 1 when the explanation ends in a fault
+    (something a reader refuses), 2 on a usage error (an unknown rule id among them)."""
+    if args.rule is not None:
+        return _explain_rule(args)
+    if args.path is None:
+        raise MolrecError("give a record PATH to explain (or --rule ID for a rule of the catalogue)")
     from molrec_raw.record.explain import explain
 
     report = explain(args.path, args.node, chunk=args.chunk, frame=args.frame)
-    print(json.dumps(report.to_json(), indent=1, ensure_ascii=False) if args.json else report.text())
-    return 0
+    print(json.dumps(report.to_json(), indent=1, ensure_ascii=False) if args.json else report.text() + _legend(report))
+    return 1 if report.fault is not None else 0
 
 
 def run_dump(args: argparse.Namespace) -> int:
@@ -26,18 +82,12 @@ def run_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_corpus() -> Optional[Path]:
-    from molrec_raw.conformance.build import default_frozen_source
-
-    return default_frozen_source()
-
-
 def run_conform(args: argparse.Namespace) -> int:
     from molrec_raw.conformance.runner import command_reader, run_corpus
 
-    corpus = args.corpus if args.corpus is not None else _default_corpus()
-    if corpus is None:
-        raise MolrecError("no corpus here: give --corpus DIR (tests/conformance/corpus of a molrec_raw checkout)")
+    from molrec_raw.conformance import default_corpus
+
+    corpus = args.corpus if args.corpus is not None else default_corpus()
     if not (Path(corpus) / "index.json").is_file():
         raise MolrecError(f"{corpus}: not a conformance corpus (no index.json)")
     shown = (lambda o: print(o.line(), flush=True)) if args.verbose else (

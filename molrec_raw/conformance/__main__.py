@@ -15,8 +15,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = sub.add_parser("build", help="write the conformance corpus into DIR (deterministic)")
     p.add_argument("dir", type=Path)
     p.add_argument("--frozen", type=Path, default=None,
-                   help="the checked-in corpus holding the frozen cases (default: tests/conformance/corpus of "
-                        "this source checkout)")
+                   help="the corpus holding the frozen cases (default: the one shipped in the package, "
+                        "molrec_raw/conformance/corpus)")
     p = sub.add_parser("freeze-zarr-python", help="lay out the zarr-python cases into DIR and print their digests")
     p.add_argument("dir", type=Path)
     args = parser.parse_args(argv)

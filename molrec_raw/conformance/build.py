@@ -60,9 +60,12 @@ def case_digest(case_dir: Path) -> str:
 
 
 def default_frozen_source() -> Optional[Path]:
-    """The checked-in corpus of a source checkout (where the frozen cases live), if any."""
-    here = Path(__file__).resolve().parents[2] / "tests" / "conformance" / "corpus"
-    return here if here.is_dir() else None
+    """Where the frozen cases are copied from by default: the corpus shipped with the
+    package (``default_corpus``), if it is there."""
+    from molrec_raw.conformance import default_corpus
+
+    here = default_corpus()
+    return here if (here / INDEX).is_file() else None
 
 
 def _refusal(case: Case) -> Dict[str, object]:
@@ -70,6 +73,12 @@ def _refusal(case: Case) -> Dict[str, object]:
 
 
 def _check_refused(case: Case, target: Path) -> None:
+    from molrec_raw.rules import UnknownRuleError, lookup
+
+    try:
+        lookup(str(case.rule))  # the id an implementer looks up must be defined
+    except UnknownRuleError as exc:
+        raise BuildError(f"{case.name}: {exc}") from None
     try:
         dump_record(target)
     except MolrecError as exc:

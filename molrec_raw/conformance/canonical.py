@@ -1,6 +1,6 @@
 """The canonical JSON form of a record's decoded content (``molrec-raw dump``, the corpus).
 
-The form is documented for implementers in ``tests/conformance/README.md``; in short:
+The form is documented for implementers in ``molrec_raw/conformance/README.md``; in short:
 
 - **floats** (f64, the parts of c64/c128, meta f64 values) are JSON numbers spelled in the
   shortest form that reads back to the same binary64 value; NaN and the infinities are the

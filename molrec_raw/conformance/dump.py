@@ -5,7 +5,7 @@ The reference dumper of the conformance kit: it reads a record with the public r
 writes what they hand back — documents, frame-shaped sections (typed meta, blocks,
 columns, masks, precision, targets, the cell), the force field, observables, metrics
 (dense series plus the WAL tail), the trajectory frame by frame, and unknown sections as
-plain Zarr trees.  ``tests/conformance/README.md`` documents the document's shape.
+plain Zarr trees.  ``molrec_raw/conformance/README.md`` documents the document's shape.
 """
 from __future__ import annotations
 

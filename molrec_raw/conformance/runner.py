@@ -81,6 +81,16 @@ def _first_line(data: bytes) -> str:
     return text.splitlines()[-1][:200] if text else "(no message)"
 
 
+def _about(rule: str) -> str:
+    """``rule`` and its title from the rule catalogue, for a failure line."""
+    from molrec_raw.rules import UnknownRuleError, lookup
+
+    try:
+        return f"{rule} ({lookup(rule).title})"
+    except UnknownRuleError:
+        return f"{rule} (not in molrec-raw's rule catalogue)"
+
+
 def _judge(entry: Dict[str, object], expected: Dict[str, object], form: str, answer: Tuple[int, bytes, bytes],
            strict_rules: bool) -> Outcome:
     name = str(entry["name"])
@@ -96,10 +106,11 @@ def _judge(entry: Dict[str, object], expected: Dict[str, object], form: str, ans
         return Outcome(name, form, difference is None, difference or "")
     rule = str(entry["rule"])
     if status == 0:
-        return Outcome(name, form, False, f"accepted a record that must be refused under {rule}")
+        return Outcome(name, form, False, f"accepted a record that must be refused under {_about(rule)}")
     named = rule in err.decode("utf-8", "replace")
     if strict_rules and not named:
-        return Outcome(name, form, False, f"refused (exit {status}) but stderr does not name {rule}: {_first_line(err)}")
+        return Outcome(name, form, False, f"refused (exit {status}) but stderr does not name {_about(rule)}: "
+                                          f"{_first_line(err)}")
     return Outcome(name, form, True, f"refused (exit {status}{', names ' + rule if named else ''})")
 
 

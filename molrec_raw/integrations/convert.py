@@ -39,6 +39,7 @@ class ConvertReport:
 
     @property
     def frames_per_second(self) -> float:
+        """Frames written per wall second (infinite for a conversion that took no measurable time)."""
         return self.frames / self.seconds if self.seconds > 0 else float("inf")
 
 

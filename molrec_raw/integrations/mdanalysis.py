@@ -206,6 +206,8 @@ class MRECParser(TopologyReaderBase):
     _format_hint = staticmethod(is_record_path)
 
     def parse(self, **kwargs: Any) -> Any:
+        """The MDAnalysis Topology of the record, built as the class says; ``assume_units``
+        as for the reader (integrations.conventions)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the reader warns about assumed units, once
             source = TrajectorySource(self.filename, MDANALYSIS_UNITS, assume=as_units(kwargs.get("assume_units")))

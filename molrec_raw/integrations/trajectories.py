@@ -242,6 +242,7 @@ class TrajectorySource:
         return rows * factor if factor != 1.0 else rows
 
     def close(self) -> None:
+        """Release the record's reader (idempotent)."""
         if self._reader is not None:
             self._reader.close()
 
@@ -294,6 +295,7 @@ class TrajectorySink:
         self.frames += 1
 
     def close(self) -> None:
+        """Commit what is buffered and close the record's writer (a durable last flush)."""
         self._writer.close()
 
     def abort(self) -> None:

@@ -12,7 +12,7 @@ import errno
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
 from molrec_raw.errors import NodeNotFoundError, ReadOnlyError, SpecViolationError, StoreError, UnsupportedFeatureError
@@ -22,8 +22,7 @@ from molrec_raw.record.model import Frame
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import DirectoryStore, Group, Store, open_group
 from molrec_raw.zarr.fileops import FileOps
-from molrec_raw.zarr.httpstore import redact
-from molrec_raw.zarr.remote import is_url, url_name
+from molrec_raw.zarr.remote import is_url, redact, url_name
 from molrec_raw.zarr.store import PathLike, StoreLike
 
 # What a reading door takes: a local path, a URL (read-only) or an open Store.
@@ -33,6 +32,7 @@ __all__ = [
     "write_mrec_frame", "write_mrec_system", "write_mrec_forcefield", "read_mrec_frame",
     "read_mrec_system", "read_mrec_forcefield", "read_mrec_meta", "section_names",
     "check_record_path", "open_record", "opened_record", "record_source", "RecordSource",
+    "interrupted_swap", "swap_leftover", "settle_swap", "writable_record_path",
 ]
 
 _FRAME_SECTIONS = ("frame", "system")
@@ -65,7 +65,9 @@ def record_source(source: RecordSource) -> StoreLike:
     ``s3://``, ``gs://``, ... — see ``molrec_raw.zarr.remote``) with its name checked like a
     path; else a local path (:func:`check_record_path`).  A directory record over plain HTTP
     is refused: HTTP has no listing, and a record's sections are found by listing.  A local
-    path that does not exist is refused as such ("no such file or directory")."""
+    path that does not exist is refused as such ("no such file or directory") — unless a
+    crash interrupted a two-rename swap there: then the record it left (:func:`swap_leftover`)
+    is read, without renaming anything."""
     if isinstance(source, Store):
         return source
     if is_url(source):
@@ -80,6 +82,9 @@ def record_source(source: RecordSource) -> StoreLike:
         return url
     local = check_record_path(source)
     if not local.exists():
+        leftover = swap_leftover(local)  # a two-rename swap a crash interrupted: read what it left
+        if leftover is not None:
+            return leftover
         raise NodeNotFoundError(f"{local}: no such file or directory", store=str(local))
     return local
 
@@ -170,6 +175,83 @@ def _frame_rows_of(sections: Mapping[str, Optional[Frame]]) -> RowsOf:
     return rows
 
 
+_NEW, _OLD = ".molrec-new-", ".molrec-old-"  # staging and retired names: .<name><tag><pid>
+_SWAP_ERRNOS = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV)
+
+
+def _is_record(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and (path / "zarr.json").is_file()
+
+
+def interrupted_swap(target: Path) -> Optional[Tuple[Path, Path]]:
+    """``(new, old)`` when a crash interrupted a two-rename swap at ``target`` (spec-notes/
+    record.md "Paths and replacement"): ``target`` is missing and ``.<name>.molrec-old-<pid>``
+    holds the old record, ``.<name>.molrec-new-<pid>`` (same pid; it may be missing) the new
+    one.  None otherwise — the target exists, or nothing was interrupted mid-swap."""
+    if target.exists() or target.is_symlink():
+        return None
+    prefix = f".{target.name}{_OLD}"
+    try:
+        names = sorted(os.listdir(target.parent))
+    except OSError:
+        return None
+    for name in names:
+        old = target.parent / name
+        if name.startswith(prefix) and old.is_dir() and not old.is_symlink():
+            return target.with_name(f".{target.name}{_NEW}{name[len(prefix):]}"), old
+    return None
+
+
+def swap_leftover(target: Path) -> Optional[Path]:
+    """What stands for a missing ``target`` after an interrupted two-rename swap: the new
+    record (complete: the first rename comes after its build was synced), else the old one
+    (None: no interrupted swap).  What a reader opens; it renames nothing."""
+    found = interrupted_swap(target)
+    if found is None:
+        return None
+    new, old = found
+    return new if _is_record(new) else (old if _is_record(old) else None)
+
+
+def _remove(ops: FileOps, path: Path) -> None:
+    """``rmtree`` that a concurrent removal of the same leftover does not fail."""
+    try:
+        ops.rmtree(str(path))
+    except FileNotFoundError:
+        pass
+
+
+def settle_swap(target: Path, fileops: Optional[FileOps] = None) -> None:
+    """Finish what a crash left of a two-rename swap at ``target``, as every writer does
+    before it touches the path: a missing target gets the new record of the interrupted
+    swap back under its name (or the old one, when the new one is not a record), durably;
+    then the retired records of swaps that completed (``.<name>.molrec-old-*``) are removed."""
+    ops = fileops if fileops is not None else FileOps()
+    found = interrupted_swap(target)
+    if found is not None:
+        new, old = found
+        keep, drop = (new, old) if _is_record(new) else (old, new)
+        ops.replace(str(keep), str(target))
+        ops.fsync_dir(str(target.parent))
+        _remove(ops, drop)
+    prefix = f".{target.name}{_OLD}"
+    try:
+        names = sorted(os.listdir(target.parent))
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix) and (target.exists() or target.is_symlink()):
+            _remove(ops, target.parent / name)
+
+
+def writable_record_path(path: PathLike, fileops: Optional[FileOps] = None) -> Path:
+    """:func:`check_record_path` for a writer: and an interrupted swap at the path settled
+    first (:func:`settle_swap`), so the writer sees the record a reader sees."""
+    target = check_record_path(path)
+    settle_swap(target.absolute(), fileops)
+    return target
+
+
 def replace_record(path: PathLike, build: Callable[[Group], object], durable: bool = True,
                    fileops: Optional[FileOps] = None) -> Path:
     """Build a record beside ``path`` with ``build(root_group)``, then swap it in.
@@ -180,13 +262,16 @@ def replace_record(path: PathLike, build: Callable[[Group], object], durable: bo
     renamed record with missing bytes (cost: one fsync per file), and the directory
     holding it after the swap.  The swap of an existing record is one atomic exchange of
     the two names (``renameat2(RENAME_EXCHANGE)``): a crash leaves the old record or the
-    new one at ``path``, never none; where the system cannot exchange, two renames are
-    used and a crash between them can leave ``path`` missing with the new record beside it
-    (spec-notes/record.md).  Every file mutation goes through ``fileops`` (default: the
-    system's calls).
+    new one at ``path``, never none.  Where the system cannot exchange, two renames are
+    used (the old record to ``.<name>.molrec-old-<pid>``, the new one from
+    ``.<name>.molrec-new-<pid>`` to ``path``): a crash between them leaves both names, which
+    readers read through (:func:`swap_leftover`) and the next writer completes
+    (:func:`settle_swap`) — the old record or the new one either way (spec-notes/record.md).
+    Every file mutation goes through ``fileops`` (default: the system's calls).
     """
     ops = fileops if fileops is not None else FileOps()
     target = check_record_path(path).absolute()
+    settle_swap(target, ops)
     if target.exists() or target.is_symlink():
         is_record = target.is_dir() and (target / "zarr.json").is_file()
         if not (is_record or (target.is_dir() and not any(target.iterdir()))):
@@ -194,7 +279,7 @@ def replace_record(path: PathLike, build: Callable[[Group], object], durable: bo
                 "refusing to replace: the path exists and is neither a record (no root zarr.json) "
                 "nor an empty directory", store=str(target),
             )
-    staging = target.with_name(f".{target.name}.molrec-new-{os.getpid()}")
+    staging = target.with_name(f".{target.name}{_NEW}{os.getpid()}")
     ops.rmtree(str(staging))
     try:
         root = open_group(DirectoryStore(staging, fileops=ops), mode="w")  # the root zarr.json lands first
@@ -213,14 +298,14 @@ def replace_record(path: PathLike, build: Callable[[Group], object], durable: bo
             ops.exchange(str(staging), str(target))
             retired = staging
         except OSError as exc:
-            if exc.errno not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            if exc.errno not in _SWAP_ERRNOS:
                 raise StoreError(f"cannot swap in the new record: {exc.strerror or exc}", store=str(target)) from None
-            retired = target.with_name(f".{target.name}.molrec-old-{os.getpid()}")
-            ops.replace(str(target), str(retired))
+            retired = target.with_name(f".{target.name}{_OLD}{os.getpid()}")
+            ops.replace(str(target), str(retired))  # from here until the next rename: see settle_swap
             ops.replace(str(staging), str(target))
         if durable:
             ops.fsync_dir(parent)
-        ops.rmtree(str(retired))
+        _remove(ops, retired)
     else:
         ops.replace(str(staging), str(target))
         if durable:

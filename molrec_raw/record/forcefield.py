@@ -181,14 +181,18 @@ class ForceFieldSection:
 
     @property
     def name(self) -> Any:
+        """The document's ``name`` (required on read, documents#9.23), or None when it has none."""
         return self.document.get("name")
 
     @property
     def styles(self) -> List[Dict[str, Any]]:
+        """The document's ``styles`` entries in their stored order (documents#9.25); [] when absent."""
         styles = self.document.get("styles")
         return list(styles) if isinstance(styles, list) else []
 
     def table(self, category: str, style: str) -> Block:
+        """The table of style ``(category, style)``, found at its block name
+        ``<category>.<percent-encoded style>`` (documents#9.35); KeyError when there is none."""
         key = block_name(category, style)
         try:
             return self.tables[key]

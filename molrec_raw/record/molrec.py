@@ -64,6 +64,8 @@ class MolRec:
     trajectory: Optional[MrecReader] = None
 
     def section_names(self) -> List[str]:
+        """The root sections this record holds, sorted: ``meta`` always, each set document or
+        section, and every section carried verbatim (documents#1.1, root-layout#5)."""
         present = {"meta"}
         for name in ("status", "method", "frame", "system", "forcefield"):
             if getattr(self, name) is not None:

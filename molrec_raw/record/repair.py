@@ -8,7 +8,11 @@
   under ``trajectory/`` is fsynced and the checkpoint removed (the record is then durable as
   it stands, like one closed cleanly).
 - **Metrics**: the WAL past the watermark is cut at its first NUL byte (an append a power
-  cut left as zeros) or at a torn last line, as the next writer would.
+  cut left as zeros) or at a torn last line, as the next writer would — or at its first
+  complete line that is not a well-formed event: readers and writers refuse such a line
+  (README decision 9), and past the watermark, where nothing was made durable yet, it is
+  what a power cut leaves on a device without powersafe overwrite (a torn sector garbles
+  earlier lines of the same sector; spec-notes/metrics.md "Power cuts").
 
 ``dry_run`` lists the changes and makes none.  Running it twice changes nothing the second
 time (the first run leaves no checkpoint, nothing to cut and nothing to remove).
@@ -19,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from molrec_raw.errors import MolrecError, StoreError
-from molrec_raw.record.doors import check_record_path, open_record
+from molrec_raw.record.doors import check_record_path, open_record, writable_record_path
 from molrec_raw.record.metrics import dense
-from molrec_raw.record.metrics.wal import WalFile, complete_part
+from molrec_raw.record.metrics.wal import WalFile, complete_part, parse_wal
 from molrec_raw.record.trajectory import recovery
 from molrec_raw.record.trajectory.common import TRAJ
 from molrec_raw.record.trajectory.reader import MrecReader
@@ -56,15 +60,18 @@ def _wal_cut(store: DirectoryStore, group: Optional[Group]) -> Optional[int]:
         return None
     catalog = dense.read_catalog(group.attrs.asdict(), node=group.name)
     floor = catalog.wal[1] if catalog.wal is not None else 0
-    tail = store.get_range(key, floor) or b""
-    keep = floor + len(complete_part(tail))
+    tail = complete_part(store.get_range(key, floor) or b"")
+    keep = floor + len(tail)
+    bad = parse_wal(tail, source=key, first_offset=floor, lenient=True).skipped
+    if bad:
+        keep = bad[0][1]  # the byte offset of the first line that is not a well-formed event
     return keep if keep < size else None
 
 
 def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[FileOps] = None) -> RepairReport:
     """Restore a crashed record in place (see the module docstring); ``dry_run`` only says
     what it would change.  Raises MolrecError when the record cannot be read at all."""
-    target = check_record_path(path)
+    target = check_record_path(path) if dry_run else writable_record_path(path, fileops)
     if not target.is_dir():
         raise StoreError("repair works on a record directory (a zip is read-only: readers recover it "
                          "without writing)", store=str(target))
@@ -93,12 +100,12 @@ def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[File
     group = root.get("metrics")
     cut = _wal_cut(store, group if isinstance(group, Group) else None)
     if cut is not None:
-        report.changes.append(f"cut metrics/{dense.WAL_NAME} to {cut} bytes: a torn or zero-filled tail "
-                              "past the watermark")
+        report.changes.append(f"cut metrics/{dense.WAL_NAME} to {cut} bytes: a torn, zero-filled or damaged "
+                              "tail past the watermark")
         if not dry_run:
             wal = WalFile(store, f"metrics/{dense.WAL_NAME}")
             try:
-                wal.truncate_torn_tail(cut)
+                wal.cut(cut)
             finally:
                 wal.close()
     report.sound = _sound(target) if not dry_run else not report.changes

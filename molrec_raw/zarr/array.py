@@ -216,6 +216,8 @@ class Array(Node):
     # -- description ------------------------------------------------------
     @property
     def metadata(self) -> ArrayMetadata:
+        """The parsed ``zarr.json`` (zarr-v3-subset#2.2); assigning a new one rebuilds the codec
+        pipeline when the codecs or chunk shape change."""
         return self._metadata
 
     @metadata.setter
@@ -229,27 +231,33 @@ class Array(Node):
 
     @property
     def pipeline(self) -> CodecPipeline:
+        """The codec pipeline of one chunk (zarr-v3-subset#5)."""
         assert self._pipeline is not None
         return self._pipeline
 
     @property
     def shape(self) -> Tuple[int, ...]:
+        """The array's extent, one integer per dimension."""
         return self.metadata.shape
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions (0 for a 0-d array)."""
         return len(self.metadata.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements (the product of the shape)."""
         return prod(self.metadata.shape)
 
     @property
     def dtype(self) -> np.dtype:
+        """The numpy dtype values come back as (zarr-v3-subset#8)."""
         return self.metadata.dtype.numpy
 
     @property
     def fill_value(self) -> Any:
+        """The value of every element no stored chunk holds (zarr-v3-subset#3, #6)."""
         return self.metadata.fill_value
 
     @property

@@ -360,15 +360,28 @@ def _entries_parts(index: np.ndarray, codec: ShardingCodec, start: int) -> List[
     return parts
 
 
-def _gaps(covered: List[Tuple[int, int]], size: int) -> List[Section]:
-    out, at = [], 0
-    for lo, hi in sorted(covered):
+_UNUSED_NOTE = ("no index entry points here: superseded inner chunks (positional writes append, never rewrite), "
+                "and the zero bytes with which a durable point ended the shard at a 4096-byte boundary (so that no "
+                "later write shares a sector with durable bytes: power cuts without powersafe overwrite, "
+                "spec-notes/zarr.md); readers skip them")
+
+
+def _gaps(covered: List[Tuple[int, int]], size: int, data: bytes, page_end: Optional[int]) -> List[Section]:
+    """The bytes no index entry covers: "unused bytes", and the zeros that give a positional
+    shard's index page sectors of its own (``page_end``: where its chunk data may begin)."""
+    out: List[Section] = []
+    at = 0
+    for lo, hi in sorted(covered) + [(size, size)]:
         if lo > at:
-            out.append(Section("unused bytes", at, lo - at, "no index entry points here: the bytes of a superseded "
-                               "inner chunk (positional writes append, never rewrite) or padding; readers skip them"))
+            if page_end is not None and at < page_end <= lo and not any(data[at:page_end]):
+                out.append(Section("index page padding", at, page_end - at,
+                                   "zero bytes up to a 4096-byte boundary: the index page owns its sectors, so "
+                                   "rewriting it in place never touches chunk data (spec-notes/zarr.md)"))
+                at = page_end
+            if lo > at:
+                out.append(Section("unused bytes", at, lo - at, _UNUSED_NOTE if lo < size else
+                                   "past the last indexed chunk: " + _UNUSED_NOTE[len("no index entry points here: "):]))
         at = max(at, hi)
-    if at < size:
-        out.append(Section("unused bytes", at, size - at, "past the last indexed chunk; readers skip them"))
     return out
 
 
@@ -421,7 +434,7 @@ def explain_shard(codec: ShardingCodec, data: bytes, title: str = "shard") -> Tu
     if stamp is not None:
         sections.append(stamp)
         covered.append((codec.index_size, codec.index_size + STAMP_SIZE))
-    sections.extend(_gaps(covered, size))
+    sections.extend(_gaps(covered, size, data, codec.first_chunk_offset() if stamp is not None else None))
     coords = list(itertools.product(*(range(n) for n in codec.chunks_per_shard)))
     for n, (i, offset, nbytes) in enumerate(present):
         if n == _DETAILED_INNER_CHUNKS:

@@ -14,7 +14,6 @@ The object holds no state of its own (a recorder may); there is no module-level 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import stat
@@ -29,6 +28,8 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 def _renameat2() -> Optional[Callable[..., int]]:
     """glibc's ``renameat2`` (Linux >= 3.15, glibc >= 2.28), or None."""
+    import ctypes.util  # here, not at import: it loads subprocess, and only this call needs it
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
     except OSError:  # pragma: no cover - no C library to load

@@ -22,7 +22,6 @@ from molrec_raw.zarr.dtypes import data_type_for_numpy
 from molrec_raw.zarr.metadata import ArrayMetadata, ChunkKeyEncoding, GroupMetadata, parse_metadata
 from molrec_raw.zarr.remote import is_url, open_url
 from molrec_raw.zarr.store import DirectoryStore, Store, StoreLike
-from molrec_raw.zarr.zipstore import ZipStore
 
 __all__ = ["Group", "open_group", "open_array", "open_node", "default_codecs", "as_store", "is_valid_node_name"]
 
@@ -73,6 +72,7 @@ def as_store(store_or_path: StoreLike, mode: str = "r") -> Store:
     if path.is_file() or (path.suffix == ".zip" and not path.is_dir()):
         if mode != "r":
             raise ReadOnlyError("zip archives are read-only", store=str(path))
+        from molrec_raw.zarr.zipstore import ZipStore  # only a zip needs it (and zipfile)
         return ZipStore(path)
     return DirectoryStore(path, read_only=(mode == "r"))
 
@@ -102,6 +102,8 @@ class Group(Node):
         return open_node(self.store, path, **self._options())
 
     def get(self, name: str, default: Any = None) -> Any:
+        """The child node (group or array) at ``name`` (a relative path), or ``default`` when
+        nothing is there."""
         try:
             return self[name]
         except NodeNotFoundError:
@@ -135,9 +137,11 @@ class Group(Node):
         return tuple(found)
 
     def groups(self) -> Iterator[Tuple[str, "Group"]]:
+        """(name, group) of every child group, sorted by name."""
         return ((n, m) for n, m in self.members() if isinstance(m, Group))
 
     def arrays(self) -> Iterator[Tuple[str, Array]]:
+        """(name, array) of every child array, sorted by name."""
         return ((n, m) for n, m in self.members() if isinstance(m, Array))
 
     # -- creation -----------------------------------------------------------
@@ -170,6 +174,8 @@ class Group(Node):
         return _created(Group(self.store, path, metadata, **self._options()))
 
     def require_group(self, name: str, *, durable: bool = False) -> "Group":
+        """The child group ``name``, created when absent; an array there is refused
+        (NodeExistsError)."""
         node = self.get(name)
         if node is None:
             return self.create_group(name, durable=durable)

@@ -32,6 +32,7 @@ from urllib.parse import quote, urlsplit
 
 from molrec_raw.errors import InvalidValueError, RemoteError, UnsupportedFeatureError
 from molrec_raw.zarr.ranges import DEFAULT_GAP, read_coalesced
+from molrec_raw.zarr.remote import redact
 from molrec_raw.zarr.store import ReadOnlyStore, validate_key
 
 __all__ = ["HttpOptions", "HttpFile", "HttpStore"]
@@ -78,12 +79,6 @@ def _options(options: Optional[HttpOptions], overrides: Dict[str, Any]) -> HttpO
     values = {name: getattr(base, name) for name in HttpOptions.__dataclass_fields__}
     values.update(overrides)
     return HttpOptions(**values)
-
-
-def redact(url: str) -> str:
-    """The URL as errors show it: a query string (signed URLs carry credentials there) is cut."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}" + ("?…" if parts.query else "")
 
 
 class _Client:

@@ -75,6 +75,7 @@ class ChunkKeyEncoding:
 
     @classmethod
     def from_json(cls, raw: Any) -> "ChunkKeyEncoding":
+        """Parse the ``chunk_key_encoding`` object (or bare name); another encoding is refused."""
         name, config = _extension(raw, "chunk_key_encoding")
         if name not in ("default", "v2"):
             raise UnsupportedFeatureError(f"chunk key encoding {name!r} is not supported")
@@ -86,9 +87,12 @@ class ChunkKeyEncoding:
         return cls(name, separator)
 
     def to_json(self) -> Dict[str, Any]:
+        """The object form writers emit, configuration included (zarr-v3-subset#2.3)."""
         return {"name": self.name, "configuration": {"separator": self.separator}}
 
     def encode(self, coords: Tuple[int, ...]) -> str:
+        """The key of the chunk at grid ``coords``: ``c/1/2`` (default), ``1.2`` (v2); a 0-d
+        array's chunk is ``c`` (default) or ``0`` (v2)."""
         if self.name == "default":
             return self.separator.join(["c", *map(str, coords)])
         return self.separator.join(map(str, coords)) if coords else "0"
@@ -96,6 +100,9 @@ class ChunkKeyEncoding:
 
 @dataclass(frozen=True)
 class GroupMetadata:
+    """A group's ``zarr.json`` (zarr-v3-subset#2.1): its attributes, and extra top-level keys
+    marked ``must_understand: false`` kept as read."""
+
     attributes: Dict[str, Any] = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
 
@@ -103,10 +110,13 @@ class GroupMetadata:
 
     @classmethod
     def from_dict(cls, doc: Dict[str, Any]) -> "GroupMetadata":
+        """Parse a group document already decoded from JSON (zarr_format and node_type checked
+        by :func:`parse_metadata`)."""
         # consolidated_metadata is ignored and not written back: a stale copy would hide members.
         return cls(_attributes(doc), _extra_fields(doc, _GROUP_KEYS))
 
     def to_json(self) -> bytes:
+        """The document's bytes as written: zarr_format, node_type, attributes, extra keys."""
         return jsonio.dumps(
             {"zarr_format": 3, "node_type": "group", "attributes": self.attributes, **self.extra}
         )
@@ -114,6 +124,9 @@ class GroupMetadata:
 
 @dataclass(frozen=True)
 class ArrayMetadata:
+    """An array's ``zarr.json`` (zarr-v3-subset#2.2): shape, data type, chunk shape, fill value,
+    codecs, chunk key encoding, attributes, dimension names and kept extra keys."""
+
     shape: Tuple[int, ...]
     dtype: DataType
     chunk_shape: Tuple[int, ...]
@@ -136,20 +149,26 @@ class ArrayMetadata:
 
     @property
     def grid_shape(self) -> Tuple[int, ...]:
+        """Chunks per dimension, ``ceil(shape / chunk_shape)`` (zarr-v3-subset#4)."""
         return tuple(-(-s // c) for s, c in zip(self.shape, self.chunk_shape))
 
     @property
     def nchunks(self) -> int:
+        """The number of chunks of the grid."""
         return prod(self.grid_shape)
 
     def with_shape(self, shape: Tuple[int, ...]) -> "ArrayMetadata":
+        """A copy with another shape (everything else kept)."""
         return replace(self, shape=tuple(shape))
 
     def with_attributes(self, attributes: Dict[str, Any]) -> "ArrayMetadata":
+        """A copy with other attributes (everything else kept)."""
         return replace(self, attributes=attributes)
 
     @classmethod
     def from_dict(cls, doc: Dict[str, Any]) -> "ArrayMetadata":
+        """Parse an array document already decoded from JSON; a missing or malformed required
+        field is refused (zarr-v3-subset#2.2)."""
         for key in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
             if key not in doc:
                 raise InvalidMetadataError(f"array zarr.json lacks required {key!r}", rule="zarr-v3-subset#2.2")
@@ -189,6 +208,7 @@ class ArrayMetadata:
         )
 
     def to_dict(self) -> Dict[str, Any]:
+        """The document as a JSON object, in the form writers emit (extension points as objects)."""
         doc: Dict[str, Any] = {
             "zarr_format": 3,
             "node_type": "array",
@@ -206,6 +226,7 @@ class ArrayMetadata:
         return doc
 
     def to_json(self) -> bytes:
+        """The document's bytes as written."""
         return jsonio.dumps(self.to_dict())
 
 

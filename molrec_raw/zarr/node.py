@@ -46,10 +46,12 @@ class Node:
 
     @property
     def name(self) -> str:
+        """The node's absolute path, ``/`` for the root (as zarr-python names it)."""
         return "/" + self.path
 
     @property
     def basename(self) -> str:
+        """The last segment of the node's path (``""`` for the root)."""
         return self.path.rsplit("/", 1)[-1]
 
     @property

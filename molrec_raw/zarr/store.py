@@ -90,6 +90,7 @@ class Store:
     concurrency: int = 1
 
     def describe(self) -> str:  # pragma: no cover - overridden
+        """What errors name as the store (a path, a redacted URL, ``<memory>``)."""
         return type(self).__name__
 
     def _check_writable(self, key: str) -> None:
@@ -97,6 +98,8 @@ class Store:
             raise ReadOnlyError("store is read-only", store=self.describe(), key=key)
 
     def get(self, key: str) -> Optional[bytes]:
+        """The whole value of ``key``, or None when the key is missing (a missing chunk is the
+        fill value, zarr-v3-subset#6)."""
         raise NotImplementedError
 
     def get_range(self, key: str, start: int, length: Optional[int] = None) -> Optional[bytes]:
@@ -113,9 +116,11 @@ class Store:
         return [self.get_range(key, start, length) for start, length in ranges]
 
     def size(self, key: str) -> Optional[int]:
+        """The length in bytes of ``key``'s value, or None when the key is missing."""
         raise NotImplementedError
 
     def set(self, key: str, value: bytes) -> None:
+        """Write the whole value of ``key`` (created or replaced); refused on a read-only store."""
         raise NotImplementedError
 
     def write_at(self, key: str, offset: int, value: bytes) -> None:

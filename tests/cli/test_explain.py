@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 
 import molrec_raw as mr
+from molrec_raw.conformance import default_corpus
 from molrec_raw.cli import main
 from molrec_raw.record.explain import explain
 from molrec_raw.zarr.explain import Explanation, Section
 from molrec_raw.zarr.zipstore import write_zip
 
-CORPUS = Path(__file__).resolve().parents[1] / "conformance" / "corpus"
+CORPUS = default_corpus()
 
 
 def case(name: str, form: str = "record.mrec") -> str:
@@ -329,7 +330,8 @@ def test_issue16_explain_writes_nothing_and_works_on_a_read_only_copy(tmp_path):
             assert report.sections
             assert main(["explain", str(path), *([options["node"]] if "node" in options else []),
                          *(["--chunk", options["chunk"]] if "chunk" in options else []),
-                         *(["--frame", str(options["frame"])] if "frame" in options else []), "--json"]) == 0
+                         *(["--frame", str(options["frame"])] if "frame" in options else []),
+                         "--json"]) == (1 if report.fault else 0)  # issue 24: a fault exits 1
         assert _snapshot(copy) == before
     finally:
         for p in [copy, *copy.rglob("*")]:
@@ -351,7 +353,7 @@ def test_issue16_explain_json_is_the_documented_document(capsys):
             check(s)
     for s in doc["sections"]:
         check(s)
-    assert main(["explain", case("invalid/shard-index-torn"), "trajectory/atoms/x", "--chunk", "0", "--json"]) == 0
+    assert main(["explain", case("invalid/shard-index-torn"), "trajectory/atoms/x", "--chunk", "0", "--json"]) == 1
     fault = json.loads(capsys.readouterr().out)["fault"]
     assert fault == {"message": fault["message"], "offset": 4080, "rule": "zarr-v3-subset#5.5",
                      "error": "ChecksumMismatchError"}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from molrec_raw.conformance import default_corpus
 from molrec_raw.conformance.build import EXPECTED, INDEX, build_corpus, case_digest, compressors
 from molrec_raw.conformance.canonical import canonical_bytes
 from molrec_raw.conformance.cases import CASES
@@ -25,7 +26,7 @@ from molrec_raw.conformance.dump import dump_record
 from molrec_raw.conformance.runner import command_reader, in_process_reader, run_corpus
 from molrec_raw.errors import MolrecError
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
+CORPUS = default_corpus()  # the package's own copy (the repository keeps no other)
 RULE_FILES = ("frame-and-types", "trajectory", "documents", "zarr-v3-subset", "root-layout", "README")
 
 
@@ -50,7 +51,7 @@ def rebuilt(tmp_path_factory):
 
 def test_issue16_corpus_regenerates_byte_for_byte(rebuilt, index):
     """Any change in the bytes the writers produce is a failing test and a reviewed diff:
-    re-run `python -m molrec_raw.conformance build tests/conformance/corpus` and review."""
+    re-run `python -m molrec_raw.conformance build molrec_raw/conformance/corpus` and review."""
     mine, theirs = _files(rebuilt[0]), _files(CORPUS)
     assert sorted(mine) == sorted(theirs), (
         f"files differ: only rebuilt {sorted(set(mine) - set(theirs))[:5]}, only checked in "
@@ -85,10 +86,12 @@ def test_issue16_corpus_has_60_valid_and_40_invalid_cases(index):
 
 
 def test_issue16_cases_stay_small(index):
-    """A few KiB each; a trajectory case carries 4 KiB shard index pages per array."""
+    """A few KiB each; a trajectory array is at least 8 KiB (its 4 KiB index page and data padded to a
+    4 KiB sector boundary: spec-notes/trajectory.md "Power cuts without powersafe overwrite"), so the
+    case with 17 per-step meta arrays is the largest."""
     sizes = {c["name"]: sum(p.stat().st_size for p in (CORPUS / c["name"]).rglob("*") if p.is_file())
              for c in index["cases"]}
-    assert max(sizes.values()) < 256 << 10, max(sizes.items(), key=lambda kv: kv[1])
+    assert max(sizes.values()) < 512 << 10, max(sizes.items(), key=lambda kv: kv[1])
     assert sum(sizes.values()) < 3 << 20
     assert sorted(sizes.values())[len(sizes) // 2] < 16 << 10  # the median case
 

@@ -23,7 +23,7 @@ NAMES = ("zip", "zarr_json", "chunk", "shard", "vlen_utf8", "wal", "typed_meta",
 SUITE_INPUTS = {"zip": 10000, "zarr_json": 2500, "chunk": 30000, "shard": 12000, "vlen_utf8": 5000,
                 "wal": 20000, "typed_meta": 3000, "sequence_schema": 10000, "checkpoint": 2000}
 SUITE_SEED = 20260412
-SLOWEST_SECONDS = 1.0  # no input slower than this
+# the slowest input's time is a benchmark figure (bench/fuzz.py flags one over 1 s), not a test
 RSS_GROWTH_KIB = 100 << 10  # peak RSS growth over the campaign's start
 
 
@@ -50,7 +50,6 @@ def test_fixed_seed_fuzz_run_raises_only_molrec_errors(name) -> None:
     report = run_campaign(target, SUITE_SEED, 0, SUITE_INPUTS[name])
     assert report.count == SUITE_INPUTS[name]
     assert report.escapes == {}, report.details
-    assert report.slowest_seconds < SLOWEST_SECONDS, f"input {report.slowest_input}: {report.slowest_seconds:.2f} s"
     assert report.rss_growth_kib < RSS_GROWTH_KIB
 
 

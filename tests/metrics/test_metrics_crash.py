@@ -26,6 +26,7 @@ from metrics_helpers import catalog_of, wal_of
 
 REPO = str(Path(__file__).resolve().parents[2])
 KEYS = 3
+HANG_GUARD = 600  # seconds a child may take to start: a hang, not a speed limit
 
 CHILD = r"""
 import os, random, sys
@@ -55,11 +56,13 @@ def _run_child(mode: str, target: Path, side: Path, start: int, seed: int, delay
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     child = subprocess.Popen([sys.executable, "-c", CHILD, mode, str(target), str(side), str(start), str(seed)],
                              env=env, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HANG_GUARD
     while not (side.exists() and side.read_bytes().startswith(b"ready")):
         if child.poll() is not None:
             raise AssertionError(f"child died: {child.stderr.read().decode()}")
-        assert time.monotonic() < deadline, "child did not start"
+        if time.monotonic() > deadline:
+            child.kill()
+            raise AssertionError("child hung before it was ready")
         time.sleep(0.003)
     time.sleep(delay)
     child.send_signal(signal.SIGKILL)
@@ -103,18 +106,18 @@ def test_documents_9_14_sigkill_at_random_moments_loses_no_acknowledged_event(tm
         target.mkdir()
         wal = target / "artifacts" / "metrics.mlp.jsonl"
     total = 0
-    torn_seen = 0
     for trial in range(trials):
         side = tmp_path / f"ack{trial}"
         # a host flush is only an fsync, so its child logs much faster: kill it sooner
         acked = _run_child(mode, target, side, total, trial, rng.uniform(0.0, 0.12 if mode == "record" else 0.04))
-        if trial % 4 == 3:  # a write cut mid-line (what a power cut can leave)
+        if trial % 4 == 3:  # a write cut mid-line (what a power cut can leave): readers ignore it
+            before = read_metrics(target if mode == "record" else wal)
             with open(wal, "ab") as fh:
                 fh.write(b'{"t":"scalar","k":"k0","s":' + str(total).encode()[:1])
-        if not wal.read_bytes().endswith(b"\n"):
-            torn_seen += 1
+            after = read_metrics(target if mode == "record" else wal)
+            assert after.keys() == before.keys() and all(
+                np.array_equal(after[k].steps, before[k].steps) for k in before)
         total = _check(mode, target, wal, total, acked)
-    assert torn_seen >= trials // 4
     # reopening continues cleanly: append more, read everything back
     writer = MetricsWriter(target) if mode == "record" else MetricsWriter.for_host(target)
     with writer:

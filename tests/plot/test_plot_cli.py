@@ -75,7 +75,8 @@ def test_a_key_in_both_meta_and_metrics_is_qualified(tmp_path: Path) -> None:
     assert [p.key for p in load_run_series(path).panels] == ["meta:pe", "metrics:pe"]
 
 
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 600.0) -> None:
+    """Poll ``condition``; ``timeout`` guards against a hang (it is no speed limit)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

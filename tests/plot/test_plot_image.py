@@ -123,11 +123,9 @@ def test_every_source_a_reader_opens(md_record: Path, tmp_path: Path) -> None:
     assert len(panel_frames(image)) == 2 and line_pixels(image).sum() > 200
 
 
-def test_a_million_points_are_drawn_in_under_two_seconds(tmp_path: Path) -> None:
+def test_a_million_points_are_drawn_decimated_with_their_spike(tmp_path: Path) -> None:
     """10^6 points, a single spike among them: decimated per pixel column, the spike stays
-    visible.  (bench/plot.py times the command end to end.)"""
-    import time
-
+    visible.  (bench/plot.py times it — the < 2 s target — and the command end to end.)"""
     from molrec_raw.record.metrics import Series
     from molrec_raw.record.runplot.panels import run_series_from_metrics
 
@@ -136,12 +134,9 @@ def test_a_million_points_are_drawn_in_under_two_seconds(tmp_path: Path) -> None
     values = rng.normal(size=n)
     values[654_321] = 40.0  # a spike ten times the noise
     series = {"energy": Series("energy", "scalar", np.arange(n, dtype=np.int64), values, None)}
-    started = time.perf_counter()
     run = run_series_from_metrics(series, "big")
     fig = plot._draw(run, (1000, 300))
     fig.savefig(tmp_path / "big.png", dpi=plot.DPI)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 2.0, f"drawing 10^6 points took {elapsed:.2f} s"
     (line,) = fig.axes[0].lines
     assert line.get_xydata().shape[0] <= 4 * 1000 and np.nanmax(line.get_ydata()) == 40.0
 

@@ -1,5 +1,5 @@
-"""A crash-state simulator for power cuts (issue 10), after SQLite's crash VFS and ALICE
-(Pillai et al., OSDI 2014).  One implementation, used by the suite
+"""A crash-state simulator for power cuts (issues 10 and 23), after SQLite's crash VFS and
+ALICE (Pillai et al., OSDI 2014).  One implementation, used by the suite
 (``tests/powercut/test_powercut.py``) and by the long campaign (``bench/powercut.py``).
 
 1. **Record.**  A workload runs against the real file system through :class:`Recorder`, a
@@ -7,25 +7,32 @@
    (create, write at an offset, truncate, fsync of a file, fsync of a directory, rename,
    exchange, unlink, mkdir, rmdir).  Every mutation of a record goes through that seam, so
    the log is complete: replaying all of it reproduces the real tree byte for byte
-   (:func:`check_replay` proves it for each workload).
+   (:func:`check_replay` proves it for each workload).  ``Recorder(exchange=False)`` refuses
+   the atomic exchange as a file system without ``RENAME_EXCHANGE`` does (EINVAL).
 2. **Model.**  :class:`CrashModel` replays the log over inodes and directory entries and
-   builds post-crash trees under this persistence model:
+   builds post-crash trees under this persistence model, on a :class:`Device`:
 
    - a file's data writes become durable at that file's fsync; directory entries
      (create, rename, exchange, unlink, mkdir, rmdir) at the fsync of the directory holding
      the new name; everything after the last covering barrier may be kept, dropped, or kept
      out of order;
-   - an in-place write may tear at 512-byte sectors (each sector old, new or garbage);
-   - an append may persist the new length with zeros in place of the data;
+   - a write not yet durable may tear at the device's sectors (``Device.sector``), each
+     sector it touches that held bytes before being old, new or garbage.  With *powersafe
+     overwrite* (``Device.powersafe``, the issue-10 model) garbage covers only the bytes
+     the write covered; without it (SQLite's pre-PSOW model) garbage covers the WHOLE
+     sector, so a write that starts inside a sector holding earlier (even fsynced) bytes
+     can destroy them — the sector an append shares with the file's old tail included;
+   - an append may persist the new length with zeros in place of the data (sectors past
+     the old end are never garbage: the file system does not expose stale blocks);
    - a rename may persist while the renamed file's data does not (it falls out of the
      model: the rename is kept, the file's unsynced writes are dropped).
-3. **Enumerate.**  :func:`enumerate_states` lists, per workload: every prefix of the log
-   with its pending operations kept and dropped; omit-one reorderings inside each barrier
-   window; every old/new sector mask of each in-place write plus one garbage sector; zeros
-   for each append; then seeded random states on top.  Identical trees are checked once.
+3. **Enumerate.**  :func:`enumerate_states` lists the *state classes* of a log (its
+   docstring defines each one); :func:`random_sample` adds seeded random states on top.
+   :func:`run_states` checks each distinct tree once.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import random
@@ -39,6 +46,27 @@ SECTOR = 512
 BARRIERS = ("fsync", "fsync_dir")
 ENTRY_OPS = ("create", "mkdir", "rename", "exchange", "unlink", "rmdir")
 DATA_OPS = ("write", "truncate")
+
+
+@dataclass(frozen=True)
+class Device:
+    """What a power cut can do to a write that is not yet durable: tear it at ``sector``
+    bytes; ``powersafe`` (PSOW): a torn sector garbles only the bytes the write covered,
+    else (pre-PSOW) every byte of it."""
+
+    sector: int = SECTOR
+    powersafe: bool = True
+
+    @property
+    def name(self) -> str:
+        """``psow-512``, ``torn-4096``, ...: the key of ``DEVICES``."""
+        return f"{'psow' if self.powersafe else 'torn'}-{self.sector}"
+
+
+PSOW_512 = Device(512, True)  # the issue-10 model
+TORN_4096 = Device(4096, False)  # pre-PSOW on a 4Kn device (or a 4 KiB file-system block)
+TORN_512 = Device(512, False)  # pre-PSOW on 512-byte sectors (partial tears inside a 4 KiB page)
+DEVICES = {d.name: d for d in (PSOW_512, TORN_4096, TORN_512)}
 
 
 @dataclass
@@ -55,8 +83,9 @@ class Recorder(FileOps):
     """Performs every file mutation (the real one) and logs it, with marks the workload
     adds (``mark(label, value)``) at the log position where they happen."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, exchange: bool = True) -> None:
         self.root = os.path.abspath(root)
+        self.exchange_works = exchange
         self.log: List[Op] = []
         self.marks: List[Tuple[int, str, Any]] = []
         self._fds: Dict[int, Tuple[str, bool]] = {}
@@ -130,6 +159,8 @@ class Recorder(FileOps):
             self.log.append(Op("rename", self.rel(src), self.rel(dst)))
 
     def exchange(self, a: str, b: str) -> None:
+        if not self.exchange_works:  # as a file system without RENAME_EXCHANGE answers
+            raise OSError(errno.EINVAL, "Invalid argument (exchange refused by the recorder)", a)
         with self._lock:
             super().exchange(a, b)
             self.log.append(Op("exchange", self.rel(a), self.rel(b)))
@@ -208,26 +239,31 @@ class Resolved:
 
 @dataclass
 class Variant:
-    """How one kept op is damaged: a sector mask (torn in-place write) or zeros (append)."""
+    """How one kept op is damaged: a sector mask (a torn write: one choice per sector it
+    touches that held bytes before) or zeros (an append whose length persisted, not its data)."""
 
     op: int
-    mask: Optional[Tuple[str, ...]] = None  # per in-place sector: "old" | "new" | "garbage"
+    mask: Optional[Tuple[str, ...]] = None  # per sector: "old" | "new" | "garbage"
     zeros: bool = False
 
 
 @dataclass
 class State:
-    kind: str  # which enumeration produced it (prefix-keep, prefix-drop, omit-one, torn, zeros, random)
+    """One post-crash state: ops ``[0, t)`` happened; of those not yet durable, all are kept
+    (``keep_pending``) minus ``dropped``, or none; the op of ``variant`` is kept (damaged)
+    in any case."""
+
+    kind: str  # the state class (enumerate_states) or "random"
     t: int  # ops [0, t) happened
     dropped: frozenset = frozenset()  # pending ops (index < t) left out
-    keep_pending: bool = True  # False: every pending op is dropped
+    keep_pending: bool = True  # False: every pending op but the variant's is dropped
     variant: Optional[Variant] = None
     seed: int = 0
 
     def describe(self) -> str:
         parts = [f"{self.kind} t={self.t}"]
         if not self.keep_pending:
-            parts.append("pending dropped")
+            parts.append("other pending dropped" if self.variant is not None else "pending dropped")
         if self.dropped:
             parts.append(f"dropped={sorted(self.dropped)}")
         if self.variant is not None:
@@ -237,11 +273,12 @@ class State:
 
 
 class CrashModel:
-    """Post-crash trees of a recorded log over an initial (durable) tree."""
+    """Post-crash trees of a recorded log over an initial (durable) tree, on ``device``."""
 
-    def __init__(self, initial: Tree, log: Sequence[Op]) -> None:
+    def __init__(self, initial: Tree, log: Sequence[Op], device: Device = PSOW_512) -> None:
         self.initial = initial
         self.log = list(log)
+        self.device = device
         self._next = 1
         self.root = 0
         files: Dict[int, bytearray] = {}
@@ -362,11 +399,14 @@ class CrashModel:
             buf = files.setdefault(r.inode, bytearray())
             data = op.data
             offset = op.arg
-            if variant is not None:
-                data = _damaged(bytes(buf), offset, data, variant, rng or random.Random(0))
+            before = len(buf)
+            old = bytes(buf[offset // self.device.sector * self.device.sector:offset + len(data)]) \
+                if variant is not None else b""
             if offset > len(buf):
                 buf.extend(b"\x00" * (offset - len(buf)))
             buf[offset:offset + len(data)] = data
+            if variant is not None:
+                _damage(buf, before, old, offset, len(data), variant, self.device, rng or random.Random(0))
         elif kind == "truncate":
             buf = files.setdefault(r.inode, bytearray())
             if op.arg < len(buf):
@@ -415,10 +455,10 @@ class CrashModel:
             kind = r.op.kind
             if kind in BARRIERS:
                 continue
-            durable = 0 <= r.covered_by < state.t
-            if not durable and (not state.keep_pending or i in state.dropped):
-                continue
             variant = state.variant if state.variant is not None and state.variant.op == i else None
+            durable = 0 <= r.covered_by < state.t
+            if variant is None and not durable and (not state.keep_pending or i in state.dropped):
+                continue
             self._apply(r, files, dirs, variant, rng)
         tree: Tree = {}
 
@@ -447,83 +487,128 @@ class CrashModel:
         return out
 
     def in_place_sectors(self, i: int) -> int:
-        """512-byte sectors an op overwrites in place (in the full replay)."""
+        """Sectors of the device a write touches that held bytes before it (in the full
+        replay): with powersafe overwrite those its in-place bytes lie in, without it also
+        the sector an append shares with the file's old tail."""
         r = self.ops[i]
-        if r.op.kind != "write":
+        if r.op.kind != "write" or not r.op.data:
             return 0
-        lo, hi = r.op.arg, min(r.op.arg + len(r.op.data), r.old_size)
-        return 0 if hi <= lo else (hi - 1) // SECTOR - lo // SECTOR + 1
+        size = self.device.sector
+        lo = r.op.arg
+        hi = min(r.op.arg + len(r.op.data), r.old_size) if self.device.powersafe else \
+            min(r.op.arg + len(r.op.data), -(-r.old_size // size) * size)
+        return 0 if hi <= lo else (hi - 1) // size - lo // size + 1
 
     def appends(self, i: int) -> bool:
+        """The op writes past its file's old end (in the full replay)."""
         r = self.ops[i]
         return r.op.kind == "write" and r.op.arg + len(r.op.data) > r.old_size and len(r.op.data) > 0
 
+    def last_pending(self, i: int) -> int:
+        """The latest crash point ``t`` at which op ``i`` is still not durable: its covering
+        barrier, or the end of the log."""
+        covered = self.ops[i].covered_by
+        return covered if covered >= 0 else len(self.ops)
 
-def _damaged(old: bytes, offset: int, data: bytes, variant: Variant, rng: random.Random) -> bytes:
-    """The bytes a damaged write leaves at ``[offset, offset+len(data))``."""
-    out = bytearray(data)
-    in_place_end = min(len(old), offset + len(data))
+
+def _damage(buf: bytearray, old_size: int, old: bytes, offset: int, length: int, variant: Variant,
+            device: Device, rng: random.Random) -> None:
+    """Damage a write just applied to ``buf``: ``old`` holds the bytes from the start of the
+    write's first sector to its end as they were before it, ``old_size`` the file's length.
+    Zeros: the appended part reads as zeros.  A mask: per touched sector that held bytes, the
+    write's in-place bytes ``old`` again, ``new``, or garbage (the write's bytes in it, or
+    without powersafe overwrite the whole sector)."""
+    end = offset + length
     if variant.zeros:
-        start = max(0, in_place_end - offset)
-        out[start:] = b"\x00" * (len(out) - start)
-        return bytes(out)
-    mask = variant.mask or ()
-    if in_place_end <= offset:
-        return bytes(out)
-    first = offset // SECTOR
-    for k, choice in enumerate(mask):
-        lo = max(offset, (first + k) * SECTOR)
-        hi = min(in_place_end, (first + k + 1) * SECTOR)
-        if hi <= lo:
+        start = max(offset, old_size)
+        buf[start:end] = b"\x00" * max(0, end - start)
+        return
+    size = device.sector
+    first = offset // size
+    base = first * size  # where ``old`` starts
+    for k, choice in enumerate(variant.mask or ()):
+        lo_sector = (first + k) * size
+        hi_sector = lo_sector + size
+        if lo_sector >= old_size:
             break
-        if choice == "old":
-            out[lo - offset:hi - offset] = old[lo:hi]
+        lo, hi = max(offset, lo_sector), min(end, hi_sector, old_size)
+        if choice == "old" and hi > lo:
+            buf[lo:hi] = old[lo - base:hi - base]
         elif choice == "garbage":
-            out[lo - offset:hi - offset] = bytes(rng.getrandbits(8) for _ in range(hi - lo))
-    return bytes(out)
+            if not device.powersafe:
+                lo, hi = lo_sector, min(hi_sector, len(buf))
+            if hi > lo:
+                buf[lo:hi] = rng.randbytes(hi - lo)
+
+
+def _masks(sectors: int, max_masks: int, rng: random.Random) -> List[Tuple[str, ...]]:
+    """Every old/new mask of ``sectors`` sectors (``max_masks`` random ones when there are
+    more), then each single garbage sector among new ones."""
+    if 2 ** sectors <= max_masks:
+        masks = [tuple("new" if (m >> k) & 1 else "old" for k in range(sectors)) for m in range(2 ** sectors)]
+    else:
+        masks = [tuple(rng.choice(("old", "new")) for _ in range(sectors)) for _ in range(max_masks)]
+    return masks + [tuple("garbage" if k == g else "new" for k in range(sectors)) for g in range(sectors)]
+
+
+CLASSES = ("prefix-keep", "prefix-drop", "omit-one", "torn", "torn-alone", "zeros", "zeros-alone")
 
 
 def enumerate_states(model: CrashModel, *, seed: int, max_masks: int = 256, random_states: int = 0) -> List[State]:
-    """The systematic states of a log (see the module docstring), then ``random_states``
-    seeded random ones."""
+    """Every state of the systematic classes (``CLASSES``), then ``random_states`` seeded
+    random ones:
+
+    - ``prefix-keep`` — every crash point ``t`` (0 .. len(log)), every pending op kept;
+    - ``prefix-drop`` — every crash point with pending ops, all of them dropped;
+    - ``omit-one`` — at the end of every barrier window (the last op before a barrier),
+      each op pending there dropped alone (a reordering: later ops persisted, it did not);
+    - ``torn`` — each write that touches a sector holding earlier bytes, with every mask of
+      its sectors (all old/new masks, at most ``max_masks``, plus each single garbage
+      sector), at its crash points (just after it, at the end of its barrier window, and
+      just before the barrier that makes it durable), the other pending ops kept;
+    - ``torn-alone`` — the same states with every OTHER pending op dropped (the torn write
+      persisted without the writes around it);
+    - ``zeros`` / ``zeros-alone`` — each append left as zeros at the same crash points,
+      other pending ops kept / dropped.
+
+    Identical trees are frequent (a dropped op that changes nothing); :func:`run_states`
+    checks each distinct one once."""
     n = len(model.ops)
     states: List[State] = []
     for t in range(n + 1):
         states.append(State("prefix-keep", t))
         if model.pending(t):
             states.append(State("prefix-drop", t, keep_pending=False))
+    window_end: Dict[int, int] = {}
     for start, end in model.windows():
         pending = set(model.pending(end))
         for p in range(start, end):
-            if p in pending:
+            window_end[p] = end
+        for p in sorted(pending):
+            if p >= start:
                 states.append(State("omit-one", end, dropped=frozenset([p])))
     rng = random.Random(seed)
-    window_end = {}
-    for start, end in model.windows():
-        for i in range(start, end):
-            window_end[i] = end
     for i in range(n):
+        points = sorted({i + 1, window_end.get(i, i + 1), model.last_pending(i)})
         sectors = model.in_place_sectors(i)
         if sectors:
-            masks: List[Tuple[str, ...]]
-            if 2 ** sectors <= max_masks:
-                masks = [tuple("new" if (m >> k) & 1 else "old" for k in range(sectors)) for m in range(2 ** sectors)]
-            else:
-                masks = [tuple(rng.choice(("old", "new")) for _ in range(sectors)) for _ in range(max_masks)]
-            masks += [tuple("garbage" if k == g else "new" for k in range(sectors)) for g in range(sectors)]
-            for t in sorted({i + 1, window_end.get(i, i + 1)}):
+            masks = _masks(sectors, max_masks, rng)
+            for t in points:
                 for mask in masks:
-                    states.append(State("torn", t, variant=Variant(i, mask=mask), seed=rng.getrandbits(32)))
+                    seed_i = rng.getrandbits(32)
+                    states.append(State("torn", t, variant=Variant(i, mask=mask), seed=seed_i))
+                    states.append(State("torn-alone", t, keep_pending=False, variant=Variant(i, mask=mask), seed=seed_i))
         if model.appends(i):
-            for t in sorted({i + 1, window_end.get(i, i + 1)}):
+            for t in points:
                 states.append(State("zeros", t, variant=Variant(i, zeros=True)))
+                states.append(State("zeros-alone", t, keep_pending=False, variant=Variant(i, zeros=True)))
     states += random_sample(model, rng, random_states)
     return states
 
 
 def random_sample(model: CrashModel, rng: random.Random, count: int) -> List[State]:
     """Seeded random states: a random crash point, a random half of its pending ops kept,
-    sometimes a torn kept in-place write or an append left as zeros."""
+    sometimes a torn kept write or an append left as zeros."""
     out = []
     n = len(model.ops)
     for _ in range(count):
@@ -555,61 +640,115 @@ def check_replay(model: CrashModel, root: str) -> None:
         assert live[path] == real[path], path
 
 
+NOTE = "note: "  # a verdict that held in a documented way (counted, never a violation)
+
+
 @dataclass
 class Outcome:
-    """What a campaign found: per state kind, states run and distinct trees checked, and
-    the violations by (symptom, state kind)."""
+    """What a campaign found: per state class, states run and distinct trees first seen in
+    it, and the violations by (symptom, state class)."""
 
     states: Dict[str, int] = field(default_factory=dict)
     distinct: int = 0
+    distinct_by_kind: Dict[str, int] = field(default_factory=dict)
     violations: Dict[Tuple[str, str], int] = field(default_factory=dict)
     examples: Dict[str, str] = field(default_factory=dict)
+    notes: Dict[Tuple[str, str], int] = field(default_factory=dict)  # held, by a documented way (NOTE)
+    ops: int = 0  # operations in the recorded log
 
     def add(self, kind: str, symptom: Optional[str], detail: str = "") -> None:
+        """Count one state of class ``kind`` with its verdict (``symptom`` None: it held; a
+        symptom starting with ``NOTE``: it held the way the note says, counted apart)."""
         self.states[kind] = self.states.get(kind, 0) + 1
-        if symptom is not None:
+        if symptom is not None and symptom.startswith(NOTE):
+            self.notes[(symptom[len(NOTE):], kind)] = self.notes.get((symptom[len(NOTE):], kind), 0) + 1
+            self.examples.setdefault(symptom, detail)
+        elif symptom is not None:
             self.violations[(symptom, kind)] = self.violations.get((symptom, kind), 0) + 1
             self.examples.setdefault(symptom, detail)
 
     @property
     def total(self) -> int:
+        """States run."""
         return sum(self.states.values())
 
     @property
     def failed(self) -> int:
+        """States that violated a promise."""
         return sum(self.violations.values())
 
-    def merge(self, other: "Outcome") -> None:
-        for k, v in other.states.items():
-            self.states[k] = self.states.get(k, 0) + v
-        for k, v in other.violations.items():
-            self.violations[k] = self.violations.get(k, 0) + v
-        for k, v in other.examples.items():
-            self.examples.setdefault(k, v)
-        self.distinct += other.distinct
-
     def table(self) -> str:
-        kinds = sorted(self.states)
+        """The counts as text: per class states (distinct trees first seen there), then each
+        symptom with its count per class and one example."""
+        kinds = sorted(self.states, key=lambda k: (CLASSES + ("random",)).index(k) if k in CLASSES + ("random",) else 99)
         lines = [f"states {self.total} ({self.distinct} distinct trees checked), failing {self.failed}",
-                 "  by state kind: " + ", ".join(f"{k} {self.states[k]}" for k in kinds)]
-        symptoms = sorted({s for s, _ in self.violations})
-        for symptom in symptoms:
-            row = ", ".join(f"{k} {self.violations[(symptom, k)]}" for k in kinds if (symptom, k) in self.violations)
-            lines.append(f"  {symptom}: {sum(v for (s, _), v in self.violations.items() if s == symptom)} ({row})")
-            lines.append(f"      e.g. {self.examples[symptom][:300]}")
+                 "  by state class (distinct): " + ", ".join(
+                     f"{k} {self.states[k]} ({self.distinct_by_kind.get(k, 0)})" for k in kinds)]
+        for table, prefix in ((self.violations, ""), (self.notes, NOTE)):
+            for symptom in sorted({s for s, _ in table}):
+                row = ", ".join(f"{k} {table[(symptom, k)]}" for k in kinds if (symptom, k) in table)
+                lines.append(f"  {prefix}{symptom}: {sum(v for (s, _), v in table.items() if s == symptom)} ({row})")
+                lines.append(f"      e.g. {self.examples[prefix + symptom][:300]}")
         return "\n".join(lines)
 
 
-def run_states(model: CrashModel, states: Iterable[State], check: Callable[[Tree, State], Optional[Tuple[str, str]]],
-               outcome: Outcome) -> None:
-    """Build every state, check each distinct tree once (identical trees share a verdict)."""
+Check = Callable[[Tree, State], Optional[Tuple[str, str]]]
+_FORKED: Dict[str, Any] = {}  # what forked workers of run_states read (set before the fork)
+
+
+def _check_forked(index: int) -> Tuple[int, Optional[Tuple[str, str]]]:
+    model, states, check = _FORKED["model"], _FORKED["states"], _FORKED["check"]
+    return index, check(model.build(states[index]), states[index])
+
+
+def _digest_forked(index: int) -> str:
+    return tree_digest(_FORKED["model"].build(_FORKED["states"][index]))
+
+
+def run_states(model: CrashModel, states: Sequence[State], check: Check, outcome: Outcome, *, jobs: int = 1,
+               progress: Optional[Callable[[int, int], None]] = None) -> None:
+    """Build every state and check each distinct tree once (identical trees share a
+    verdict), in ``jobs`` forked processes; ``progress(done, distinct)`` now and then."""
     verdicts: Dict[str, Optional[Tuple[str, str]]] = {}
-    for state in states:
-        tree = model.build(state)
-        digest = tree_digest(tree)
-        if digest not in verdicts:
-            verdicts[digest] = check(tree, state)
-            outcome.distinct += 1
+    first: Dict[str, int] = {}
+    parallel = jobs > 1 and len(states) >= 4 * jobs
+    pool: Any = None
+    if parallel:
+        import multiprocessing
+
+        _FORKED.update(model=model, states=states, check=check)
+        pool = multiprocessing.get_context("fork").Pool(jobs)
+    try:
+        if pool is not None:
+            digests = list(pool.imap(_digest_forked, range(len(states)), chunksize=64))
+        else:
+            digests = [tree_digest(model.build(state)) for state in states]
+        for i, digest in enumerate(digests):
+            first.setdefault(digest, i)
+        todo = sorted(first.values())
+        if progress is not None:
+            progress(0, len(todo))
+
+        def done(index: int, verdict: Optional[Tuple[str, str]]) -> None:
+            verdicts[digests[index]] = verdict
+            if progress is not None and len(verdicts) % 200 == 0:
+                progress(len(verdicts), len(todo))
+        if pool is not None:
+            for index, verdict in pool.imap_unordered(_check_forked, todo, chunksize=2):
+                done(index, verdict)
+        else:
+            for index in todo:
+                done(index, check(model.build(states[index]), states[index]))
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+        _FORKED.clear()
+    for index in todo:
+        kind = states[index].kind
+        outcome.distinct_by_kind[kind] = outcome.distinct_by_kind.get(kind, 0) + 1
+    outcome.distinct += len(todo)
+    for state, digest in zip(states, digests):
         verdict = verdicts[digest]
         if verdict is None:
             outcome.add(state.kind, None)

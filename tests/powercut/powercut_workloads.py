@@ -1,12 +1,17 @@
 """The workloads of the power-cut simulator and what must hold in every crash state
-(issue 10).  Shared by ``tests/powercut/test_powercut.py`` and ``bench/powercut.py``.
+(issues 10 and 23).  Shared by ``tests/powercut/test_powercut.py`` and ``bench/powercut.py``.
 
 - **trajectory**: create, automatic commits (``flush_every`` 3, later 2), durable flushes,
   close, reopen and append, a topology change that switches a block to CSR, a cell change
   (the attribute form becomes arrays), step numbers that stop being a progression, close.
+- **trajectory-reopen**: ``MrecWriter.open`` of a record with the layout before issue 23
+  (no sector alignment), appends, a durable flush, close.
 - **metrics**: log, automatic WAL appends (a new wall-clock second writes the buffer),
   flush with densify, close, reopen and log again.
 - **doors**: ``write_mrec_frame`` over an existing record (build beside, then swap).
+- **doors-renames**: the same where the file system refuses the atomic exchange (the
+  two-rename fallback); then the next writer must settle the swap and leave no retired
+  record behind.
 - **pack**: ``pack_mrec_zip(remove_source=True)`` of a closed trajectory record.
 
 Asserted in every state, after the last durable point (the marks the workload sets once a
@@ -15,7 +20,10 @@ opens at ``nstep`` >= that commit, every frame below ``nstep`` equals what was a
 bit for bit, frames past it are invisible; ``MrecWriter.open`` continues and what it
 appends reads back; recovery (``repair_mrec``) run twice gives identical bytes; on a sample
 of states zarr-python opens the recovered record and reads every trajectory array.
-Metrics: every event logged before the last durable flush is read back, none twice.
+Metrics: every event logged before the last durable flush is read back, none twice — a WAL
+line past the watermark that a torn sector garbled is refused by the reader (README
+decision 9) and cut by ``repair_mrec``, after which the durable events must read back
+(counted as a note, not a violation).
 ``write_mrec_frame``: the old record or the new one, never a mix and never nothing.
 ``pack_mrec_zip``: the record stays readable from the directory or the zip, and a zip under
 its final name is complete.
@@ -37,7 +45,8 @@ import molrec_raw as mr
 from molrec_raw.errors import MolrecError
 from molrec_raw.record import live
 from molrec_raw.record.precision import round_to_precision
-from powercut_sim import CrashModel, Recorder, State, Tree, check_replay, materialize, snapshot, tree_digest
+from powercut_sim import (NOTE, PSOW_512, CrashModel, Device, Recorder, State, Tree, check_replay, materialize, snapshot,
+                          tree_digest)
 
 Verdict = Optional[Tuple[str, str]]
 
@@ -123,12 +132,15 @@ def count_marks(marks: List[Tuple[int, str, Any]], label: str, t: int) -> int:
     return sum(1 for index, name, _ in marks if name == label and index <= t)
 
 
+DEEP_READS = [0]  # zarr-python reads done by this process (a test counts them)
+
+
 def zarr_python_reads(path: Path, section: str = "trajectory") -> Verdict:
-    """zarr-python opens the record and reads every array of ``section`` in full."""
-    try:
-        import zarr
-    except ImportError:  # Python 3.10: zarr 3 needs 3.11+
-        return None
+    """zarr-python opens the record and reads every array of ``section`` in full.  Callers
+    check ``zarr_python_available()`` first: without zarr-python this raises ImportError."""
+    import zarr
+
+    DEEP_READS[0] += 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -150,6 +162,7 @@ def zarr_python_reads(path: Path, section: str = "trajectory") -> Verdict:
 class Workload:
     name = ""
     record = "r.mrec"
+    exchange = True  # the recorder performs atomic exchanges (False: refused, as some file systems do)
 
     def setup(self, root: Path) -> None:
         """The initial tree (written without the recorder; taken as durable)."""
@@ -204,6 +217,7 @@ def traj_expected(i: int) -> mr.Frame:
 class TrajectoryWorkload(Workload):
     name = "trajectory"
     record = "t.mrec"
+    frames = TRAJ_FRAMES  # after the last close(): the run's status is "succeeded"
 
     def run(self, root: Path, rec: Recorder) -> None:
         path = root / self.record
@@ -289,7 +303,7 @@ class TrajectoryWorkload(Workload):
             state = (live.read_status(mr.zarr.open_group(path)) or {}).get("state")
         except Exception as exc:
             return symptom_of("status unreadable", exc)
-        if durable == TRAJ_FRAMES and state != "succeeded":
+        if durable == self.frames and state != "succeeded":
             return "status lost", f"state {state!r} after close() returned"
         # recovery twice gives identical bytes, and reads the same frames
         repaired = root.parent / (root.name + "-repaired")
@@ -330,7 +344,62 @@ class TrajectoryWorkload(Workload):
         return None
 
 
+class TrajectoryReopenWorkload(TrajectoryWorkload):
+    """``MrecWriter.open`` of a record written with the layout before issue 23 (shards end
+    anywhere; their first chunks share the index page's sector), then appends, a durable
+    flush and close: the reopening writer must align the durable tails without writing
+    into their sectors."""
+
+    name = "trajectory-reopen"
+    frames = 14
+
+    def setup(self, root: Path) -> None:
+        import molrec_raw.zarr.codecs.sharding as sharding
+
+        saved, sharding.SECTOR_ALIGN = sharding.SECTOR_ALIGN, 1  # the layout before issue 23
+        try:
+            w = mr.MrecWriter(root / self.record, traj_schema(), flush_every=3)
+            for i in range(7):
+                w.append(traj_frame(i), step=traj_step(i), time=traj_time(i))
+            w.close()
+        finally:
+            sharding.SECTOR_ALIGN = saved
+
+    def run(self, root: Path, rec: Recorder) -> None:
+        for i in range(7):  # appended and closed by setup: durable before the log starts
+            rec.mark("append", i + 1)
+        rec.mark("durable", 7)
+        w = mr.MrecWriter.open(root / self.record, flush_every=2, fileops=rec)
+        for i in range(7, 12):
+            rec.mark("append", i + 1)
+            w.append(traj_frame(i), step=traj_step(i), time=traj_time(i))
+        w.flush()
+        rec.mark("durable", 12)
+        for i in range(12, self.frames):
+            rec.mark("append", i + 1)
+            w.append(traj_frame(i), step=traj_step(i), time=traj_time(i))
+        w.close()
+        rec.mark("durable", self.frames)
+
+
 # metrics ---------------------------------------------------------------------------------------
+def damaged_tail(path: Path) -> bool:
+    """The record's WAL holds, past its watermark, a complete line that is not a well-formed
+    event (what a torn sector leaves without powersafe overwrite)."""
+    from molrec_raw.record.metrics import dense
+    from molrec_raw.record.metrics.wal import complete_part, parse_wal
+
+    try:
+        group = mr.zarr.open_group(path / "metrics", mode="r")
+        catalog = dense.read_catalog(group.attrs.asdict(), node=group.name)
+    except MolrecError:
+        return False
+    floor = catalog.wal[1] if catalog.wal is not None else 0
+    wal = path / "metrics" / dense.WAL_NAME
+    data = wal.read_bytes()[floor:] if wal.exists() else b""
+    return bool(parse_wal(complete_part(data), source=str(wal), lenient=True).skipped)
+
+
 def metric_value(key: str, step: int) -> float:
     return float(step) if key == "a" else -float(step) - 0.5
 
@@ -377,6 +446,19 @@ class MetricsWorkload(Workload):
         durable = last_mark(marks, "durable", t) or 0
         upper = count_marks(marks, "log", t)
         verdict = self._events(path, durable, upper)
+        note: Verdict = None
+        if verdict is not None and damaged_tail(path):
+            # a complete line past the watermark that is no event: readers and writers refuse it
+            # (README decision 9); past the watermark nothing was durable, and repair cuts it
+            try:
+                mr.repair_mrec(path)
+            except Exception as exc:
+                return symptom_of("recovery failed", exc)
+            verdict = self._events(path, durable, upper)
+            if verdict is not None:
+                return f"after repair: {verdict[0]}", verdict[1]
+            note = (NOTE + "the reader refused a damaged tail past the watermark; repair cut it",
+                    "every durable event read back after repair")
         if verdict is not None:
             return verdict
         try:
@@ -387,7 +469,7 @@ class MetricsWorkload(Workload):
             return symptom_of("reopen failed", exc)
         if int(got["a"].steps[-1]) != 10 ** 6:
             return "reopen failed", "the event logged after reopening is not read back"
-        return self._events(path, durable, upper + 1, extra=True)
+        return self._events(path, durable, upper + 1, extra=True) or note
 
     @staticmethod
     def _events(path: Path, durable: int, upper: int, extra: bool = False) -> Verdict:
@@ -486,8 +568,39 @@ class PackWorkload(Workload):
         return None
 
 
+class DoorsRenamesWorkload(DoorsWorkload):
+    """``write_mrec_frame`` over a record where the file system refuses the atomic exchange:
+    the two-rename fallback (issue 23 item 5).  Every state must read as the old record or
+    the new one — the reader finds an interrupted swap by the names it left — and the next
+    writer completes or undoes the swap from those names."""
+
+    name = "doors-renames"
+    exchange = False
+
+    def check(self, root: Path, t: int, marks: List[Tuple[int, str, Any]], deep: bool) -> Verdict:
+        """The old record or the new one (read through the leftover names), then the next
+        writer settles the swap: its record reads back, and no retired record is left."""
+        verdict = super().check(root, t, marks, deep)
+        if verdict is not None:
+            return verdict
+        try:  # which version a reader sees before anything is settled
+            before = 2 if same_frame(mr.read_mrec_frame(root / self.record), door_frame(2)) else 1
+            mr.write_mrec_frame(root / self.record, door_frame(3))  # the next writer settles the swap first
+            after = mr.read_mrec_frame(root / self.record)
+        except Exception as exc:
+            return symptom_of("the next writer failed", exc)
+        if not same_frame(after, door_frame(3)):
+            return "the next writer's record is not read back", f"after a crash that left version {before}"
+        left = sorted(p.name for p in root.iterdir() if p.name != self.record and ".molrec-" in p.name
+                      and not p.name.startswith(f".{self.record}.molrec-new-"))
+        if left:
+            return "the interrupted swap left names behind", ", ".join(left)
+        return None
+
+
 WORKLOADS: Dict[str, Callable[[], Workload]] = {
-    "trajectory": TrajectoryWorkload, "metrics": MetricsWorkload, "doors": DoorsWorkload, "pack": PackWorkload,
+    "trajectory": TrajectoryWorkload, "trajectory-reopen": TrajectoryReopenWorkload, "metrics": MetricsWorkload,
+    "doors": DoorsWorkload, "doors-renames": DoorsRenamesWorkload, "pack": PackWorkload,
 }
 
 
@@ -498,33 +611,43 @@ class Recorded:
     marks: List[Tuple[int, str, Any]]
 
 
-def record(workload: Workload, work: Path) -> Recorded:
+def record(workload: Workload, work: Path, device: Device = PSOW_512) -> Recorded:
     """Run ``workload`` once through a recorder; prove the log complete (replay == disk)."""
     root = work / workload.name
     root.mkdir(parents=True)
     workload.setup(root)
     initial = snapshot(str(root))
-    rec = Recorder(str(root))
+    rec = Recorder(str(root), exchange=workload.exchange)
     workload.run(root, rec)
-    model = CrashModel(initial, rec.log)
+    model = CrashModel(initial, rec.log, device)
     check_replay(model, str(root))
     return Recorded(workload, model, list(rec.marks))
 
 
+def zarr_python_available() -> bool:
+    """zarr-python (the interop reader of the deep checks) imports here (it needs 3.11+)."""
+    try:
+        import zarr  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def make_checker(recorded: Recorded, scratch: str, deep_every: int) -> Callable[[Tree, State], Verdict]:
-    """``check(tree, state)``: materialize the tree and run the workload's assertions;
-    every ``deep_every``-th distinct tree also gets the zarr-python read."""
+    """``check(tree, state)``: materialize the tree and run the workload's assertions; one
+    distinct tree in ``deep_every`` (chosen by its digest, so the same ones in any order and
+    any process) also gets the zarr-python read."""
     counter = [0]
 
     def check(tree: Tree, state: State) -> Verdict:
         counter[0] += 1
-        root = Path(scratch) / f"{recorded.workload.name}-{counter[0]}"
+        root = Path(scratch) / f"{recorded.workload.name}-{os.getpid()}-{counter[0]}"
+        deep = deep_every > 0 and int(tree_digest(tree), 16) % deep_every == 0
         materialize(tree, str(root))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return recorded.workload.check(root, state.t, recorded.marks,
-                                               deep=deep_every > 0 and counter[0] % deep_every == 0)
+                return recorded.workload.check(root, state.t, recorded.marks, deep=deep)
         except Exception as exc:  # a checker crash is reported, never hidden
             return "checker crashed", f"{type(exc).__name__}: {exc}"
         finally:
@@ -532,11 +655,30 @@ def make_checker(recorded: Recorded, scratch: str, deep_every: int) -> Callable[
     return check
 
 
-def campaign(names: List[str], states_per_workload: Dict[str, int], seed: int, work: Path,
-             deep_every: int = 25, progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:
-    """Record each workload once, enumerate its systematic states, cut or top them up with
-    seeded random states to ``states_per_workload[name]``, check them all.  Returns
-    ``{name: Outcome}``."""
+def sample_states(states: List[State], wanted: int, rng: Any) -> List[State]:
+    """``wanted`` of ``states``: an even share per state class (a class smaller than its
+    share gives all of its states, the rest go to the others), drawn with ``rng``."""
+    if len(states) <= wanted:
+        return list(states)
+    by_kind: Dict[str, List[State]] = {}
+    for st in states:
+        by_kind.setdefault(st.kind, []).append(st)
+    chosen: List[State] = []
+    left = wanted
+    for n, kind in enumerate(sorted(by_kind, key=lambda k: (len(by_kind[k]), k))):
+        share = min(len(by_kind[kind]), left // (len(by_kind) - n))
+        chosen += rng.sample(by_kind[kind], share)
+        left -= share
+    return chosen
+
+
+def campaign(names: List[str], seed: int, work: Path, *, device: Device = PSOW_512,
+             budget: Optional[Dict[str, int]] = None, random_states: int = 0, deep_every: int = 25, jobs: int = 1,
+             progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:
+    """Record each workload once on ``device``, enumerate every state of its systematic
+    classes; with a ``budget`` (states per workload; None: all) check an even share per class
+    of them (``sample_states``), else all of them, plus ``random_states`` seeded random ones.
+    Returns ``{name: Outcome}``."""
     import random
 
     from powercut_sim import Outcome, enumerate_states, random_sample, run_states
@@ -545,34 +687,16 @@ def campaign(names: List[str], states_per_workload: Dict[str, int], seed: int, w
     scratch = scratch_root()
     try:
         for name in names:
-            recorded = record(WORKLOADS[name](), work)
-            wanted = states_per_workload[name]
+            recorded = record(WORKLOADS[name](), work, device)
             rng = random.Random(seed * 7919 + len(name))
             states = enumerate_states(recorded.model, seed=seed)
-            if len(states) > wanted:  # an even share per kind (sector masks are the many), sampled
-                by_kind: Dict[str, List[State]] = {}
-                for st in states:
-                    by_kind.setdefault(st.kind, []).append(st)
-                chosen: List[State] = []
-                left = wanted
-                for n, kind in enumerate(sorted(by_kind, key=lambda k: len(by_kind[k]))):
-                    share = min(len(by_kind[kind]), left // (len(by_kind) - n))
-                    chosen += rng.sample(by_kind[kind], share)
-                    left -= share
-                states = chosen
-            else:
-                states += random_sample(recorded.model, rng, wanted - len(states))
-            outcome = Outcome()
-            checker = make_checker(recorded, scratch, deep_every)
-            done = [0]
-
-            def counted(tree: Tree, state: State) -> Verdict:
-                done[0] += 1
-                if progress is not None and done[0] % 200 == 0:
-                    progress(name, done[0], len(states))
-                return checker(tree, state)
-            run_states(recorded.model, states, counted, outcome)
-            outcome.ops = len(recorded.model.ops)  # type: ignore[attr-defined]
+            if budget is not None and budget.get(name) is not None:
+                states = sample_states(states, budget[name], rng)
+            states += random_sample(recorded.model, rng, random_states)
+            outcome = Outcome(ops=len(recorded.model.ops))
+            checker = make_checker(recorded, scratch, deep_every if zarr_python_available() else 0)
+            run_states(recorded.model, states, checker, outcome, jobs=jobs,
+                       progress=None if progress is None else (lambda done, total, name=name: progress(name, done, total)))
             results[name] = outcome
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -2,15 +2,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from pathlib import Path
 from typing import Deque, Optional
 
 from molrec_raw.zarr.rangeserver import RangeRequestHandler, RangeServer
-
-HANG_SECONDS = 1.5
-
 
 class Plan:
     """Faults to inject, one per request in order (then normal answers), and what was seen."""
@@ -23,6 +19,8 @@ class Plan:
         self.ports: set = set()  # client ports seen: one per connection
         self.authorization: list = []  # Authorization headers seen
         self.extra: list = []  # X-Test headers seen
+        self.hung = 0  # requests answered by a hang
+        self.released = threading.Event()  # set: every hung request ends (without an answer)
 
     def next(self) -> Optional[str]:
         try:
@@ -34,7 +32,7 @@ class Plan:
 class FaultyHandler(RangeRequestHandler):
     """``server.state`` is a :class:`Plan`; faults: ``503``, ``403``, ``ignore-range`` (200 with the
     whole file), ``wrong-range`` (206 for the range one byte later), ``truncate`` (half the
-    body, then the connection is closed), ``hang`` (no answer for HANG_SECONDS)."""
+    body, then the connection is closed), ``hang`` (no answer until ``released`` is set)."""
 
     def do_GET(self) -> None:
         self._tracked(super().do_GET)
@@ -69,7 +67,10 @@ class FaultyHandler(RangeRequestHandler):
             self.end_headers()
             return
         if fault == "hang":
-            time.sleep(HANG_SECONDS)
+            plan = self.server.state
+            with plan.lock:
+                plan.hung += 1
+            plan.released.wait()
             self.close_connection = True
             return
         found = self.requested()

@@ -4,6 +4,8 @@ record over plain HTTP is refused with a way out (trajectory#15)."""
 from __future__ import annotations
 
 import shutil
+import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -84,8 +86,11 @@ def test_trajectory_15_every_reading_door_takes_an_http_url_of_a_zip(records):
 def test_trajectory_15_validate_reports_corruption_found_over_http(records, tmp_path):
     root, server = records
     bad = bytearray((root / "demo.mrec.zip").read_bytes())
-    at = bad.find(b"PK\x03\x04", bad.find(b"trajectory/atoms/x/c/0"))  # the entry after x's shard
-    bad[at - 40] ^= 0xFF  # a byte inside trajectory/atoms/x/c/0
+    with zipfile.ZipFile(root / "demo.mrec.zip") as archive:  # entries are stored, not deflated
+        header = archive.getinfo("trajectory/atoms/x/c/0").header_offset
+    name, extra = struct.unpack("<HH", bad[header + 26:header + 30])
+    shard = header + 30 + name + extra
+    bad[shard + 4096 + 20] ^= 0xFF  # a byte of the shard's first inner chunk (chunk data starts at 4096)
     (root / "bad.mrec.zip").write_bytes(bytes(bad))
     found = mr.validate(server.url_of("bad.mrec.zip"))
     assert found and any("crc" in v.message.lower() or "checksum" in v.message.lower() for v in found)

@@ -1,8 +1,9 @@
 """Fixed inputs whose stores must keep their bytes (issue 11: "the bytes a given input
 produces do not change").  Each scenario writes one record (or Zarr hierarchy) through the
 public API; ``digest`` hashes every file of it.  ``EXPECTED`` in test_store_bytes.py holds
-the digests the code before the batched write path produced for the same inputs (computed
-from main at 6fb7b8e by running this module: ``python store_bytes_scenarios.py``).
+the digests of the current code (print them by running this module: ``python
+store_bytes_scenarios.py``), ``EXPECTED_UNALIGNED`` those of the code before issue 23's
+sector alignment (main at ef1f6ad; the batched write path of issue 11 changed none of them).
 
 Only public API calls that exist on both sides; every input is generated from fixed seeds.
 """

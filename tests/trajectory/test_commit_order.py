@@ -45,8 +45,10 @@ def test_trajectory_I7_nstep_last_and_no_metadata_ahead_of_bytes(tmp_path, monke
             published.append((node, open_array(DirectoryStore(self.root), node)[...].copy()))
 
     def write_at(self, key, offset, value):
+        size = self.size(key)
         real_write_at(self, key, offset, value)
-        log.append(("write_at", key))
+        pad = offset == size and (offset + len(value)) % 4096 == 0 and not any(value)
+        log.append(("pad" if pad else "write_at", key))
 
     monkeypatch.setattr(DirectoryStore, "replace_atomic", replace)
     monkeypatch.setattr(DirectoryStore, "set", replace)
@@ -69,7 +71,13 @@ def test_trajectory_I7_nstep_last_and_no_metadata_ahead_of_bytes(tmp_path, monke
     commits.append(log[mark:])
     commits = [c for c in commits if c]
     assert len(commits) >= 6
+    padded = [n for n, c in enumerate(commits) if any(verb == "pad" for verb, _ in c)]
+    assert padded and padded[-1] == len(commits) - 1  # close() ends its shards at a sector boundary
     for c in commits:
+        # a durable point ends each shard it landed in at a 4096-byte boundary, after the data
+        # and its zarr.json (spec-notes/trajectory.md "Power cuts"), before the marker
+        pads = [n for n, (verb, _) in enumerate(c) if verb == "pad"]
+        assert all(c[n + 1:] == [("replace", "trajectory/zarr.json")] or c[n + 1][0] == "pad" for n in pads)
         assert c[-1] == ("replace", "trajectory/zarr.json")
         assert c.count(("replace", "trajectory/zarr.json")) == 1
         # within a commit, each array's last byte write precedes the zarr.json publishing it

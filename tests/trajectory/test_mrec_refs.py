@@ -227,7 +227,10 @@ def test_trajectory_validate_resolves_every_frame_and_reports_progress(path):
     open_group(path, mode="r+")["trajectory/bonds/atomi"][9] = 1
     chunk = path / "trajectory" / "atoms" / "x" / "c" / "0"
     data = bytearray(chunk.read_bytes())
-    data[-5] ^= 0xFF  # inside the last inner chunk (the shard index sits at the start)
+    codec = open_group(path, mode="r")["trajectory/atoms/x"].pipeline.sharding
+    index = codec.decode_index(bytes(data[:codec.index_size]), len(data))
+    end = int(max(o + n for o, n in index.tolist() if o != 2 ** 64 - 1))  # the last inner chunk's end
+    data[end - 5] ^= 0xFF  # inside the last inner chunk (the shard index sits at the start; zeros after it)
     chunk.write_bytes(bytes(data))
     found = mr.validate(path)
     assert len(found) == 1 and "crc32c" in found[0].message.lower(), found

@@ -346,8 +346,8 @@ def _past_end(rec: Path) -> None:
     from molrec_raw.zarr.codecs.crc32c_codec import crc32c_of
     traj_base(rec)
     shard = bytearray(_shard_of(rec).read_bytes())
-    size = struct.unpack_from("<Q", shard, 8)[0]
-    struct.pack_into("<Q", shard, 8, size + 1000)
+    offset = struct.unpack_from("<Q", shard, 0)[0]
+    struct.pack_into("<Q", shard, 8, len(shard) - offset + 1000)  # past the sector padding too
     struct.pack_into("<I", shard, 4080, crc32c_of(bytes(shard[:4080])))
     _shard_of(rec).write_bytes(bytes(shard))
 

@@ -16,7 +16,6 @@ from typing import List, Tuple
 
 from molrec_raw.errors import MolrecError, StoreError
 from molrec_raw.record.metrics.writer import HOST_SUFFIX
-from molrec_raw.zarr import ZipStore
 from molrec_raw.zarr.store import PathLike
 
 __all__ = ["Discovered", "discover_metrics"]
@@ -39,6 +38,8 @@ class Discovered:
 
 
 def _is_zip_record(path: Path) -> bool:
+    from molrec_raw.zarr import ZipStore  # only discovery looks into zips
+
     try:
         with ZipStore(path) as store:
             return store.size("zarr.json") is not None

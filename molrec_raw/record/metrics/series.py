@@ -46,6 +46,8 @@ class Series:
 
     @property
     def wall_time(self) -> Optional[np.ndarray]:
+        """The RFC 3339 time of each point (documents#4.2), loaded on first use; None when the
+        series has none."""
         if self._wall_loader is not None:
             self._wall_time, self._wall_loader = self._wall_loader(), None
         return self._wall_time
@@ -66,6 +68,8 @@ class Series:
         return f"Series(key={self.key!r}, type={self.type!r}, n={len(self)}, steps={steps}, values={self.values!r})"
 
     def take(self, index: np.ndarray) -> "Series":
+        """The points at ``index`` (an integer or boolean index array) as a new Series, steps and
+        wall times taken alike so the three stay aligned (documents#9.11)."""
         walls = self.wall_time
         return Series(self.key, self.type, None if self.steps is None else self.steps[index],
                       self.values[index], None if walls is None else walls[index])

@@ -443,6 +443,11 @@ class WalFile:
             end = start
         return self._truncate(floor)
 
+    def cut(self, size: int) -> int:
+        """Cut the WAL to ``size`` bytes (``repair``: a damaged tail past the watermark) and
+        fsync it; return the new size."""
+        return self._truncate(size)
+
     def _truncate(self, size: int) -> int:
         try:
             self._file.truncate(size)

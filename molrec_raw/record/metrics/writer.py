@@ -40,7 +40,7 @@ import orjson
 from molrec_raw.errors import (CorruptDataError, InvalidValueError, NodeExistsError, ReadOnlyError, SpecViolationError,
                                StoreError, UnsupportedFeatureError)
 from molrec_raw.record import documents
-from molrec_raw.record.doors import check_record_path, open_record
+from molrec_raw.record.doors import open_record, writable_record_path
 from molrec_raw.record.metrics import dense
 from molrec_raw.record.metrics.safe_name import encode_safe_name
 from molrec_raw.record.metrics.series import Series, check_compatible, fold, match_steps
@@ -49,6 +49,7 @@ from molrec_raw.record.metrics.wal import (ParsedWal, WalFile, group_events, par
 from molrec_raw.record.runplot.vegalite import HOST_PLOT_SUFFIX, HostPlot
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import DirectoryStore, Group, open_group
+from molrec_raw.zarr.codecs.sharding import align_up
 from molrec_raw.zarr.fileops import FileOps
 from molrec_raw.zarr.remote import is_url
 from molrec_raw.zarr.store import PathLike
@@ -140,6 +141,7 @@ class MetricsWriter:
         self._ms = -1  # the millisecond whose wall-time text is cached in _wall
         self._wall = ""
         self._long = 0  # characters of long (tagged) lines buffered since the last write
+        self._blank = 0  # blank lines (sector padding) written since the last densify
         self._shadow: Optional[List[Any]] = None  # record writers: prefix, step, wall, value per event
         self._group: Optional[Group] = None
         self._broken: Optional[str] = None
@@ -168,7 +170,7 @@ class MetricsWriter:
             raise
 
     def _open_record(self, record: PathLike, fileops: Optional[FileOps]) -> None:
-        path = check_record_path(record)
+        path = writable_record_path(record, fileops)
         if path.is_file():
             raise ReadOnlyError(f"{path}: a packed record is read-only; metrics are written to a *.mrec "
                                 "directory", store=str(path))
@@ -396,11 +398,23 @@ class MetricsWriter:
             raise StoreError("the metrics writer is closed")
         self._write_buffer()
         if durable:
+            self._end_at_sector()
             self._wal.sync()
         if self._group is not None:
             self._densify(durable)
         if self._plot is not None:
             self._plot.update(self._wal.read, self._end)
+
+    def _end_at_sector(self) -> None:
+        """Before a durable flush's fsync: end the WAL at a ``SECTOR_ALIGN`` boundary with
+        blank lines (``\\n``, which readers skip: documents#9.15), so that no later append
+        shares a sector with the lines made durable now — on a device without powersafe
+        overwrite a torn sector loses every byte of it (spec-notes/metrics.md "Power cuts")."""
+        pad = align_up(self._end) - self._end
+        if pad:
+            self._wal.write(b"\n" * pad)
+            self._end += pad
+            self._blank += pad
 
     def close(self, durable: bool = True) -> None:
         """Flush (densify, for a record) and release the WAL.  Idempotent."""
@@ -444,7 +458,7 @@ class MetricsWriter:
         shadow = self._shadow
         group = self._group
         assert shadow is not None and group is not None
-        lines = self._mark[0] + self._tail_lines + len(shadow) // 4
+        lines = self._mark[0] + self._tail_lines + len(shadow) // 4 + self._blank
         if self._end == self._mark[1]:  # nothing new since the last densify
             if durable:  # ... but an earlier one may not have been made durable
                 group.store.sync_all()
@@ -479,6 +493,7 @@ class MetricsWriter:
         self._mark = (lines, self._end)
         self._tail = ParsedWal({}, 0)
         self._tail_lines = 0
+        self._blank = 0
         del shadow[:]
 
     def _commit(self, attrs: Dict[str, Any], durable: bool) -> None:

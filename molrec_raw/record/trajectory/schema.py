@@ -403,9 +403,11 @@ class SequenceSchema:
 
     # ------------------------------------------------------------------ reading
     def block_names(self) -> List[str]:
+        """The declared blocks in declaration order, the order frames come back in (trajectory#4)."""
         return list(self._blocks)
 
     def has_block(self, name: str) -> bool:
+        """Whether ``name`` is a declared block (only declared blocks are blocks, trajectory#N5)."""
         return name in self._blocks
 
     def _block(self, name: str) -> BlockSpec:
@@ -424,12 +426,16 @@ class SequenceSchema:
         return dict(self._block(block).columns)
 
     def column_names(self, block: str) -> List[str]:
+        """The declared columns of ``block`` in declaration order; an undeclared block is refused."""
         return list(self._block(block).columns)
 
     def structural_shape(self, block: str) -> Optional[Tuple[int, ...]]:
+        """The structural shape pinned for ``block`` (every update has its product of rows,
+        trajectory#8.2), or None."""
         return self._block(block).structural_shape
 
     def targets(self, block: str) -> Dict[str, str]:
+        """``{column: target}`` row references pinned for ``block`` (trajectory#8.6)."""
         return dict(self._block(block).targets)
 
     def rows(self, block: str) -> int:
@@ -444,10 +450,14 @@ class SequenceSchema:
         return col.precision if col is not None else None
 
     def target(self, block: str, column: str) -> Optional[str]:
+        """The pinned target of ``block``'s ``column`` (trajectory#8.6); None when it has none or
+        the block is not declared."""
         spec = self._blocks.get(block)
         return spec.targets.get(column) if spec is not None else None
 
     def aligned_with(self, block: str) -> Optional[str]:
+        """The block ``block`` is aligned with (same row count wherever it is present,
+        trajectory#8.7); None when it is not aligned or not declared."""
         spec = self._blocks.get(block)
         return spec.aligned_with if spec is not None else None
 
@@ -512,6 +522,8 @@ class SequenceSchema:
 
     # ------------------------------------------------------------------ misc
     def copy(self) -> "SequenceSchema":
+        """An independent copy (through the pinned JSON form, so it is exactly what a store
+        would pin), representative row counts included."""
         other = type(self).from_json(self.to_json())
         other._rows = dict(self._rows)
         return other

@@ -1,9 +1,11 @@
 """Array plumbing of the commit protocol (trajectory §10–§11): positional growth, arrays
-born complete, node removal, the committed prefix of an index and the ``nstep`` marker.
+born complete, shard tails ended at a sector boundary at durable points, node removal, the
+committed prefix of an index and the ``nstep`` marker.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+import itertools
+from typing import Any, Dict, Iterable, List, Tuple
 
 import numpy as np
 
@@ -12,6 +14,7 @@ from molrec_raw.record.doors import RecordSource, check_record_path, record_sour
 from molrec_raw.record.trajectory.common import PROGRESSIONS, spec_error
 from molrec_raw.zarr import Array, Group, PathLike, Store, open_group
 from molrec_raw.zarr.array import prepare_landings
+from molrec_raw.zarr.codecs.sharding import align_up
 
 
 def read_nstep(tgroup: Group, attrs: Dict[str, Any]) -> int:
@@ -45,6 +48,38 @@ def land_all(lands: List[Tuple[Array, np.ndarray]], start: int, touched: List[st
     for (arr, _, _, shape), landing in zip(requests, prepare_landings(requests, threads)):
         touched.extend(landing.land())
         touched.append(arr.publish(shape))
+
+
+def tail_shards(arr: Array, rows: int) -> List[str]:
+    """Keys of the shards holding row ``rows - 1`` of a positional array: the ones the next
+    landing appends to (none for an empty array)."""
+    if rows <= 0 or arr.ndim == 0:
+        return []
+    k = (rows - 1) // arr.metadata.chunk_shape[0]
+    return [arr.chunk_key(coords) for coords in itertools.product([k], *(range(g) for g in arr.metadata.grid_shape[1:]))]
+
+
+def align_tails(store: Store, keys: Iterable[str], *, rewrite: bool = False) -> None:
+    """End each shard (that exists) at a ``SECTOR_ALIGN`` boundary with zero bytes, before a
+    durable point syncs it: the next append then starts in a sector of its own, and no
+    later write shares a sector with bytes made durable now — on a device without
+    powersafe overwrite a torn sector loses all of them (spec-notes/trajectory.md "Power
+    cuts"; at most 4 KiB per shard, outside every indexed range).  The zeros are appended
+    in place, which is safe for bytes written since the last durable point; ``rewrite``
+    (bytes that may already be durable: a reopened record's tails) writes the padded shard
+    as a new file and renames it over the old one instead (``replace_durable``), so that no
+    write ever lands in a sector holding them."""
+    for key in keys:
+        size = store.size(key)
+        if size is None or align_up(size) == size:
+            continue
+        pad = bytes(align_up(size) - size)
+        if rewrite:
+            data = store.get(key)
+            if data is not None:
+                store.replace_durable(key, data + pad)
+        else:
+            store.write_at(key, size, pad)
 
 
 def delete_node(group: Group, name: str) -> None:

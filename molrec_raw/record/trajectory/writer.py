@@ -25,13 +25,13 @@ exception (record/live.py) — what a reader following the run stops on.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError, StoreError
 from molrec_raw.record import documents, live
-from molrec_raw.record.doors import check_record_path, replace_record
+from molrec_raw.record.doors import replace_record, writable_record_path
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory import extents as ext
 from molrec_raw.record.trajectory import recovery
@@ -45,7 +45,8 @@ from molrec_raw.record.trajectory.reader import Trajectory
 from molrec_raw.record.trajectory.references import (SystemCounterparts, check_resolved, refuse_aligned_system_names,
                                                      section_rows)
 from molrec_raw.record.trajectory.schema import SequenceSchema
-from molrec_raw.record.trajectory.storage import born, delete_node, grow, land_all, read_nstep
+from molrec_raw.record.trajectory.storage import (align_tails, born, delete_node, grow, land_all, read_nstep,
+                                                  tail_shards)
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
 from molrec_raw.zarr.fileops import FileOps
 
@@ -78,7 +79,7 @@ class MrecWriter:
         self._init_common(flush_every, durable, status)
         self._compression = ext.parse_compression(compression)
         self._schema = schema.copy()
-        target = check_record_path(path)
+        target = writable_record_path(path, fileops)
         if target.suffix == ".zip" or target.is_file():
             raise StoreError("a record being written is a directory; zip archives are read-only",
                              store=str(target))
@@ -124,6 +125,7 @@ class MrecWriter:
         self._durable = bool(durable)
         self._status = bool(status)
         self._dirty = False  # automatic commits since the last durable point
+        self._grown: Set[str] = set()  # shards landed in since the last durable point (their tails get aligned)
         self._closed = False
         self._nstep = 0  # committed
         self._buffered = 0
@@ -148,7 +150,7 @@ class MrecWriter:
         self = cls.__new__(cls)
         self._init_common(flush_every, durable, status)
         self._compression = None
-        target = check_record_path(path)
+        target = writable_record_path(path, fileops)
         if target.suffix == ".zip" or not target.is_dir():
             raise StoreError("only a directory record can be reopened for append", store=str(target))
         root = open_group(DirectoryStore(target, fileops=fileops), mode="r+", threads=WRITE_THREADS)
@@ -185,6 +187,10 @@ class MrecWriter:
         if self._status:
             live.record_state(root, live.RUNNING, durable=durable)
         if durable:  # the reopened state (arrays maybe shrunk) is the new durable point
+            # its tails may be durable and end inside a sector (a record written before issue 23,
+            # by a durable=False writer, or by another tool): rewritten aligned, never written into
+            align_tails(root.store, [key for arr, rows in self._committed_arrays() for key in tail_shards(arr, rows)],
+                        rewrite=True)
             self._sync_data()
             self._durable_point()
         return self
@@ -312,12 +318,16 @@ class MrecWriter:
 
     @property
     def flush_every(self) -> int:
+        """Frames buffered before an automatic commit: the caller's ``flush_every``, else the
+        reference cadence K derived from the frame size at the first append (README#decision-3)."""
         if self._flush_every is None:
             self._flush_every = self._derive_cadence()
         return self._flush_every
 
     @property
     def schema(self) -> SequenceSchema:
+        """A copy of the pinned declaration this writer appends under (it never changes,
+        trajectory#I13)."""
         return self._schema.copy()
 
     def _frame_rows(self, block: BlockWriter) -> int:
@@ -509,44 +519,56 @@ class MrecWriter:
         block.total = lo + rows
         block.clear_pending(ups, values)
 
+    def _committed_arrays(self) -> Iterator[Tuple[Array, int]]:
+        """Every array of the committed state with its committed rows."""
+        for block in self._blocks.values():
+            if block.group is None:
+                continue
+            for arr in [*block.columns.values(), *block.masks.values()]:
+                yield arr, block.total
+            if block.mode == "indexed":
+                assert block.step_index is not None and block.offset is not None, "indexed blocks hold both"
+                yield block.step_index, block.n_updates
+                yield block.offset, block.n_updates + 1
+        if self._box.group is not None:
+            for arr in self._box.arrays.values():
+                yield arr, self._box.n_updates
+        if self._mgroup is not None:
+            for m in self._meta.values():
+                if m.array is not None:
+                    yield m.array, m.committed
+        for series in (self._step, self._time):
+            if not series.prog and series.array is not None:
+                yield series.array, series.committed
+
     def _manifest(self, nstep: Optional[int] = None) -> recovery.Manifest:
         """What the committed state (of ``nstep`` frames, default the committed ones)
         relies on (recovery.py): every group and array with its committed rows, paths
         relative to ``trajectory/``."""
         manifest = recovery.Manifest(self._nstep if nstep is None else nstep)
         cut = len(TRAJ) + 1
-
-        def add(arr: Optional[Array], rows: int) -> None:
-            if arr is not None:
-                manifest.arrays[arr.path[cut:]] = rows
         for block in self._blocks.values():
-            if block.group is None:
-                continue
-            manifest.groups.append(block.group.path[cut:])
-            if block.masks:
-                manifest.groups.append(f"{block.group.path[cut:]}/_validity")
-            for arr in [*block.columns.values(), *block.masks.values()]:
-                add(arr, block.total)
-            if block.mode == "indexed":
-                add(block.step_index, block.n_updates)
-                add(block.offset, block.n_updates + 1)
+            if block.group is not None:
+                manifest.groups.append(block.group.path[cut:])
+                if block.masks:
+                    manifest.groups.append(f"{block.group.path[cut:]}/_validity")
         if self._box.group is not None:
             manifest.groups.append("box")
-            for arr in self._box.arrays.values():
-                add(arr, self._box.n_updates)
         if self._mgroup is not None:
             manifest.groups.append("meta")
-            for m in self._meta.values():
-                add(m.array, m.committed)
-        for series in (self._step, self._time):
-            if not series.prog:
-                add(series.array, series.committed)
+        for arr, rows in self._committed_arrays():
+            manifest.arrays[arr.path[cut:]] = rows
         return manifest
 
     def _sync_data(self) -> None:
         """§10 step 2: every file written since the last durable point (once) and the
-        directories — all but the marker, which is about to be replaced."""
-        self._root.store.sync_all(skip=[f"{TRAJ}/zarr.json"])
+        directories — all but the marker, which is about to be replaced.  Each shard landed
+        in since then first ends at a sector boundary (``align_tails``: a durable point
+        leaves no sector that a later write shares)."""
+        store = self._root.store
+        align_tails(store, sorted(self._grown))
+        store.sync_all(skip=[f"{TRAJ}/zarr.json"])
+        self._grown.clear()
 
     def _first_durable_point(self) -> None:
         """Creation: nothing older to protect, so the first checkpoint is written plainly and
@@ -588,6 +610,7 @@ class MrecWriter:
                 m.commit(touched)
         self._time.commit(self._tgroup, touched)
         self._step.commit(self._tgroup, touched)
+        self._grown.update(key for key in touched if not key.endswith("zarr.json"))
         if durable:
             self._sync_data()
         nstep = self._nstep + self._buffered
@@ -619,6 +642,9 @@ class MrecWriter:
             self._commit(durable=self._durable, closing=True)
             if self._durable:  # closed and durable as it stands: the checkpoint has done its work
                 self._root.store.delete(recovery.CHECKPOINT)
+            else:  # whoever makes it durable later (write_mrec_trajectory's swap) gets aligned tails
+                align_tails(self._root.store, sorted(self._grown))
+                self._grown.clear()
         except BaseException as exc:
             self._end(exc)
             raise

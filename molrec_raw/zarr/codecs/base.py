@@ -50,6 +50,8 @@ class ChunkSpec:
         return None if itemsize is None else prod(self.shape) * itemsize
 
     def fill_chunk(self) -> np.ndarray:
+        """A chunk of this spec holding only the fill value (what a missing chunk decodes to,
+        zarr-v3-subset#6)."""
         return np.full(self.shape, self.fill_value, dtype=self.dtype.numpy)
 
 
@@ -146,10 +148,13 @@ def register(cls: Type[Codec]) -> Type[Codec]:
 
 
 def registered_codecs() -> Tuple[str, ...]:
+    """The names of every codec this subset reads and writes, sorted (zarr-v3-subset#5)."""
     return tuple(sorted(_REGISTRY))
 
 
 def codec_class(name: str) -> Type[Codec]:
+    """The codec class registered under ``name``; an unknown codec is refused
+    (UnsupportedFeatureError, zarr-v3-subset#5)."""
     try:
         return _REGISTRY[name]
     except KeyError:

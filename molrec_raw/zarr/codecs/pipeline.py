@@ -119,6 +119,7 @@ class CodecPipeline:
         ) else None
 
     def to_json(self) -> List[Any]:
+        """The ``codecs`` list of a zarr.json for this pipeline, in encoding order."""
         return [c.to_json() for c in (*self.array_codecs, self.array_bytes, *self.bytes_codecs)]
 
     def encoded_size(self) -> Optional[int]:
@@ -127,6 +128,8 @@ class CodecPipeline:
 
     # -- whole chunks -----------------------------------------------------
     def encode(self, chunk: np.ndarray) -> Buffer:
+        """One chunk's stored bytes: array-to-array codecs, the array-to-bytes codec, then the
+        bytes-to-bytes codecs, in order (zarr-v3-subset#5)."""
         for array_codec in self.array_codecs:
             chunk = array_codec.encode(chunk)
         data = self.array_bytes.encode(chunk)
@@ -135,6 +138,8 @@ class CodecPipeline:
         return data
 
     def decode(self, data: Buffer) -> np.ndarray:
+        """The chunk stored as ``data``, every codec applied in reverse order; bytes a codec
+        refuses raise a MolrecError naming its rule (zarr-v3-subset#5)."""
         return self.decode_array(self.decode_bytes(data))
 
     def decode_bytes(self, data: Buffer) -> Buffer:

@@ -16,6 +16,14 @@ to ``n`` of a shard tells "not written" (stamp < n: the index is older than the 
 is asked for) from "fill value" (an empty inner chunk under the stamp).  The stamp shares
 a 16-byte-aligned block — so a 512-byte sector — with the index checksum: a torn page
 fails one or both checks, never passes with a wrong count.
+
+The index page of a positional shard owns whole sectors: its first inner chunk starts at
+the next multiple of ``SECTOR_ALIGN`` (4096) bytes after the stamp, zero bytes between —
+outside every indexed range, so other readers never see them.  Rewriting the index in place
+then never touches a sector that holds chunk data: on a device without *powersafe
+overwrite* a torn sector loses every byte of it, not only those the write covered (issue
+23).  Writers that make a shard durable end it at such a boundary too (:func:`align_up`),
+so that the next append starts in a sector of its own.
 """
 from __future__ import annotations
 
@@ -38,6 +46,7 @@ from molrec_raw.zarr.store import Store
 
 EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 STAMP_SIZE = 12  # u64 rows written + u32 crc32c(index bytes + rows), right after a start index
+SECTOR_ALIGN = 4096  # a 4Kn sector (and a 4 KiB page): the unit a power cut may tear whole
 MAX_NESTING = 8  # sharding_indexed inside sharding_indexed, at most this many levels in all
 DEFAULT_INDEX_CODECS = [
     {"name": "bytes", "configuration": {"endian": "little"}},
@@ -56,6 +65,12 @@ class Stamp:
     computed: int
     valid: bool
     why: str
+
+
+def align_up(offset: int, unit: Optional[int] = None) -> int:
+    """The first multiple of ``unit`` (default ``SECTOR_ALIGN``) at or after ``offset``."""
+    step = SECTOR_ALIGN if unit is None else unit
+    return -(-offset // step) * step
 
 
 def _local_dims(local: Tuple[Local, ...]) -> List[DimSelection]:
@@ -189,7 +204,7 @@ class ShardingCodec(ArrayBytesCodec):
         index = np.full((self.n_chunks, 2), EMPTY, dtype=np.uint64)
         offset = self.index_size if self.index_location == "start" else 0
         if stamp is not None:
-            offset += STAMP_SIZE
+            offset = self.first_chunk_offset()
         parts: List[Buffer] = []
         for i, data in enumerate(encoded):
             if data is not None:
@@ -198,8 +213,15 @@ class ShardingCodec(ArrayBytesCodec):
                 offset += size
                 parts.extend(data if isinstance(data, tuple) else (data,))
         index_bytes = self._encode_index(index, stamp)
+        if stamp is not None and parts:  # zeros up to the first chunk: the index page's own sectors
+            index_bytes += bytes(self.first_chunk_offset() - len(index_bytes))
         parts = [index_bytes, *parts] if self.index_location == "start" else [*parts, index_bytes]
         return b"".join(parts)
+
+    def first_chunk_offset(self) -> int:
+        """Where a positional shard's chunk data begins: after the index and its stamp, at
+        the next ``SECTOR_ALIGN`` boundary (see the module docstring)."""
+        return align_up(self.index_size + STAMP_SIZE)
 
     def _encode_index(self, index: np.ndarray, stamp: Optional[int]) -> bytes:
         """The encoded index, followed by the written-rows stamp when ``stamp`` is given."""
@@ -453,7 +475,7 @@ class ShardingCodec(ArrayBytesCodec):
         slots, chunks, empties = self._prepared(touched, value, extent, stored)
         plan = ShardWrite(self.inner, slots, chunks, empties)
         plan.key, plan.size, plan.index, plan.stamp = key, size, index, (stamp if stamped else None)
-        plan.first = max(size, self.index_size + STAMP_SIZE) if stamped else size
+        plan.first = max(size, self.first_chunk_offset()) if stamped else size
         return plan
 
     def finish_positional(self, store: Store, plan: "ShardWrite", encoded: Sequence[Item]) -> None:

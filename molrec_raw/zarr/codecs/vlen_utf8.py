@@ -33,7 +33,7 @@ class VlenUtf8Codec(ArrayBytesCodec):
         return {"name": "vlen-utf8", "configuration": {}}
 
     def encode(self, chunk: np.ndarray) -> Buffer:
-        # C order over the full chunk shape, whatever the memory layout (zarr-python#3558).
+        # C order over the full chunk shape, whatever the memory layout (zarr-developers/zarr-python#3558).
         values = np.asarray(chunk, dtype=object).ravel(order="C").tolist()
         try:
             text = "".join(values)  # also proves every element is a str
