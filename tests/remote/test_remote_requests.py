@@ -90,3 +90,37 @@ def test_trajectory_9_sequential_iteration_reads_ahead(served):
                                           local_frame.blocks["atoms"].columns["z"])
         spent = server.requests - before
     assert spent <= 3 * 14  # per column: doubling runs over 2 shards + 2 indexes, not 300 reads
+
+
+BATCH = [10, 11, 12, 100, 10, 270, 271, 150, 12]  # any order, duplicates; runs 10-12, 100, 150, 270-271
+
+
+@pytest.mark.parametrize("how", ["read_frames", "block_array", "xarray"])
+def test_trajectory_9_a_batch_fetches_each_needed_range_once(served, how):
+    """A batch over HTTP is planned as one read: every byte range it needs is requested once
+    (none twice, duplicates and reordering included), neighbouring chunks in one request —
+    per column one request per run of neighbouring frames (4 runs here) and the index page of
+    the first shard (the tail shard's was read at open); the same through ``read_frames``,
+    ``block_array(..., frames=indices)`` and the xarray backend's lazy indexing."""
+    server, root = served
+    url = server.url_of("c.mrec.zip")
+    with MrecReader(root / "c.mrec") as local:
+        want = np.stack([local.block_array("atoms", [c], BATCH)[:, :, 0] for c in "xyz"], axis=-1)
+    columns = "xyz"
+    with MrecReader(url) as reader:
+        first = len(server.log)
+        if how == "read_frames":
+            frames = reader.read_frames(BATCH)
+            got = np.stack([[f.blocks["atoms"].columns[c] for c in "xyz"] for f in frames]).transpose(0, 2, 1)
+        elif how == "block_array":
+            got = reader.block_array("atoms", ["x", "y", "z"], np.asarray(BATCH))
+        else:
+            xr = pytest.importorskip("xarray", reason="xarray is not installed (pip install 'molrec-raw[xarray]')")
+            with xr.open_dataset(url, engine="mrec", group="trajectory/atoms") as ds:
+                first = len(server.log)
+                got = ds["x"][BATCH].values[:, :, None]
+            columns, want = "x", want[:, :, :1]
+        ranges = [entry[2] for entry in server.log[first:] if entry[0] == "GET"]
+    np.testing.assert_array_equal(got, want)
+    assert len(ranges) == len(set(ranges)), ranges
+    assert len(ranges) == len(columns) * (4 + 1), ranges
