@@ -18,15 +18,6 @@ import pytest
 import molrec_raw
 import molrec_raw.integrations
 
-# ISSUE-21 MARK: branch issue-21 rewrites record/trajectory/reader.py and documents MrecReader's
-# methods there.  Until it merges these are the only public objects allowed without a
-# docstring; the test fails as soon as one of them gets one, so the lead deletes this set
-# at the merge.
-AWAITING_ISSUE_21 = {
-    "molrec_raw.MrecReader.block_names", "molrec_raw.MrecReader.read_frame", "molrec_raw.MrecReader.schema",
-    "molrec_raw.MrecReader.step", "molrec_raw.MrecReader.time",
-}
-
 
 def _own_doc(obj: Any) -> str:
     doc = obj.__dict__.get("__doc__") if isinstance(obj, type) else inspect.getdoc(obj)
@@ -103,11 +94,7 @@ def _undocumented(faces: List[Tuple[str, Any]]) -> List[str]:
 
 def test_issue24_every_public_name_has_a_docstring():
     missing = set(_undocumented(_public_faces()))
-    awaiting = missing & AWAITING_ISSUE_21
-    assert not missing - AWAITING_ISSUE_21, f"public objects without a docstring: {sorted(missing - AWAITING_ISSUE_21)}"
-    assert awaiting == AWAITING_ISSUE_21, (
-        f"{sorted(AWAITING_ISSUE_21 - awaiting)} have docstrings now (issue-21 merged?): remove them from "
-        "AWAITING_ISSUE_21")
+    assert not missing, f"public objects without a docstring: {sorted(missing)}"
 
 
 def test_issue24_every_integration_public_name_has_a_docstring():

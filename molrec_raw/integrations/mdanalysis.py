@@ -172,6 +172,40 @@ class MRECReader(ReaderBase):
             ts.data.update(source.meta(frame))
         return ts
 
+    def timeseries(self, asel: Any = None, atomgroup: Any = None, start: Optional[int] = None,
+                   stop: Optional[int] = None, step: Optional[int] = None, order: str = "fac") -> np.ndarray:
+        """Positions of ``atomgroup`` (default: every atom) over frames ``start:stop:step`` as
+        float32 in ``order`` (a permutation of ``"fac"``: frame, atom, coordinate) —
+        MDAnalysis's ``timeseries``, read through the record's read engine a batch of frames
+        at a time (``TrajectorySource.read``: each inner chunk decoded once) instead of one
+        Timestep per frame; the reader's current frame is left where it was."""
+        if asel is not None:
+            warnings.warn("asel argument to timeseries will be renamed to 'atomgroup' in 3.0, see #3911",
+                          category=DeprecationWarning, stacklevel=2)
+            if atomgroup:
+                raise ValueError("Cannot provide both asel and atomgroup kwargs")
+            atomgroup = asel
+        start, stop, step = self.check_slice_indices(start, stop, step)
+        frames = np.arange(start, stop, step, dtype=np.int64)
+        if atomgroup is not None:
+            if len(atomgroup) == 0:
+                raise ValueError("Timeseries requires at least one atom to analyze")
+            atoms: Any = np.asarray(atomgroup.indices)
+            n_atoms = atoms.size
+        else:
+            atoms, n_atoms = None, self.n_atoms
+        if any(axis not in "fac" for axis in order):
+            raise ValueError(f"Unrecognized order key in {order}, must be permutation of 'fac'")
+        if sorted(order) != sorted("fac"):
+            raise ValueError(f"Repeated or missing keys passed to argument `order`: {order}, each key must be used once")
+        source = self._source
+        out = np.empty((frames.size, n_atoms, 3), dtype=np.float32)
+        per = source.batch_size()
+        for first in range(0, frames.size, per):
+            part = frames[first:first + per]
+            out[first:first + part.size] = source.read(part, ["positions"]).stacked("positions", np.float32, atoms)
+        return out.transpose(["fac".index(axis) for axis in order])
+
     def _reopen(self) -> None:
         self._frame = -1
 

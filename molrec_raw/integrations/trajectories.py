@@ -4,8 +4,9 @@
 fixed atom count (a trajectory whose ``atoms`` block changes its row count is refused, since
 neither tool can represent it), positions/velocities/forces converted from the record's units
 to the tool's (conventions, frame-and-types §13.5), read many frames at a time
-(``MrecReader.block_columns``: one range read per column instead of one per frame), the cell as
-rows, steps, times and per-step meta.  A record without a trajectory section yields its
+(the read engine: ``MrecReader.block_columns`` for the coordinates and ``read_frames`` for the
+batch's per-step meta and cells, each planned as one read instead of one per frame), the cell
+as rows, steps, times and per-step meta.  A record without a trajectory section yields its
 ``frame`` section (or a ``system`` section with coordinates) as a single frame.
 
 :class:`TrajectorySink` writes frames a tool hands over, already in the units it states:
@@ -102,6 +103,7 @@ class TrajectorySource:
         self._reader: Optional[MrecReader] = None
         self._single: Optional[Frame] = None
         self._meta_cache: Tuple[int, Dict[str, Any], Optional[Box]] = (-1, {}, None)
+        self._batch_resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = {}  # the last read's frames
         self._warned_boundary = False
         if "trajectory" in sections:
             reader = MrecReader(self.path)
@@ -186,11 +188,16 @@ class TrajectorySource:
 
     def read(self, frames: Any, groups: Optional[Sequence[str]] = None) -> Batch:
         """Frames ``frames`` (a sequence or array of indices) of ``groups`` (default: every
-        group present)."""
+        group present); their per-step meta and cells are read with them (one planned read,
+        kept for :meth:`meta` and :meth:`cell_rows` until the next batch)."""
         index = np.asarray(frames, dtype=np.int64).reshape(-1)
         names = [n for g in (self.groups if groups is None else groups) for n in GROUPS[g][0]]
         if self._reader is not None:
             columns = self._reader.block_columns("atoms", names, index)
+            if self.meta_keys:  # the batch's meta and cells in one planned read, not one per frame
+                found = self._reader.read_frames(index, columns=[])
+                self._batch_resolved = {int(f): (self._converted_meta(r), r.box)
+                                        for f, r in zip(index.tolist(), found)}
         else:
             assert self._single is not None
             if index.size and (index.min() < 0 or index.max() > 0):
@@ -208,18 +215,24 @@ class TrajectorySource:
             assert self._single is not None
             meta: Dict[str, Any] = {}
             box = self._single.box
+        elif frame in self._batch_resolved:
+            meta, box = self._batch_resolved[frame]
         elif self.meta_keys:
             resolved = self._reader.read_columns(frame, [])
-            meta = {}
-            for key, value in resolved.meta.items():
-                plain = value.value if isinstance(value, MetaValue) else value
-                factor = self._meta_factors.get(key, 1.0)
-                meta[key] = plain * factor if factor != 1.0 and isinstance(plain, float) else plain
-            box = resolved.box
+            meta, box = self._converted_meta(resolved), resolved.box
         else:
             meta, box = {}, self._reader.box_at(frame)
         self._meta_cache = (frame, meta, box)
         return meta, box
+
+    def _converted_meta(self, resolved: Frame) -> Dict[str, Any]:
+        """A resolved frame's per-step meta as plain values in the tool's units."""
+        meta: Dict[str, Any] = {}
+        for key, value in resolved.meta.items():
+            plain = value.value if isinstance(value, MetaValue) else value
+            factor = self._meta_factors.get(key, 1.0)
+            meta[key] = plain * factor if factor != 1.0 and isinstance(plain, float) else plain
+        return meta
 
     def meta(self, frame: int) -> Dict[str, Any]:
         """Frame ``frame``'s per-step meta, canonical energies and volume in the tool's units."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from molrec_raw.errors import MolrecError
 from molrec_raw.record.damage import Damage, record_damage
@@ -100,12 +100,13 @@ def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> Rep
     open_record(target)  # the version check of a read
     store = DirectoryStore(target, read_only=dry_run, fileops=fileops)
     root = open_group(store, mode="r" if dry_run else "r+", threads=1)
-    view: Optional[MrecReader] = None
+    view: Optional[Tuple[Group, Dict[str, int]]] = None  # the trajectory as readers read it
     if store.size(recovery.CHECKPOINT) is not None or store.size(f"{TRAJ}/zarr.json") is not None:
-        reader = view = MrecReader.over(root)
-        plan = recovery.plan_recovery(root, reader.source, reader.recovery_reason, len(reader),
-                                      reader.logical_rows())
-        report.nstep, report.source, report.reason = len(reader), reader.source, reader.recovery_reason
+        state = recovery.open_state(root)
+        state.ranges.close()
+        plan = recovery.plan_recovery(root, state.source, state.reason, state.nstep, state.logical_rows())
+        report.nstep, report.source, report.reason = state.nstep, state.source, state.reason
+        view = (state.layout.root, state.logical_rows())
         report.changes += [f"{a.verb} {a.key}: {a.why}" for a in plan.actions]
         report.changes += [f"remove {p}: a temporary file of an interrupted write" for p in plan.temporary]
         if plan.has_checkpoint:
@@ -139,9 +140,10 @@ def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> Rep
     return report
 
 
-def _damage_of(root: Group, reader: Optional[MrecReader]) -> List[Damage]:
-    """The chunks readers read from ``root`` (the trajectory as ``reader`` reads it) that fail."""
-    return record_damage(root, None if reader is None else (reader.root, reader.logical_rows()))
+def _damage_of(root: Group, trajectory: Optional[Tuple[Group, Dict[str, int]]]) -> List[Damage]:
+    """The chunks readers read from ``root`` that fail (the trajectory as read: the root of
+    its chosen state and the committed rows of each array)."""
+    return record_damage(root, trajectory)
 
 
 def _damage(target: Path) -> List[Damage]:
@@ -150,7 +152,7 @@ def _damage(target: Path) -> List[Damage]:
     if not isinstance(root.get(TRAJ), Group):
         return _damage_of(root, None)
     with MrecReader(target) as reader:
-        return _damage_of(root, reader)
+        return _damage_of(root, (reader.root, reader.logical_rows()))
 
 
 def _sound(target: Path) -> bool:

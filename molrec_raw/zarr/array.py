@@ -403,32 +403,10 @@ class Array(Node):
         return the fill value as if it were data (zarr-v3-subset#7, sharding.py).  A shard
         without a stamp is taken as written; ``strict`` refuses a missing shard too (a
         writer that stamps stores every shard it lands in, even an all-fill one)."""
-        sharding = self.pipeline.sharding
-        if sharding is None or sharding.index_location != "start" or self.ndim == 0 or length <= 0:
-            return
-        shard_rows = self.metadata.chunk_shape[0]
-        start, size = sharding.stamp_range()
-        rest = [range(g) for g in self.metadata.grid_shape[1:]]
-        for k in range(-(-min(length, self.shape[0]) // shard_rows)):
-            need = min(shard_rows, length - k * shard_rows)
-            for coords in itertools.product([k], *rest):
-                key = self.chunk_key(coords)
-                page = self.store.get_range(key, start, size)
-                if page is None:
-                    if strict:
-                        raise self._context(CorruptDataError(
-                            f"rows up to {length} are claimed but shard {list(coords)} is missing: "
-                            "they were never written", rule="zarr-v3-subset#7"), key)
-                    continue
-                try:
-                    rows = sharding.written_rows(page)
-                except MolrecError as exc:
-                    raise self._context(exc, key) from None
-                if rows is not None and rows < need:
-                    raise self._context(CorruptDataError(
-                        f"rows up to {length} are claimed but the index of shard {list(coords)} was written "
-                        f"for {rows} of its rows, not {need}: the rest were never written (the index is "
-                        "older than the data it is asked for)", rule="zarr-v3-subset#7"), key)
+        from molrec_raw.zarr.chunkread import check_written
+        from molrec_raw.zarr.handles import StoreRanges
+
+        check_written(self, length, strict, StoreRanges(self.store))
 
     # -- writing ------------------------------------------------------------
     def __setitem__(self, selection: Any, value: Any) -> None:

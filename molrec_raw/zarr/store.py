@@ -380,6 +380,21 @@ class DirectoryStore(Store):
         except OSError as exc:
             raise self._fail("read", key, exc) from None
 
+    def open_for_read(self, key: str) -> Optional[int]:
+        """A read-only descriptor of the file of ``key`` (None when missing) for a reader
+        that keeps it open (``zarr/handles.py``, ``FileRanges``); the caller closes it.
+        The path is resolved as for every read."""
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as exc:
+            raise self._fail("read", key, exc) from None
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return fd
+
     def size(self, key: str) -> Optional[int]:
         try:
             st = os.stat(self._path(key))

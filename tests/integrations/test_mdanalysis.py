@@ -162,6 +162,69 @@ def test_velocities_forces_step_and_per_step_meta_in_ts_data(tmp_path):
     assert u.trajectory.dt == pytest.approx(0.002)
 
 
+def _meta_record(path, frames=40, atoms=6):
+    sink = TrajectorySink(path, atoms, Units("nm", "ps", "eV"), meta_keys=["pe"])
+    for i in range(frames):
+        x = np.arange(atoms * 3, dtype=np.float64).reshape(atoms, 3) * 0.01 + 0.1 * i
+        sink.append(x, cell=np.eye(3) * (2.0 + 0.01 * i), step=i, time=0.5 * i, meta={"pe": -1.0 * i})
+    sink.close()
+    return str(path)
+
+
+def test_trajectory_9_iteration_reads_meta_and_cells_with_each_batch(tmp_path, monkeypatch):
+    """``u.trajectory`` reads a batch's per-step meta and cells in one planned read
+    (``read_frames``) with its coordinates: no per-frame read of the record; the values equal
+    the record's own series."""
+    import molrec_raw.integrations.trajectories as trajectories
+    monkeypatch.setattr(trajectories, "BATCH_BYTES", 6 * 8 * 3 * 7)  # batches of 7 frames
+    path = _meta_record(tmp_path / "m.mrec")
+    calls = {"read_columns": [], "read_frames": []}
+    for name in calls:
+        original = getattr(mr.MrecReader, name)
+
+        def counted(self, *args, _name=name, _original=original, **kwargs):
+            calls[_name].append(np.asarray(args[0]).tolist())
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(mr.MrecReader, name, counted)
+    u = mda.Universe(path)
+    seen = [(ts.frame, ts.data["pe"], ts.dimensions[0]) for ts in u.trajectory]
+    batches = [list(range(k, min(k + 7, 40))) for k in range(0, 40, 7)]
+    # one read per batch of 7 frames, and MDAnalysis's rewind to frame 0 after the last one
+    assert calls == {"read_columns": [], "read_frames": batches + batches[:1]}
+    with mr.MrecReader(path) as r:
+        pe = r.meta_series("pe") * 96.4853321233
+        sides = [r.box_at(i).vectors[0, 0] * 10 for i in range(len(r))]
+    assert [f for f, _, _ in seen] == list(range(40))
+    np.testing.assert_allclose([v for _, v, _ in seen], pe)
+    np.testing.assert_allclose([d for _, _, d in seen], sides, rtol=1e-6)
+
+
+@pytest.mark.parametrize("start, stop, step, order, select", [
+    (None, None, None, "fac", None), (3, 37, 4, "afc", "index 1 4 5"), (35, 2, -3, "caf", None),
+    (0, 40, 13, "fca", "index 0"),
+])
+def test_timeseries_through_the_engine_equals_mdanalysis_frame_by_frame(tmp_path, monkeypatch, start, stop, step,
+                                                                         order, select):
+    """``u.trajectory.timeseries`` reads batches through the read engine and equals
+    MDAnalysis's own frame-by-frame implementation (``ReaderBase.timeseries``); the current
+    frame stays where it was."""
+    from MDAnalysis.coordinates.base import ReaderBase
+    import molrec_raw.integrations.trajectories as trajectories
+    monkeypatch.setattr(trajectories, "BATCH_BYTES", 6 * 8 * 3 * 5)  # batches of 5 frames
+    u = mda.Universe(_meta_record(tmp_path / "t.mrec"))
+    group = None if select is None else u.select_atoms(select)
+    u.trajectory[9]
+    got = u.trajectory.timeseries(atomgroup=group, start=start, stop=stop, step=step, order=order)
+    assert u.trajectory.ts.frame == 9
+    want = ReaderBase.timeseries(u.trajectory, atomgroup=group, start=start, stop=stop, step=step, order=order)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="Unrecognized order"):
+        u.trajectory.timeseries(order="fxc")
+    with pytest.raises(ValueError, match="Repeated or missing"):
+        u.trajectory.timeseries(order="ffc")
+
+
 def test_record_without_units_reads_in_the_assumed_units_13_5(tmp_path):
     path = tmp_path / "plain.mrec"
     frame = mr.Frame({}, {"atoms": mr.Block({c: np.array([1.0, 2.0]) for c in "xyz"})})

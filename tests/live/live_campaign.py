@@ -5,8 +5,11 @@ automatic commit after every frame, a durable ``flush()`` every 10 frames, a top
 change (bonds restated), a cell change, and numbering that stops being a progression
 (the ``step`` array is born mid-run); it records when each commit returned, then closes
 (the status says ``succeeded``).  Each reader ``refresh()``-es, reads the newest frame and
-a few random committed ones, and compares each with what the writer appended, bit for bit,
-until the run is over; it records when each frame first became visible.
+a few random committed ones, one by one and as one ``read_frames`` batch, and every few
+refreshes iterates the newest frames (``iter_frames``: views); it compares each with what
+the writer appended, bit for bit, until the run is over, then reads the whole run the three
+ways; it records when each frame first became visible.  Odd readers keep a small chunk
+cache (evictions and re-reads while the writer appends; issue 21).
 
 Reported: reads per second, the lag between a commit and its visibility to a reader
 (median, p99), wrong frames and errors that are not ``MolrecError`` (both must be 0), and
@@ -32,6 +35,7 @@ import numpy as np
 import molrec_raw as mr
 from molrec_raw.errors import MolrecError
 from molrec_raw.record.live import FINISHED_STATES
+from molrec_raw.record.trajectory.chunk_cache import DEFAULT_CACHE_BYTES
 
 ATOMS = 64
 TOPOLOGY_EVERY = 150  # bonds restated (one bond fewer or more) every this many frames
@@ -39,6 +43,8 @@ CELL_EVERY = 100  # the cell changes every this many frames
 STEPS_BREAK = 300  # numbering stops being a progression here (the step array is born)
 DURABLE_EVERY = 10
 RANDOM_READS = 4  # random committed frames read per refresh, beside the newest
+WINDOW, WINDOW_EVERY = 40, 10  # the newest frames iterated every this many refreshes
+SMALL_CACHE = 256 * 1024  # the chunk cache of odd readers: a few chunks, evicted all the time
 
 
 def step_of(i: int) -> int:
@@ -129,22 +135,35 @@ def read(path: Path, seconds: float, seed: int, out: Path) -> None:
         if time.monotonic() > deadline:
             raise SystemExit("the record never appeared")
         time.sleep(0.01)
-    reader = mr.MrecReader(path)
+    # odd readers keep a small chunk cache, so that evictions and re-reads happen while the
+    # writer appends (issue 21: caches never serve stale data)
+    reader = mr.MrecReader(path, cache_bytes=SMALL_CACHE if seed % 2 else DEFAULT_CACHE_BYTES)
     started = time.monotonic()
     seen = None  # frames visible at the last refresh
     steps: List[int] = []
     times: List[float] = []
 
-    def check(i: int) -> None:
+    def compare(i: int, frame: mr.Frame) -> None:
+        report["reads"] += 1
+        if not same(frame, expected(i)) or steps[i] != step_of(i) or times[i] != time_of(i):
+            report["wrong"].append(i)
+
+    def guarded(what: str, read: Any) -> None:
         try:
-            frame = reader.read_frame(i)
-            report["reads"] += 1
-            if not same(frame, expected(i)) or steps[i] != step_of(i) or times[i] != time_of(i):
-                report["wrong"].append(i)
+            read()
         except MolrecError as exc:
-            report["library_errors"].append(f"frame {i}: {exc}")
+            report["library_errors"].append(f"{what}: {exc}")
         except Exception as exc:  # noqa: BLE001 - counted: the campaign's point
-            report["other_errors"].append(f"frame {i}: {type(exc).__name__}: {exc}")
+            report["other_errors"].append(f"{what}: {type(exc).__name__}: {exc}")
+
+    def check(i: int) -> None:
+        guarded(f"frame {i}", lambda: compare(i, reader.read_frame(i)))
+
+    def check_batch(indices: List[int]) -> None:  # one planned read (read_frames)
+        guarded(f"frames {indices}", lambda: [compare(i, f) for i, f in zip(indices, reader.read_frames(indices))])
+
+    def check_window(lo: int, hi: int) -> None:  # views through the iterator
+        guarded(f"frames {lo}:{hi}", lambda: [compare(i, f) for i, f in zip(range(lo, hi), reader.iter_frames(lo, hi))])
 
     while time.monotonic() < deadline:
         over = (reader.run_status() or {}).get("state") in FINISHED_STATES  # read before the refresh
@@ -168,9 +187,14 @@ def read(path: Path, seconds: float, seed: int, out: Path) -> None:
             check(n - 1)
             for _ in range(RANDOM_READS):
                 check(rnd.randrange(n))
+            check_batch([n - 1] + [rnd.randrange(n) for _ in range(RANDOM_READS)] + [n - 1])
+            if report["refreshes"] % WINDOW_EVERY == 0:
+                check_window(max(0, n - WINDOW), n)
         if over:
-            for i in range(n):  # the whole run, once, at the end
+            for i in range(n):  # the whole run, once, at the end: frame by frame, in a batch, iterated
                 check(i)
+            check_batch(list(range(n)))
+            check_window(0, n)
             report["saw_end"], report["final_nstep"] = True, n
             break
     report["seconds"] = time.monotonic() - started

@@ -1,12 +1,15 @@
-"""The reader's cache of decoded inner chunks (trajectory §9): bounded in bytes, reads
-ahead only when frames are visited in order, never decodes rows past the committed ones."""
+"""The read engine's caches (trajectory §9, spec-notes/trajectory.md "Read engine"): decoded
+inner chunks bounded in bytes, read-ahead only when frames are visited in order, iteration
+holding a batch of chunks whatever the record's length, never a row past the committed ones."""
 from __future__ import annotations
 
 import numpy as np
 
 import molrec_raw as mr
 from molrec_raw import MrecReader, MrecWriter, SequenceSchema
-from molrec_raw.record.trajectory.chunk_cache import LOCAL_RUN_CHUNKS
+import tracemalloc
+
+from molrec_raw.record.trajectory.engine import LOCAL_RUN_CHUNKS
 from traj_helpers import CountingStore
 
 ROWS = 2048  # one 16 KiB inner chunk per frame and column
@@ -32,7 +35,7 @@ def test_trajectory_9_sequential_reads_ahead_in_doubling_runs(tmp_path):
             assert reader[i].blocks["atoms"].columns["x"][0] == i + 1
         reads = _chunk_reads(store)
     # runs of 1, 2, 4, then LOCAL_RUN_CHUNKS = 8 inner chunks on a local store (one read each,
-    # every chunk once): 3 + ceil(93 / 8) = 15 reads for 100 frames
+    # every chunk once): frames 0, 1, 3, 7, then every 8th from 15: 4 + 11 = 15 reads
     assert LOCAL_RUN_CHUNKS == 8 and len(reads) == 15
 
 
@@ -49,16 +52,29 @@ def test_trajectory_9_latency_bound_store_doubles_runs_up_to_the_budget(tmp_path
     assert len(reads) == 7
 
 
-def test_trajectory_9_iteration_holds_a_few_inner_chunks_per_column(tmp_path):
-    """Sequential iteration keeps the run it decodes and one chunk before it, per array:
-    never more than LOCAL_RUN_CHUNKS + 1 inner chunks per column, whatever the budget."""
-    _write(tmp_path / "t.mrec", 100)
-    with MrecReader(tmp_path / "t.mrec") as reader:
-        most = 0
-        for i, frame in enumerate(reader):
-            assert frame.blocks["atoms"].columns["x"][0] == i + 1
-            most = max(most, len(reader._chunks._chunks))
-    assert most <= LOCAL_RUN_CHUNKS + 1
+def _iteration_peak(path, frames):
+    """Peak bytes allocated while iterating ``frames`` frames, each dropped at once (the
+    second pass: the first one makes what a reader makes once)."""
+    with MrecReader(path) as reader:
+        assert sum(1 for _ in reader) == frames
+        tracemalloc.start()
+        try:
+            for i, frame in enumerate(reader):
+                assert frame.blocks["atoms"].columns["x"][0] == i + 1
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+
+def test_trajectory_9_iteration_holds_a_batch_of_chunks_whatever_the_length(tmp_path):
+    """Iteration decodes a batch of LOCAL_RUN_CHUNKS inner chunks per column at a time and
+    keeps none of them past the next batch: the peak memory of iterating 400 frames is that
+    of 100 (one 16 KiB chunk per frame), and far below the 6.4 MB the frames hold."""
+    _write(tmp_path / "a.mrec", 100)
+    _write(tmp_path / "b.mrec", 400)
+    short, long = _iteration_peak(tmp_path / "a.mrec", 100), _iteration_peak(tmp_path / "b.mrec", 400)
+    assert long < 1.25 * short + 64 * 1024, (short, long)
+    assert long < 4 * LOCAL_RUN_CHUNKS * ROWS * 8, long
 
 
 def test_trajectory_9_iteration_reads_ahead_at_full_length_from_the_start(tmp_path):
@@ -88,10 +104,10 @@ def test_trajectory_9_cache_stays_within_its_budget(tmp_path):
     with MrecReader(tmp_path / "t.mrec", cache_bytes=budget) as reader:
         for i, frame in enumerate(reader):
             assert frame.blocks["atoms"].columns["x"][0] == i + 1
-            assert reader._chunks._bytes <= budget
+            assert reader._engine.cache.nbytes <= budget
         for i in (59, 3, 40, 3):
             assert reader[i].blocks["atoms"].columns["x"][0] == i + 1
-            assert reader._chunks._bytes <= budget
+            assert reader._engine.cache.nbytes <= budget
     with MrecReader(tmp_path / "t.mrec", cache_bytes=0) as reader:  # no cache: direct reads
         assert [f.blocks["atoms"].columns["x"][0] for f in reader] == list(range(1, 61))
 
@@ -103,7 +119,7 @@ def test_trajectory_9_random_whole_chunk_frames_are_handed_over_not_shared(tmp_p
     _write(tmp_path / "t.mrec", 100)
     with MrecReader(tmp_path / "t.mrec") as reader:
         first = reader[50].blocks["atoms"].columns["x"]
-        assert first[0] == 51 and not any(c == 50 for path, c in reader._chunks._chunks if path.endswith("atoms/x"))
+        assert first[0] == 51 and not any(c == 50 for path, c in reader._engine.cache.keys() if path.endswith("atoms/x"))
         assert reader[49].blocks["atoms"].columns["x"][0] == 50
         first[:] = -1.0
         again = reader[50].blocks["atoms"].columns["x"]

@@ -362,6 +362,19 @@ def block_layout(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Ar
     offsets, uniform_rows)`` with ``kind`` in ``none``/``regular``/``indexed``.  Index arrays
     beside markers win (a crash mid-switch, ``trajectory#N7``); an ``offset`` without
     ``step_index`` is an interrupted first index (no update)."""
+    kind, count, uniform, ordinals, offsets = find_updates(group, name, spec, columns, nstep)
+    if kind == "regular":
+        assert uniform is not None
+        return kind, np.arange(count, dtype=np.int64), np.arange(count + 1, dtype=np.int64) * uniform, uniform
+    assert ordinals is not None and offsets is not None
+    return kind, ordinals, offsets, None
+
+
+def find_updates(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Array], nstep: int
+                 ) -> Tuple[str, int, Optional[int], Optional[np.ndarray], Optional[np.ndarray]]:
+    """:func:`block_layout` without materialising a regular block's updates: ``(kind, count,
+    uniform_rows, ordinals, offsets)``, the arrays None for ``regular`` (update j is frame j,
+    rows ``j*uniform:(j+1)*uniform``) — what a reader of a long trajectory keeps."""
     node = f"/trajectory/{name}"
     attrs = dict(group.attrs)
     si, off = group.get("step_index"), group.get("offset")
@@ -378,7 +391,7 @@ def block_layout(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Ar
             raise spec_error("R8", f"block {name!r}: offsets missing for its {n} updates", f"{node}/offset")
         offsets = off[0:n + 1].astype(np.int64)
         check_offsets(offsets, name)
-        return "indexed", ordinals, offsets, None
+        return "indexed", n, None, ordinals, offsets
     markers = [k for k in MARKERS if k in attrs]
     if markers:
         uniform, dense = attrs.get("uniform_rows"), attrs.get("dense_updates")
@@ -392,27 +405,89 @@ def block_layout(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Ar
             raise spec_error("R9", f"block {name!r} has no columns, so it cannot carry elision markers", node)
         lengths = [columns[c].shape[0] if c in columns else 0 for c in spec.columns]
         n = min(min(lengths) // uniform, nstep)  # the SHORTEST column (decision 4)
-        return ("regular", np.arange(n, dtype=np.int64),
-                np.arange(n + 1, dtype=np.int64) * uniform, uniform)
-    return "none", np.zeros(0, np.int64), np.zeros(1, np.int64), None
+        return "regular", n, uniform, None, None
+    return "none", 0, None, np.zeros(0, np.int64), np.zeros(1, np.int64)
 
 
 class BlockReader:
     """Reader state of one block: its arrays and its committed updates (``kind`` as
-    ``block_layout`` found them: ``none``, ``regular`` or ``indexed``)."""
+    ``find_updates`` found them: ``none``, ``regular`` or ``indexed``; ``count`` updates).
+    A regular block's ``ordinals``/``offsets`` are made only when asked for (update j is
+    frame j, rows ``j*uniform:(j+1)*uniform``): a reader of 10^7 frames does not hold them."""
 
     def __init__(self, name: str, spec: BlockSpec) -> None:
         self.name, self.spec = name, spec
         self.kind = "none"
         self.columns: Dict[str, Array] = {}
         self.masks: Dict[str, Array] = {}
-        self.ordinals = np.zeros(0, np.int64)
-        self.offsets = np.zeros(1, np.int64)
+        self.count = 0
+        self.uniform: Optional[int] = None
+        self._ordinals: Optional[np.ndarray] = np.zeros(0, np.int64)
+        self._offsets: Optional[np.ndarray] = np.zeros(1, np.int64)
+
+    def set_updates(self, kind: str, count: int, uniform: Optional[int], ordinals: Optional[np.ndarray],
+                    offsets: Optional[np.ndarray]) -> None:
+        """Adopt what :func:`find_updates` found."""
+        self.kind, self.count, self.uniform = kind, count, uniform
+        self._ordinals, self._offsets = ordinals, offsets
+
+    @property
+    def ordinals(self) -> np.ndarray:
+        """Frame of each committed update."""
+        if self._ordinals is None:
+            self._ordinals = np.arange(self.count, dtype=np.int64)
+        return self._ordinals
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Rows of update j: ``offsets[j]:offsets[j+1]``."""
+        if self._offsets is None:
+            assert self.uniform is not None
+            self._offsets = np.arange(self.count + 1, dtype=np.int64) * self.uniform
+        return self._offsets
+
+    @property
+    def total(self) -> int:
+        """Committed rows (all updates)."""
+        if self.kind == "regular" and self.uniform is not None:
+            return self.count * self.uniform
+        return int(self.offsets[-1])
+
+    @property
+    def fixed_rows(self) -> Optional[int]:
+        """The row count every committed update shares (None: ragged, or no update)."""
+        if self.kind == "regular":
+            return self.uniform
+        found = getattr(self, "_fixed", False)
+        if found is False:
+            counts = np.diff(self.offsets)
+            found = int(counts[0]) if counts.size and bool(np.all(counts == counts[0])) else None
+            self._fixed: Optional[int] = found
+        return found
+
+    def updates_of(self, frames: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Vectorised :meth:`update_at` and :meth:`rows`: per frame the update in effect (-1
+        before the first) and its rows ``lo``/``hi`` (0, 0 where absent)."""
+        if self.kind == "regular":
+            u = int(self.uniform or 0)
+            js = np.minimum(frames, self.count - 1)
+            lo = np.maximum(js, 0) * u
+            return js, lo, np.where(js >= 0, lo + u, 0)
+        offsets = self.offsets
+        js = np.searchsorted(self.ordinals, frames, side="right") - 1
+        safe = np.maximum(js, 0)
+        present = js >= 0
+        return (js, np.where(present, offsets[safe], 0),
+                np.where(present, offsets[np.minimum(safe + 1, offsets.size - 1)], 0))
 
     def update_at(self, i: int) -> Optional[int]:
-        j = int(np.searchsorted(self.ordinals, i, side="right")) - 1
+        if self.kind == "regular":
+            j = min(i, self.count - 1)
+        else:
+            j = int(np.searchsorted(self.ordinals, i, side="right")) - 1
         return None if j < 0 else j
 
     def rows(self, j: int) -> Tuple[int, int]:
+        if self.kind == "regular" and self.uniform is not None:
+            return j * self.uniform, (j + 1) * self.uniform
         return int(self.offsets[j]), int(self.offsets[j + 1])
-

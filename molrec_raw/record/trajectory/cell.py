@@ -214,7 +214,19 @@ class BoxReader:
                                    np.asarray(o, np.float64), b, defined))
         self.ordinals = ordinals
 
+    @classmethod
+    def empty(cls) -> "BoxReader":
+        """The cell of a trajectory without one (no frame has a cell)."""
+        self = cls.__new__(cls)
+        self.ordinals, self.cells, self.lengths = np.zeros(0, np.int64), [], {}
+        return self
+
     def at(self, i: int) -> Optional[Box]:
+        """The cell in effect at frame ``i`` (None before the first), arrays of its own."""
         j = int(np.searchsorted(self.ordinals, i, side="right")) - 1
         return None if j < 0 else self.cells[j].box()
+
+    def updates_at(self, frames: np.ndarray) -> np.ndarray:
+        """The cell update in effect at each frame (-1 before the first), vectorised."""
+        return np.searchsorted(self.ordinals, frames, side="right") - 1
 

@@ -18,6 +18,9 @@ unsynced bytes in any order, so three more pieces close what it could break:
   read only after the rows committed since the checkpoint decode; otherwise (or when that
   fails) the record is read through a :class:`~molrec_raw.zarr.snapshot.SnapshotView` of
   the checkpoint — without writing, so a zip or a read-only mount works.
+  :func:`open_state` makes the choice and returns a :class:`CommittedState`: the layout
+  chosen, where it comes from, the rows no recovery can roll back (``durable``) and the
+  shard index pages the checks proved — what the reader (``reader.py``) consumes.
 
 :func:`plan_recovery` lists what puts the chosen state back in place on disk (for
 ``MrecWriter.open`` and ``molrec-raw repair``): the checkpoint's files restored, or the
@@ -30,12 +33,15 @@ from typing import Any, Dict, List, Optional
 
 from molrec_raw.errors import CorruptDataError, MolrecError
 from molrec_raw.record.trajectory.common import TRAJ
+from molrec_raw.record.trajectory.layout import TrajectoryLayout, load_layout
 from molrec_raw.zarr import Array, Group, Store, open_group
+from molrec_raw.zarr.chunkread import INDEX_CACHE_BYTES, ShardIndexes, check_written
+from molrec_raw.zarr.handles import RangeReader, range_reader
 from molrec_raw.zarr.metadata import ArrayMetadata, GroupMetadata, parse_metadata
 from molrec_raw.zarr.snapshot import Action, Snapshot, SnapshotView, capture, restore_plan
 
 __all__ = ["CHECKPOINT", "MANIFEST", "Manifest", "read_checkpoint", "candidates", "verify_state",
-           "write_checkpoint", "plan_recovery", "recover_in_place", "Recovery"]
+           "write_checkpoint", "plan_recovery", "recover_in_place", "Recovery", "CommittedState", "open_state"]
 
 CHECKPOINT = f"{TRAJ}/__molrec_checkpoint"  # "__" names are never Zarr nodes (zarr-v3-subset#1)
 MANIFEST = "molrec_raw_commit"
@@ -150,13 +156,15 @@ def candidates(root: Group) -> List[Candidate]:
 
 
 def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array],
-                 since: Optional[Dict[str, int]], strict: bool) -> None:
+                 since: Optional[Dict[str, int]], strict: bool, ranges: Optional[RangeReader] = None,
+                 indexes: Optional[ShardIndexes] = None) -> None:
     """Check an opened state against its manifest (see the module docstring).  ``logical``:
     array path -> the rows the reader derived (``opened``: the arrays it opened for them);
     ``since``: the checkpoint's committed rows (the rows past them are decoded).  Raises
     CorruptDataError naming what is missing.  Not ``strict`` (no checkpoint: a record
     closed cleanly, or edited by hand): only the stamps are checked, the reader stays as
-    lenient as trajectory §11 asks."""
+    lenient as trajectory §11 asks.  ``ranges`` reads the shards' index pages (default:
+    the store's own reader), ``indexes`` keeps them, trusted for the rows checked."""
     manifest = Manifest.from_attrs(dict(tgroup.attrs)) if strict else None
     if manifest is not None:
         for rel in manifest.groups:
@@ -175,17 +183,41 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
                                        node=where, rule=RULE)
             opened.setdefault(node.path, node)
     # every array read, written at least as far as it is read (strict: a writer with
-    # manifests stamps every shard it lands in)
-    for path, rows in logical.items():
-        array = opened.get(path)
-        if array is None:
-            node = tgroup.get(path[len(TRAJ) + 1:])
-            array = node if isinstance(node, Array) else None
-        if array is not None:
-            array.check_written(rows, strict=manifest is not None)
+    # manifests stamps every shard it lands in): here the shards a commit since the last
+    # durable point can have changed — its tail shard, and with a checkpoint every shard
+    # from the checkpoint's on; older shards were durable and untouched since, and their
+    # stamps are checked when a read first reads their index (zarr/chunkread.py)
+    if indexes is not None:
+        indexes.strict = manifest is not None
+    pages = ranges if ranges is not None else range_reader(tgroup.store)
+    try:
+        for path, rows in logical.items():
+            array = opened.get(path)
+            if array is None:
+                node = tgroup.get(path[len(TRAJ) + 1:])
+                array = node if isinstance(node, Array) else None
+            if array is not None:
+                check_written(array, rows, manifest is not None, pages, indexes,
+                              first_shard=_first_changed_shard(array, rows, path, since if manifest else None))
+    finally:
+        if ranges is None:
+            pages.close()
     if manifest is not None and since is not None:
         for rel, rows in manifest.arrays.items():
             _decode_rows(opened[f"{TRAJ}/{rel}"], since.get(rel, 0), rows)
+
+
+def _first_changed_shard(array: Array, rows: int, path: str, since: Optional[Dict[str, int]]) -> int:
+    """The first shard (leading axis) whose index page a commit since the last durable
+    point may have rewritten: the one holding the array's last rows, or with a checkpoint
+    (``since``: its committed rows) the one holding the first row past it."""
+    if array.ndim == 0 or not array.metadata.chunk_shape or array.metadata.chunk_shape[0] <= 0:
+        return 0
+    shard_rows = array.metadata.chunk_shape[0]
+    tail = max(0, (min(rows, array.shape[0]) - 1) // shard_rows)
+    if since is None:
+        return tail
+    return min(tail, since.get(path[len(TRAJ) + 1:], 0) // shard_rows)
 
 
 def _decode_rows(array: Array, start: int, stop: int) -> None:
@@ -263,15 +295,76 @@ def _shrunk(snapshot: Snapshot, lengths: Dict[str, int]) -> Snapshot:
     return Snapshot(metadata, snapshot.shards)
 
 
+@dataclass
+class CommittedState:
+    """A trajectory state chosen and proved by :func:`open_state`: its ``layout``, the
+    ``source`` ("live" or "checkpoint") and why the live state was not used (``reason``),
+    ``durable``: array path -> leading rows no recovery can roll back (all of them but for
+    a live state past a checkpoint, whose rows past the checkpoint's are not yet durable),
+    and the shard ``indexes`` its checks read through ``ranges`` (owned by the state's
+    user, who closes ``ranges``)."""
+
+    layout: TrajectoryLayout
+    source: str
+    reason: Optional[str]
+    durable: Dict[str, int]
+    indexes: ShardIndexes
+    ranges: RangeReader
+
+    @property
+    def nstep(self) -> int:
+        """Committed frames of the state."""
+        return self.layout.nstep
+
+    def logical_rows(self) -> Dict[str, int]:
+        """Store path -> the committed rows read of every array (what recovery cuts to)."""
+        return dict(self.layout.logical)
+
+
+def open_state(root: Group, verified: Optional[Dict[str, int]] = None,
+               index_budget: int = INDEX_CACHE_BYTES) -> CommittedState:
+    """The state a reader reads (the module docstring's choice), nothing written: each
+    candidate is loaded and checked against its manifest; the first that passes is
+    returned, the last one's error raised when none does.  ``verified``: array path ->
+    rows an earlier state already proved (a refresh decodes only the rows since)."""
+    attempts = candidates(root)
+    reason: Optional[str] = None
+    for n, attempt in enumerate(attempts):
+        ranges = range_reader(attempt.root.store)
+        indexes = ShardIndexes(index_budget)
+        try:
+            layout = load_layout(attempt.root)
+            if layout.tgroup is not None:
+                since = attempt.since
+                if since is not None and verified:
+                    since = dict(since)
+                    for path, rows in verified.items():
+                        rel = path[len(TRAJ) + 1:]
+                        since[rel] = max(since.get(rel, 0), rows)
+                verify_state(layout.tgroup, layout.logical, layout.arrays, since, attempt.strict, ranges, indexes)
+        except MolrecError as exc:
+            ranges.close()
+            if n == len(attempts) - 1:
+                raise
+            reason = f"the live state is not what its commit says ({exc})"
+            continue
+        if attempt.source == "live" and attempt.since is not None:
+            durable = {f"{TRAJ}/{rel}": rows for rel, rows in attempt.since.items()}
+        else:
+            durable = dict(layout.logical)
+        return CommittedState(layout, attempt.source, reason, durable, indexes, ranges)
+    raise AssertionError("unreachable: candidates() gives at least one state")  # pragma: no cover
+
+
 def recover_in_place(root: Group) -> Recovery:
     """Put the state a reader chooses back in place (``MrecWriter.open``, ``repair``):
     apply the plan, remove temporary files, make the trajectory durable as it now stands.
     The checkpoint is left for the caller (a writer replaces it, ``repair`` removes it)."""
-    from molrec_raw.record.trajectory.reader import MrecReader
     from molrec_raw.zarr.snapshot import apply_plan
 
-    reader = MrecReader.over(root)
-    plan = plan_recovery(root, reader.source, reader.recovery_reason, len(reader), reader.logical_rows())
+    state = open_state(root)
+    state.ranges.close()
+    plan = plan_recovery(root, state.source, state.reason, state.nstep, state.logical_rows())
     store = root.store
     apply_plan(store, plan.actions)
     for path in plan.temporary:

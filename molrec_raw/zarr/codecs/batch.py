@@ -178,10 +178,10 @@ def _waves(jobs: Sequence[DecodeJob], wave_bytes: int) -> List[Sequence[DecodeJo
     waves: List[Sequence[DecodeJob]] = []
     first, size = 0, 0
     for k, job in enumerate(jobs):
-        size += job.pipeline.spec.nbytes or 0
+        size += job.pipeline.nbytes or 0
         if size > wave_bytes and k > first:
             waves.append(jobs[first:k])
-            first, size = k, job.pipeline.spec.nbytes or 0
+            first, size = k, job.pipeline.nbytes or 0
     waves.append(jobs[first:])
     return waves
 
@@ -196,8 +196,17 @@ def decode_batch(jobs: Sequence[DecodeJob], threads: int = 1, wave_bytes: int = 
     wave (at most ``wave_bytes`` decoded) on up to ``threads`` threads.  Raises the first
     failing job's error (naming its key); the targets of other jobs may then be partly
     written."""
-    for wave in _waves(jobs, wave_bytes) if jobs else []:
-        if sum(job.pipeline.spec.nbytes or SMALL_WAVE_BYTES for job in wave) < SMALL_WAVE_BYTES:
+    if not jobs:
+        return
+    total = 0
+    for job in jobs:
+        total += job.pipeline.nbytes or SMALL_WAVE_BYTES
+    if total < SMALL_WAVE_BYTES:  # a frame's few chunks: one by one, no batch call
+        for job in jobs:
+            _decode_one(job)
+        return
+    for wave in _waves(jobs, wave_bytes):
+        if sum(job.pipeline.nbytes or SMALL_WAVE_BYTES for job in wave) < SMALL_WAVE_BYTES:
             for job in wave:
                 _decode_one(job)
         else:

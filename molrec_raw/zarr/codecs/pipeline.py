@@ -104,6 +104,9 @@ class CodecPipeline:
             self._sizes.append(codec.encoded_size(self._sizes[-1]))
         # decoded size leaving each bytes->bytes codec's decode (None: data-dependent)
         self.stage_sizes: Tuple[Optional[int], ...] = tuple(self._sizes[:-1])
+        # the decode steps (codec, size it decodes to), last codec first, and a chunk's size
+        self._steps = list(zip(reversed(self.bytes_codecs), reversed(self._sizes[:-1])))
+        self.nbytes: Optional[int] = spec.nbytes
         # Fixed-size chains of plain little-endian bytes can decode straight into the result.
         self.direct = (
             not self.array_codecs and array_bytes.name == "bytes"
@@ -186,9 +189,10 @@ class CodecPipeline:
         """Decode a whole chunk into ``out`` (C-contiguous, chunk shape, native dtype);
         intermediate steps reuse one per-thread scratch buffer instead of allocating."""
         target = memoryview(out.reshape(-1).view(np.uint8))
-        steps = list(zip(reversed(self.bytes_codecs), reversed(self._sizes[:-1])))
+        steps = self._steps
+        last = len(steps) - 1
         for position, (codec, size) in enumerate(steps):
-            if position == len(steps) - 1:
+            if position == last:
                 codec.decode_into(data, target)
                 return
             if codec.decodes_to_view or size is None:  # size unknown: no scratch buffer to reuse

@@ -235,24 +235,27 @@ class ShardingCodec(ArrayBytesCodec):
         """(offset, length) of the index followed by its stamp (positional shards)."""
         return 0, self.index_size + STAMP_SIZE
 
-    def written_rows(self, page: Optional[Buffer]) -> Optional[int]:
+    def written_rows(self, page: Optional[Buffer], index: Optional[np.ndarray] = None) -> Optional[int]:
         """The written-rows stamp of a positional shard from the bytes at ``stamp_range``:
         the leading-axis rows landed when its index was written, or None when the shard
         carries no stamp (written before stamps, or by another writer).  A page whose
-        index fails its checksum raises (CorruptDataError): nothing can be said of it."""
-        stamp = self.read_stamp(page)
+        index fails its checksum raises (CorruptDataError): nothing can be said of it.
+        ``index``: the page's index, already decoded and checked."""
+        stamp = self.read_stamp(page, index)
         return stamp.rows if stamp is not None and stamp.valid else None
 
-    def read_stamp(self, page: Optional[Buffer]) -> Optional["Stamp"]:
+    def read_stamp(self, page: Optional[Buffer], index: Optional[np.ndarray] = None) -> Optional["Stamp"]:
         """The 12 bytes after a start index, read as a written-rows stamp (None when the
         index is at the end, or the page ends before a stamp could lie there); ``valid``
-        says whether they are one.  A page whose index fails its checksum raises."""
+        says whether they are one.  A page whose index fails its checksum raises;
+        ``index``: the page's index, already decoded and checked."""
         if self.index_location != "start":
             return None
         if page is None or len(page) < self.index_size:
             raise CorruptDataError(f"shard shorter than its {self.index_size}-byte index", rule="zarr-v3-subset#7")
         view = memoryview(page).cast("B")
-        index = self._decode_index(view[:self.index_size], None)
+        if index is None:
+            index = self._decode_index(view[:self.index_size], None)
         if len(view) < self.index_size + STAMP_SIZE:
             return None
         rows = int.from_bytes(view[self.index_size:self.index_size + 8], "little")

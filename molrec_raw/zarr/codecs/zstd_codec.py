@@ -157,10 +157,18 @@ class ZstdCodec(BytesBytesCodec):
         ]
 
     def decode_into(self, data: Buffer, target: memoryview) -> None:
-        """Decompress straight into ``target`` (no intermediate buffer)."""
+        """Decompress into ``target``: one frame declaring exactly its size through the
+        one-shot call (then one copy: faster than a streaming read for chunk-sized frames),
+        anything else by a bounded streaming read straight into it."""
         size = len(target)
         try:
-            _declared_size(data, size)
+            declared = _declared_size(data, size)
+            if declared == size and size > 0:
+                try:
+                    target[:] = self._reused_decompressor().decompress(data, allow_extra_data=False)
+                    return
+                except (zstandard.ZstdError, ValueError):
+                    pass  # concatenated frames or a damaged frame: the careful path says which
             reader = self._stream_decompressor(data).stream_reader(data, read_across_frames=True)
             filled = 0
             while filled < size:

@@ -1,0 +1,194 @@
+"""Frames built from decoded inner chunks (the read engine's last part; trajectory §9).
+
+:func:`assemble` turns a :class:`~molrec_raw.record.trajectory.plan.FramePlan` and the
+decoded chunks it needs into ``Frame`` objects, one Python pass over the frames with the
+arithmetic done beforehand, vectorised.  Two ways to hand out values:
+
+- ``own`` (``reader[i]``, ``read_frame``, ``read_columns``, ``read_frames``): every array is
+  the caller's — copied out of its chunk, except a frame whose rows are exactly one inner
+  chunk decoded for this read and kept nowhere else, which gets that chunk (no copy).
+- views (``for frame in reader``, ``iter_frames``): column and mask arrays are read-only
+  views of the decoded chunks (frames of one chunk share it; numpy refuses a write,
+  ``np.array(view)`` copies), the cell's arrays read-only arrays shared by the frames of
+  one cell update; a frame that fills an inner chunk alone gets that chunk, writable.
+
+Row references and alignments are checked on each frame when the pin has any (R16/R17).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+
+from molrec_raw.record.model import Block, Box, Frame
+from molrec_raw.record.trajectory.layout import TrajectoryLayout
+from molrec_raw.record.trajectory.meta import META_STORAGE, meta_value
+from molrec_raw.record.trajectory.plan import FramePlan
+from molrec_raw.record.trajectory.references import check_resolved
+
+__all__ = ["assemble", "Chunks"]
+
+Chunks = Dict[str, Dict[int, np.ndarray]]  # array path -> chunk -> decoded inner chunk
+# tags whose stored value is already the caller's plain value (typed_json.infer_tag agrees)
+_PLAIN_TAGS = frozenset({"f64", "i64", "bool", "string"})
+
+
+def _piece(chunks: Dict[int, np.ndarray], rows: int, lo: int, hi: int) -> np.ndarray:
+    """Rows ``lo:hi`` of an array from its inner chunks (a view when one chunk holds them)."""
+    first, last = lo // rows, (hi - 1) // rows
+    if first == last:
+        return chunks[first][lo - first * rows:hi - first * rows]
+    parts = [chunks[c][max(lo - c * rows, 0):min(hi, (c + 1) * rows) - c * rows] for c in range(first, last + 1)]
+    return np.concatenate(parts)
+
+
+def _meta_values(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int]) -> List[Tuple[str, List[Any]]]:
+    """Per meta key, its value at every planned frame (the caller's plain or tagged value)."""
+    frames = plan.frames
+    out = []
+    for mp in plan.meta:
+        arr = mp.array
+        if arr is None:
+            continue
+        rows = rows_of[arr.path]
+        held = chunks[arr.path]
+        dtype, trailing = META_STORAGE[mp.tag]
+        raw = np.empty((frames.size,) + trailing, dtype=dtype)
+        if frames.size == 1:
+            i = int(frames[0])
+            raw[0] = held[i // rows][i % rows]
+            which = None
+        else:
+            which = frames // rows
+        if which is None:
+            pass
+        elif which.size and which.min() == which.max():
+            raw[...] = held[int(which[0])][frames - int(which[0]) * rows]
+        else:
+            for c in np.unique(which).tolist():
+                pick = which == c
+                raw[pick] = held[c][frames[pick] - c * rows]
+        where = f"/trajectory/meta/{mp.key}"
+        if mp.tag in _PLAIN_TAGS:
+            values: List[Any] = raw.tolist()
+        else:
+            values = [meta_value(mp.tag, raw[k], where) for k in range(frames.size)]
+        out.append((mp.key, values))
+    return out
+
+
+def _block_values(bp: Any, chunks: Chunks, rows_of: Dict[str, int], own: bool, n: int,
+                  offered: Optional[Set[Tuple[str, int]]], blocks_out: List[Dict[str, Block]]) -> None:
+    """Each planned frame's ``Block`` of one block into ``blocks_out`` (see :func:`assemble`)."""
+    spec = bp.block.spec
+    precision = {c: p for c in bp.names if (p := spec.columns[c].precision) is not None}
+    targets = {c: t for c, t in spec.targets.items() if c in bp.names}
+    shape = spec.structural_shape
+    updates, los, his, singles = bp.updates, bp.lo, bp.hi, bp.single
+    columns = [(c, arr, chunks.get(arr.path, {}), rows_of[arr.path]) for c, arr in bp.columns]
+    masks = [(c, chunks.get(arr.path, {}), rows_of[arr.path]) for c, arr in bp.masks]
+    name = bp.name
+    shared = {rows for _, _, _, rows in columns}
+    rows_all = shared.pop() if len(shared) == 1 else 0  # the rows per chunk every column shares
+    pairs = [(c, held) for c, _, held, _ in columns]
+    for k in range(n):
+        if updates[k] < 0:
+            continue
+        lo, hi = los[k], his[k]
+        count = hi - lo
+        flags: Dict[str, np.ndarray] = {}
+        first = lo // rows_all if rows_all else 0
+        start = lo - first * rows_all
+        if count > 0 and offered is None and rows_all and start + count <= rows_all:
+            # the common case: every column's rows in one chunk, no chunk to hand over
+            end = start + count
+            if own:
+                values = {c: held[first][start:end].copy() for c, held in pairs}
+            else:
+                values = {c: held[first][start:end] for c, held in pairs}
+        else:
+            values = {}
+            for c, arr, held, rows in columns:
+                values[c] = _column(arr, held, rows, lo, count, own, offered, singles[k])
+        if masks and count > 0:
+            for c, held, rows in masks:
+                mask = _piece(held, rows, lo, hi)
+                if not mask.all():
+                    flags[c] = mask.copy() if own else mask
+        blocks_out[k][name] = Block(values, flags, dict(precision) if precision else {},
+                                    dict(targets) if targets else {}, shape, {}, count)
+
+
+def _column(arr: Any, held: Dict[int, np.ndarray], rows: int, lo: int, count: int, own: bool,
+            offered: Optional[Set[Tuple[str, int]]], single: bool) -> np.ndarray:
+    """One column's rows ``lo:lo+count`` of one frame (see :func:`assemble`)."""
+    if count <= 0:
+        return np.empty((0,) + tuple(arr.shape[1:]), arr.dtype)
+    first = lo // rows
+    start = lo - first * rows
+    if start + count > rows:  # the rows span chunks: a new array
+        piece = _piece(held, rows, lo, lo + count)
+        if not own:
+            piece.flags.writeable = False
+        return piece
+    chunk = held[first]
+    piece = chunk[start:start + count]
+    if offered is not None and (arr.path, first) in offered:  # a writable chunk
+        if count == rows and single:
+            offered.discard((arr.path, first))
+            return chunk  # the frame takes the chunk: its own, writable
+        if own:
+            return piece.copy()
+        piece.flags.writeable = False
+        return piece
+    return piece.copy() if own else piece  # the chunk is shared (read-only): the caller's copy
+
+
+def assemble(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int], own: bool,
+             handover: Optional[Set[Tuple[str, int]]] = None,
+             shared_cells: Optional[Dict[int, Tuple[np.ndarray, np.ndarray]]] = None) -> List[Frame]:
+    """The planned frames (see the module docstring).  ``chunks`` are read-only but for
+    those in ``handover``: decoded for this read alone, a frame whose rows are exactly one
+    of them (its update in effect at that frame only) takes it, each at most once (the set
+    loses what is taken).  ``rows_of``: path -> rows per inner chunk; ``shared_cells``: the
+    read-only cell arrays per update (views), filled as cells are met."""
+    layout: TrajectoryLayout = plan.layout
+    frames_list = plan.frame_list
+    n = len(frames_list)
+    blocks_out: List[Dict[str, Block]] = [{} for _ in range(n)]
+    offered = handover if handover else None
+    for bp in plan.blocks:
+        _block_values(bp, chunks, rows_of, own, n, offered, blocks_out)
+    meta = _meta_values(plan, chunks, rows_of)
+    cells = plan.cells
+    box_cells = layout.box.cells
+    boxes: List[Optional[Box]] = [None] * n
+    if box_cells:
+        for k in range(n):
+            j = cells[k]
+            if j < 0:
+                continue
+            cell = box_cells[j]
+            if own or shared_cells is None:
+                boxes[k] = cell.box()
+                continue
+            arrays = shared_cells.get(j)
+            if arrays is None:
+                vectors, origin = cell.vectors.copy(), cell.origin.copy()
+                vectors.flags.writeable = origin.flags.writeable = False
+                arrays = shared_cells[j] = (vectors, origin)
+            boxes[k] = Box(arrays[0], arrays[1], cell.boundary, cell.defined)
+    if len(meta) == 1:
+        key, values = meta[0]
+        out = [Frame({key: value}, blocks, box) for value, blocks, box in zip(values, blocks_out, boxes)]
+    elif meta:
+        out = [Frame({key: values[k] for key, values in meta}, blocks_out[k], boxes[k]) for k in range(n)]
+    else:
+        out = [Frame({}, blocks, box) for blocks, box in zip(blocks_out, boxes)]
+    if layout.needs_check:
+        for k, frame in enumerate(out):
+            blocks = frame.blocks
+            check_resolved(layout.schema, {name: int(b.count or 0) for name, b in blocks.items()},
+                           lambda bn, c, blocks=blocks: (blocks[bn].columns[c], blocks[bn].masks.get(c)),
+                           layout.section_rows, frames_list[k], writing=False, only=plan.wanted)
+    return out
