@@ -5,7 +5,7 @@ key, never another exception; descriptors and shard indexes stay within their bo
 from __future__ import annotations
 
 import os
-import struct
+import sys
 from pathlib import Path
 from typing import Any, List
 
@@ -21,6 +21,9 @@ from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 from molrec_raw.zarr import DirectoryStore, open_group
 from molrec_raw.zarr.chunkread import FirstAxis, ShardIndexes, check_written, read_chunks
 from molrec_raw.zarr.handles import FileRanges, StoreRanges, range_reader
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from shard_bytes import end_of_chunks  # noqa: E402
 
 CRC = {"name": "crc32c"}
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
@@ -101,19 +104,6 @@ def _record(path: Path, frames: int = 30, precision: bool = False) -> Path:
     return path
 
 
-def _end_of_chunks(shard: bytes) -> int:
-    """Where the last inner chunk of a start-indexed shard ends (its index entries, empty ones skipped)."""
-    ends = []
-    for at in range(0, len(shard) - 16, 16):
-        offset, size = struct.unpack_from("<QQ", shard, at)
-        if offset == 2**64 - 1:
-            continue
-        if offset == 0 or offset + size > len(shard):
-            break  # past the entries: the index's checksum and the page padding
-        ends.append(offset + size)
-    return max(ends)
-
-
 def _read_everything(path: Path) -> None:
     with MrecReader(path) as reader:
         n = len(reader)
@@ -161,7 +151,7 @@ def test_zarr_5_5_a_plain_chunk_read_in_place_checks_its_checksum(tmp_path):
     path = _record(tmp_path / "p.mrec")
     shard = path / "trajectory" / "atoms" / "x" / "c" / "0"
     data = bytearray(shard.read_bytes())
-    end = _end_of_chunks(bytes(data))  # the shard is padded to a sector boundary past its chunks
+    end = end_of_chunks(bytes(data))  # the shard is padded to a sector boundary past its chunks
     data[end - 10] ^= 0x40  # inside the last chunk's values
     shard.write_bytes(bytes(data))
     with MrecReader(path) as reader:
