@@ -7,7 +7,6 @@ the parser, ``molrec_raw.rules`` and the public names, into ``docs/generated/`` 
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -36,10 +35,10 @@ myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
 # Integrations whose tool is not installed are documented from their source with the tool
-# mocked: the build never needs MDAnalysis, mdtraj, OpenMM, ASE, xarray, dask or fsspec.
-OPTIONAL_TOOLS = ["MDAnalysis", "mdtraj", "openmm", "ase", "xarray", "dask", "distributed", "fsspec",
-                  "matplotlib"]
-autodoc_mock_imports = [tool for tool in OPTIONAL_TOOLS if importlib.util.find_spec(tool) is None]
+# mocked: the build never needs MDAnalysis, mdtraj, OpenMM, ASE, xarray, dask, fsspec or torch.
+from molrec_docs import missing_tools  # noqa: E402
+
+autodoc_mock_imports = missing_tools()
 
 
 def _mock_arithmetic() -> None:

@@ -69,8 +69,17 @@ def _public_names() -> List[str]:
 
 
 def test_issue24_the_api_reference_documents_every_public_name():
-    pages: Dict[str, str] = _extension().api_pages()
-    documented = _extension().documented_names(pages)
+    ext = _extension()
+    missing = ext.missing_tools()
+    if missing:  # the build documents their integrations with the tools mocked, as Sphinx mocks them
+        autodoc_mock = pytest.importorskip("sphinx.ext.autodoc.mock", reason=f"{', '.join(missing)} not "
+                                           "installed: the API pages of their integrations need Sphinx's "
+                                           "mock (the [docs] extra)")
+        with autodoc_mock.mock(missing):
+            pages: Dict[str, str] = ext.api_pages()
+    else:
+        pages = ext.api_pages()
+    documented = ext.documented_names(pages)
     assert len(documented) == len(set(documented)), "a name is documented twice (Sphinx warns)"
     missing = sorted(set(_public_names()) - set(documented))
     assert not missing, f"public names missing from the API reference: {missing}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import inspect
 import os
 import pkgutil
@@ -140,6 +141,15 @@ def _integration_modules() -> List[str]:
     import molrec_raw.integrations
 
     return [f"molrec_raw.integrations.{info.name}" for info in pkgutil.iter_modules(molrec_raw.integrations.__path__)]
+
+
+OPTIONAL_TOOLS = ("MDAnalysis", "mdtraj", "openmm", "ase", "xarray", "dask", "distributed", "fsspec",
+                  "matplotlib", "torch")
+
+
+def missing_tools() -> List[str]:
+    """The optional tools (integrations' imports) not installed here: the build mocks them."""
+    return [tool for tool in OPTIONAL_TOOLS if importlib.util.find_spec(tool) is None]
 
 
 def _names(module_name: str) -> List[str]:
