@@ -28,8 +28,8 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import (
-    ASE_UNITS, FORCES, POSITIONS, UNITS_KEY, VELOCITIES, Topology, atoms_frame, box_from_rows, cell_rows,
-    continue_trajectory, require, start_trajectory, trajectory_schema, units_meta, xyz_of,
+    ASE_UNITS, FORCES, POSITIONS, UNITS_KEY, VELOCITIES, Topology, atomic_numbers, atoms_frame, box_from_rows,
+    cell_rows, continue_trajectory, require, start_trajectory, trajectory_schema, units_meta, xyz_of,
 )
 from molrec_raw.record.doors import read_mrec_system, section_names
 from molrec_raw.record.model import Block, Frame, MetaValue
@@ -285,7 +285,7 @@ def _numbers_of(block: Block) -> np.ndarray:
     if "atomic_number" in block.columns:
         return np.asarray(block.columns["atomic_number"], dtype=np.int64)
     if "element" in block.columns:
-        return np.array([_data.atomic_numbers[str(s)] for s in block.columns["element"]], dtype=np.int64)
+        return atomic_numbers(block.columns["element"])
     raise InvalidValueError("the record's atoms carry neither 'atomic_number' nor 'element'")
 
 

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -40,6 +41,9 @@ from molrec_raw.record.doors import (
 )
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
 from molrec_raw.record.molrec import MolRec, read_mrec, validate, write_mrec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from file_trees import files_under  # noqa: E402
 
 DEL = object()  # sentinel: delete this attribute
 Q = 2.0**-10  # the quantum of p = 0.001
@@ -74,14 +78,7 @@ def base_frame() -> Frame:
 
 def snapshot(path: Path) -> Optional[Dict[str, bytes]]:
     """Every file under ``path`` (relative name → bytes); None when nothing is there."""
-    if not path.exists():
-        return None
-    out = {}
-    for directory, _, files in os.walk(path):
-        for name in files:
-            full = Path(directory) / name
-            out[str(full.relative_to(path))] = full.read_bytes()
-    return out
+    return files_under(path) if path.exists() else None
 
 
 def nodes(path: Path) -> list:

@@ -2,7 +2,6 @@
 a writer held by another process (``hold_writer.py``) until the test lets it go."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -13,6 +12,9 @@ import numpy as np
 
 import molrec_raw as mr
 from molrec_raw.zarr.fileops import DelegatingFileOps, FileOps
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from file_trees import files_under  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 HOLD = HERE / "hold_writer.py"
@@ -45,12 +47,7 @@ def make_record(path: Path, frames: int = 6, trajectory: bool = True) -> Path:
 
 def tree(path: Path) -> Dict[str, bytes]:
     """Every file under ``path`` (relative name -> bytes): what a refused writer must not change."""
-    out = {}
-    for directory, _, names in os.walk(path):
-        for name in names:
-            full = Path(directory) / name
-            out[str(full.relative_to(path))] = full.read_bytes()
-    return out
+    return files_under(path)
 
 
 def frames_of(path: Path) -> List[float]:
