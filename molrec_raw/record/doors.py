@@ -35,7 +35,7 @@ __all__ = [
     "read_mrec_system", "read_mrec_forcefield", "read_mrec_meta", "section_names",
     "check_record_path", "open_record", "opened_record", "record_source", "RecordSource", "claim_target",
     "local_record_problem", "not_a_record", "require_record_directory",
-    "interrupted_swap", "swap_leftover", "settle_swap", "writable_record_path",
+    "interrupted_swap", "swap_leftover", "settle_swap",
 ]
 
 _FRAME_SECTIONS = ("frame", "system")
@@ -298,14 +298,6 @@ def settle_swap(target: Path, fileops: Optional[FileOps] = None) -> None:
     for name in names:
         if (name.startswith(retired) and present) or name.startswith(f".{target.name}{PACKED}"):
             _remove(ops, target.parent / name)
-
-
-def writable_record_path(path: PathLike, fileops: Optional[FileOps] = None) -> Path:
-    """:func:`check_record_path` for a writer: and an interrupted swap at the path settled
-    first (:func:`settle_swap`), so the writer sees the record a reader sees."""
-    target = check_record_path(path)
-    settle_swap(target.absolute(), fileops)
-    return target
 
 
 def replace_record(path: PathLike, build: Callable[[Group], object], durable: bool = True,
