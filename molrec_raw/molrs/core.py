@@ -20,6 +20,7 @@ import numpy as np
 from molrec_raw.errors import MolrecError
 from molrec_raw.record import model as raw
 from molrec_raw.record import typed_json
+from molrec_raw.record.columns import COLUMN_NUMPY, VOCABULARY, column_dtype_of
 from molrec_raw.record.frame_io import is_target_syntax
 
 __all__ = ["BlockDtypeError", "MetaValue", "MetaDocument", "FrameMeta", "Cell", "Box", "Block", "Frame", "Trajectory"]
@@ -384,13 +385,19 @@ class Box:
 
     @property
     def style(self) -> str:
-        if not self._raw.defined:
+        if not self._raw.defined or not any(self._raw.boundary):
             return "free"
         m = np.asarray(self._raw.vectors)
         return "orthogonal" if np.count_nonzero(m - np.diag(np.diagonal(m))) == 0 else "triclinic"
 
     def volume(self) -> float:
-        return abs(float(np.linalg.det(np.asarray(self._raw.vectors)))) if self._raw.defined else 0.0
+        """``|det(matrix)|`` by cofactor expansion along the first row (molrs's arithmetic)."""
+        if not self._raw.defined:
+            return 0.0
+        m = np.asarray(self._raw.vectors, dtype=np.float64).tolist()
+        det = (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+               + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
+        return abs(float(det))
 
     def lattice(self, index: int) -> np.ndarray:
         return np.array(np.asarray(self._raw.vectors, dtype=np.float64)[:, index])
@@ -457,6 +464,23 @@ def _column(key: str, values: Any) -> np.ndarray:
     return np.array(arr, copy=True)
 
 
+def _dtype_name(array: np.ndarray) -> str:
+    return "string" if array.dtype.kind == "U" else _DTYPE_NAMES.get(array.dtype.name, array.dtype.name)
+
+
+def _canonical(key: str, arr: np.ndarray, adopt: bool) -> np.ndarray:
+    """A canonical key's column at its vocabulary dtype (frame-and-types §3): ``insert``
+    refuses another dtype, item assignment converts a numeric column to it."""
+    wanted = VOCABULARY.get(key)
+    if wanted is None or column_dtype_of(arr) == wanted:
+        return arr
+    target = np.dtype(str) if wanted == "string" else COLUMN_NUMPY[wanted].newbyteorder("=")
+    if adopt and arr.dtype.kind in "fiub" and target.kind in "fiub":
+        return arr.astype(target)
+    name = "string" if wanted == "string" else _DTYPE_NAMES[target.name]
+    raise ValueError(f"column {key!r} is declared {name!r} by the Frame schema, got {_dtype_name(arr)!r}")
+
+
 def _mask(key: str, validity: Any, rows: int) -> Optional[np.ndarray]:
     if isinstance(validity, np.ndarray):
         ok = validity.dtype == np.bool_ and validity.ndim == 1
@@ -507,8 +531,10 @@ class Block:
             raise KeyError(f'no column "{key}"; available: {", ".join(self._raw.columns)}')
 
     def insert(self, key: ColumnKey, values: Any, validity: Optional[Any] = None) -> None:
-        """Store a column, optionally with its validity mask (an all-True mask is dropped)."""
-        arr = _column(key, values)
+        """Store a column, optionally with its validity mask (an all-True mask is dropped).  A
+        canonical key (``x``, ``id``, ``element``... frame-and-types §3) at another dtype is
+        refused."""
+        arr = _canonical(key, _column(key, values), adopt=False)
         others = [k for k in self._raw.columns if k != key]
         if others and arr.shape[0] != self._rows():
             raise ValueError(f"array for key {key!r} has axis-0 length {arr.shape[0]} but block expects "
@@ -615,9 +641,9 @@ class Block:
             if arr.ndim != 2 or arr.shape[1] != len(key):
                 raise ValueError(f"{len(key)} columns need an (N, {len(key)}) array, got shape {list(arr.shape)}")
             for i, k in enumerate(key):
-                self.insert(k, arr[:, i])
+                self[k] = arr[:, i]
             return
-        self.insert(key, value)
+        self.insert(key, _canonical(key, _column(key, value), adopt=True))
 
     def __delitem__(self, key: ColumnKey) -> None:
         self._has(key)
@@ -663,8 +689,10 @@ class Block:
     def rename(self, old_key: ColumnKey, new_key: ColumnKey) -> None:
         self._has(old_key)
         for declared in (self._raw.columns, self._raw.masks, self._raw.precision, self._raw.targets):
-            if old_key in declared:
-                declared[new_key] = declared.pop(old_key)  # type: ignore[attr-defined]
+            if old_key in declared:  # in place: the column keeps its position
+                items = [(new_key if k == old_key else k, v) for k, v in declared.items()]  # type: ignore[attr-defined]
+                declared.clear()  # type: ignore[attr-defined]
+                declared.update(items)  # type: ignore[attr-defined]
 
     def copy(self) -> "Block":
         """Deep copy: no buffer shared with this block."""
@@ -673,8 +701,7 @@ class Block:
     def dtype(self, key: ColumnKey) -> str:
         """molrs's name of a column's dtype (``"float"``, ``"i64"``, ``"uint"``, ``"string"``, ...)."""
         self._has(key)
-        values = self._raw.columns[key]
-        return "string" if values.dtype.kind == "U" else _DTYPE_NAMES.get(values.dtype.name, values.dtype.name)
+        return _dtype_name(self._raw.columns[key])
 
     def __repr__(self) -> str:
         return f"Block(n_rows={self._rows()}, keys={self.keys()})"
