@@ -153,7 +153,8 @@ class MrecReader:
         return self._raw.has_block(name)
 
     def block_names(self) -> List[str]:
-        return self._raw.block_names()
+        """The blocks the trajectory holds (declared and updated at least once), in pin order."""
+        return [name for name in self._raw.block_names() if self._raw.has_block(name)]
 
     def close(self) -> None:
         self._raw.close()
