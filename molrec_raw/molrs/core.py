@@ -526,6 +526,11 @@ class Block:
     def _rows(self) -> int:
         return self._raw.nrows
 
+    def _declarations(self) -> List[Dict[str, Any]]:
+        """Everything a block keys by column name: values, masks, precision, targets."""
+        raw_block = self._raw
+        return [raw_block.columns, raw_block.masks, raw_block.precision, raw_block.targets]
+
     def _has(self, key: str) -> None:
         if key not in self._raw.columns:
             raise KeyError(f'no column "{key}"; available: {", ".join(self._raw.columns)}')
@@ -647,8 +652,8 @@ class Block:
 
     def __delitem__(self, key: ColumnKey) -> None:
         self._has(key)
-        for declared in (self._raw.columns, self._raw.masks, self._raw.precision, self._raw.targets):
-            declared.pop(key, None)  # type: ignore[attr-defined]
+        for declared in self._declarations():
+            declared.pop(key, None)
         if not self._raw.columns:
             self._raw.count, self._raw.structural_shape = 0, None
 
@@ -688,11 +693,11 @@ class Block:
 
     def rename(self, old_key: ColumnKey, new_key: ColumnKey) -> None:
         self._has(old_key)
-        for declared in (self._raw.columns, self._raw.masks, self._raw.precision, self._raw.targets):
+        for declared in self._declarations():
             if old_key in declared:  # in place: the column keeps its position
-                items = [(new_key if k == old_key else k, v) for k, v in declared.items()]  # type: ignore[attr-defined]
-                declared.clear()  # type: ignore[attr-defined]
-                declared.update(items)  # type: ignore[attr-defined]
+                items = [(new_key if k == old_key else k, v) for k, v in declared.items()]
+                declared.clear()
+                declared.update(items)
 
     def copy(self) -> "Block":
         """Deep copy: no buffer shared with this block."""

@@ -78,7 +78,8 @@ def _write(path: "os.PathLike[str]", meta: dict[str, Any], sections: dict[str, A
     step = None if trajectory is None else trajectory.step
     time = None if trajectory is None else trajectory.time
     if trajectory is not None and all(v is None for v in sections.values()):
-        write_mrec_trajectory(path, RawTrajectory(frames, step, time), meta=meta, overwrite=True)
+        whole: Any = RawTrajectory(frames, step, time)  # the door takes a Trajectory with its labels
+        write_mrec_trajectory(path, whole, meta=meta, overwrite=True)
         return
     write_record(path, MolRec(meta=meta, **sections), overwrite=True)
     if trajectory is None:

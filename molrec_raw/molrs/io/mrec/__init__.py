@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Dict, List, Optional, Tuple, Type, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
 import numpy as np
 
@@ -163,7 +163,7 @@ class MrecReader:
         return self
 
     def __exit__(self, _exc_type: Optional[Type[BaseException]] = None, _exc_value: Optional[BaseException] = None,
-                 _traceback: Optional[TracebackType] = None) -> bool:
+                 _traceback: Optional[TracebackType] = None) -> Literal[False]:
         self.close()
         return False
 
@@ -312,7 +312,7 @@ class MrecWriter:
         return self
 
     def __exit__(self, _exc_type: Optional[Type[BaseException]] = None, _exc_value: Optional[BaseException] = None,
-                 _traceback: Optional[TracebackType] = None) -> bool:
+                 _traceback: Optional[TracebackType] = None) -> Literal[False]:
         if _exc_type is None:
             self.close()
         else:
