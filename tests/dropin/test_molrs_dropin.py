@@ -184,3 +184,40 @@ def test_trajectory_11_the_dropin_continues_a_trajectory_molrs_wrote(tmp_path):
         pytest.skip(f"{CORE27}: {exc}")
     got = [fr["atoms"]["x"][0] for fr in molrs.io.mrec.MrecReader(tmp_path / "theirs.mrec")]
     assert got == [0.0, 1.0, 2.0, 9.0]
+
+
+def test_trajectory_W11_a_canonical_column_with_trailing_axes_is_refused():
+    """molrs accepts ``x`` as f64 with trailing [3]; the chapter pins canonical keys (#W11)."""
+    schema = dropin.io.mrec.SequenceSchema.from_frames([]).declare_block("atoms")
+    with pytest.raises(ValueError, match="canonical key"):
+        schema.declare_column("atoms", "x", "f64", [3])
+    assert schema.declare_column("atoms", "xyz", "f64", [3]).column_names("atoms") == ["xyz"]
+
+
+def test_the_documented_small_differences(tmp_path):
+    """flush_every from the start, MetaValue's repr, column order on read, no compiled force field."""
+    f = dropin.Frame({"atoms": {"z": np.array([1.0]), "a": np.array([2.0])}})
+    schema = dropin.io.mrec.SequenceSchema.from_frames([f])
+    with dropin.io.mrec.MrecWriter(tmp_path / "w.mrec", schema, flush_every=5) as w:
+        assert w.flush_every == 5
+        w.append(f)
+    assert repr(dropin.core.MetaValue("u32", 5)) == "MetaValue(dtype='u32', value=5)"
+    assert f["atoms"].keys() == ["z", "a"]
+    assert dropin.io.mrec.MrecReader(tmp_path / "w.mrec")[0]["atoms"].keys() == ["z", "a"]  # declaration order
+    dropin.io.write_mrec(tmp_path / "f.mrec", frame=f)
+    assert dropin.io.mrec.MrecFile(tmp_path / "f.mrec").frame()["atoms"].keys() == ["a", "z"]  # sorted
+    with pytest.raises(TypeError, match="ForceFieldSection"):
+        dropin.io.write_mrec(tmp_path / "ff.mrec", forcefield=object())
+
+
+def test_trajectory_15_pack_refuses_a_record_that_fails_validation(tmp_path):
+    """molrec_raw's pack checks the record first; the drop-in answers ValueError, the directory stays."""
+    f = dropin.Frame({"atoms": {"x": np.array([1.0])}})
+    dropin.io.write_mrec(tmp_path / "bad.mrec", frame=f)
+    attrs = tmp_path / "bad.mrec" / "meta" / "zarr.json"
+    doc = json.loads(attrs.read_text())
+    doc["attributes"]["molrec_version"] = 99  # a version no reader knows: validation fails
+    attrs.write_text(json.dumps(doc))
+    with pytest.raises(ValueError):
+        dropin.io.mrec.pack_mrec_zip(tmp_path / "bad.mrec")
+    assert (tmp_path / "bad.mrec").is_dir() and not (tmp_path / "bad.mrec.zip").exists()
