@@ -11,7 +11,6 @@ spec-notes/dropin.md.
 from __future__ import annotations
 
 import copy as _copy
-import math
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -22,6 +21,7 @@ from molrec_raw.record import model as raw
 from molrec_raw.record import typed_json
 from molrec_raw.record.columns import COLUMN_NUMPY, VOCABULARY, column_dtype_of
 from molrec_raw.record.frame_io import is_target_syntax
+from molrec_raw.record.precision import check_precision
 
 __all__ = ["BlockDtypeError", "MetaValue", "MetaDocument", "FrameMeta", "Cell", "Box", "Block", "Frame", "Trajectory"]
 
@@ -573,13 +573,9 @@ class Block:
         if precision is None:
             self._raw.precision.pop(key, None)
             return
-        if self._raw.columns[key].dtype != np.float64:
-            raise ValueError(f"column {key!r} is {self.dtype(key)}; only an f64 column declares a precision")
-        p = float(precision)
-        if not (math.isfinite(p) and 2.0**-1000 <= p <= 2.0**1000):
-            raise ValueError(f"column {key!r}: precision {precision!r} is not admissible: it must be finite and "
-                             "within [2^-1000, 2^1000]")
-        self._raw.precision[key] = p
+        for problem in check_precision(precision, self._raw.columns[key].dtype, key, write=True):
+            raise ValueError(f"column {key!r}: {problem.message} ({problem.rule})")
+        self._raw.precision[key] = float(precision)
 
     def precision(self, key: ColumnKey) -> Optional[float]:
         self._has(key)
@@ -595,13 +591,9 @@ class Block:
         if self._raw.columns[key].dtype != np.uint64:
             raise ValueError(f"column {key!r} is {self.dtype(key)}; a row reference is a u64 column")
         if not is_target_syntax(target):
-            trajectory = isinstance(target, str) and target.startswith("/trajectory/") and is_target_syntax(
-                "/frame/" + target[len("/trajectory/"):])
-            if trajectory:
-                raise ValueError(f"column {key!r}: row-reference target {target!r} names a trajectory block, "
-                                 "whose row count is not fixed; a trajectory block is never a target")
             raise ValueError(f"column {key!r}: row-reference target {target!r} is neither `<block>` nor "
-                             "`/<section>/<block>`")
+                             "`/<section>/<block>` (a trajectory block is never a target: its row count is not "
+                             "fixed; frame-and-types §9)")
         self._raw.targets[key] = target
 
     def target(self, key: ColumnKey) -> Optional[str]:

@@ -117,7 +117,7 @@ def test_errors_carry_molrs_types_and_clear_messages(tmp_path):
         (ValueError, "neither `<block>` nor", lambda: dropin.Block({"i": np.zeros(1, np.uint64)}).set_target("i", "a/b")),
         (ValueError, "trajectory block", lambda: dropin.Block({"i": np.zeros(1, np.uint64)}).set_target(
             "i", "/trajectory/atoms")),
-        (ValueError, "only an f64 column", lambda: dropin.Block({"n": np.zeros(1, np.int64)}).set_precision("n", 0.1)),
+        (ValueError, "non-f64 column", lambda: dropin.Block({"n": np.zeros(1, np.int64)}).set_precision("n", 0.1)),
         (TypeError, "unsupported dtype 'object'", lambda: dropin.Block().insert("o", np.array([None], dtype=object))),
         (dropin.core.BlockDtypeError, "None-bearing", lambda: dropin.Block().insert("o", np.array([None], dtype=object))),
         (ValueError, "declared 'uint' by the Frame schema", lambda: dropin.Block().insert("id", np.array([1.0]))),
