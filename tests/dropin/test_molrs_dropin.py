@@ -37,20 +37,20 @@ CORE27 = ("molrs 0.19 cannot continue our trajectories and we refuse the ones it
           "without molrec_version: fixed by the core27 branch (issue 27, 'Appends by other writers')")
 
 
-def test_there_are_at_least_25_programs_each_with_a_recording():
+def test_issue30_there_are_at_least_25_programs_each_with_a_recording():
     assert len(harness.PROGRAMS) >= 25
     assert sorted(p.name for p in harness.EXPECTED.glob("*.txt")) == sorted(f"{p.stem}.txt" for p in harness.PROGRAMS)
 
 
 @pytest.mark.parametrize("program", harness.PROGRAMS, ids=IDS)
-def test_dropin_prints_what_molrs_printed(program, tmp_path):
+def test_issue30_the_dropin_prints_what_molrs_printed(program, tmp_path):
     """The drop-in's output equals the recording made with molrs, line for line (floats by repr)."""
     got = harness.run(program, dropin, tmp_path / "dropin")
     assert got == harness.expected_path(program).read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("program", harness.PROGRAMS, ids=IDS)
-def test_molrs_and_the_dropin_print_the_same_and_read_each_others_records(program, tmp_path):
+def test_issue30_molrs_and_the_dropin_print_the_same_and_read_each_others_records(program, tmp_path):
     molrs = pytest.importorskip("molrs", reason="molrs 0.19 ships wheels for CPython >= 3.12 only")
     theirs = harness.run(program, molrs, tmp_path / "molrs")
     ours = harness.run(program, dropin, tmp_path / "dropin")
@@ -105,7 +105,7 @@ def test_safety_a_refused_writer_leaves_nothing_behind(tmp_path):
         assert not (tmp_path / "w.mrec").exists()
 
 
-def test_errors_carry_molrs_types_and_clear_messages(tmp_path):
+def test_issue30_errors_carry_molrs_types_and_clear_messages(tmp_path):
     """Where molrs raises, the drop-in raises the same type; its message names the problem."""
     f = _frames(dropin, 1)[0]
     cases = [
@@ -137,7 +137,7 @@ def _reader(tmp_path):
     return dropin.io.mrec.MrecReader(tmp_path / "r.mrec")
 
 
-def test_a_refused_record_error_keeps_molrec_raws_error_as_its_cause(tmp_path):
+def test_issue30_a_refused_record_error_keeps_molrec_raws_error_as_its_cause(tmp_path):
     """The ValueError molrs's API promises chains molrec_raw's own error: the path and rule stay."""
     from molrec_raw.errors import MolrecError
 
@@ -147,7 +147,7 @@ def test_a_refused_record_error_keeps_molrec_raws_error_as_its_cause(tmp_path):
     assert caught.value.__cause__.rule == "documents#9.1"
 
 
-def test_trajectory_12_bytes_the_dropin_packs_what_molrec_raw_packs(tmp_path):
+def test_trajectory_15_bytes_the_dropin_packs_what_molrec_raw_packs(tmp_path):
     """A bytearray sink holds exactly the packed record molrec_raw's pack door writes."""
     import molrec_raw
 
@@ -194,7 +194,7 @@ def test_trajectory_W11_a_canonical_column_with_trailing_axes_is_refused():
     assert schema.declare_column("atoms", "xyz", "f64", [3]).column_names("atoms") == ["xyz"]
 
 
-def test_the_documented_small_differences(tmp_path):
+def test_issue30_the_documented_small_differences(tmp_path):
     """flush_every from the start, MetaValue's repr, column order on read, no compiled force field."""
     f = dropin.Frame({"atoms": {"z": np.array([1.0]), "a": np.array([2.0])}})
     schema = dropin.io.mrec.SequenceSchema.from_frames([f])
@@ -221,3 +221,59 @@ def test_trajectory_15_pack_refuses_a_record_that_fails_validation(tmp_path):
     with pytest.raises(ValueError):
         dropin.io.mrec.pack_mrec_zip(tmp_path / "bad.mrec")
     assert (tmp_path / "bad.mrec").is_dir() and not (tmp_path / "bad.mrec.zip").exists()
+
+
+# -- property: any frame either side writes, the other reads the same -------------------------------
+def _frame_specs():
+    from hypothesis import strategies as st
+
+    finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+    kinds = {"float64": finite, "int64": st.integers(-(2**63), 2**63 - 1), "int32": st.integers(-(2**31), 2**31 - 1),
+             "uint64": st.integers(0, 2**64 - 1), "bool": st.booleans(), "str": st.text(max_size=4)}
+
+    def column(n):
+        return st.sampled_from(sorted(kinds)).flatmap(lambda kind: st.tuples(
+            st.just(kind), st.lists(kinds[kind], min_size=n, max_size=n),
+            st.none() | st.lists(st.booleans(), min_size=n, max_size=n),
+            st.none() | st.sampled_from([1e-3, 0.5, 2.0**-20]) if kind == "float64" else st.none()))
+
+    meta = st.dictionaries(st.text(min_size=1, max_size=3).filter(lambda k: k != "_meta_types"),
+                           st.one_of(st.floats(width=64), st.integers(-(2**63), 2**64 - 1), st.booleans(),
+                                     st.text(max_size=4), st.tuples(finite, finite, finite)), max_size=3)
+    return st.integers(0, 4).flatmap(lambda n: st.tuples(
+        st.dictionaries(st.from_regex(r"c_[a-z]{1,3}", fullmatch=True), column(n), min_size=1, max_size=4),
+        meta, st.none() | st.floats(0.5, 50.0)))
+
+
+def _build(module, spec):
+    columns, meta, edge = spec
+    block = module.Block()
+    for name, (kind, values, mask, precision) in columns.items():
+        array = np.array(values, dtype=str) if kind == "str" else np.array(values, dtype=kind)
+        block.insert(name, array, validity=mask)
+        if precision is not None:
+            block.set_precision(name, precision)
+    frame = module.Frame({"atoms": block}, box=None if edge is None else module.Box.cube(edge))
+    for key, value in meta.items():
+        frame.meta[key] = value
+    return frame
+
+
+def test_frame_and_types_14_any_frame_one_side_writes_the_other_reads_bit_for_bit():
+    molrs = pytest.importorskip("molrs", reason="molrs 0.19 ships wheels for CPython >= 3.12 only")
+    import tempfile
+
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_frame_specs())
+    def check(spec):
+        with tempfile.TemporaryDirectory() as tmp:
+            for writer, reader in ((molrs, dropin), (dropin, molrs)):
+                path = Path(tmp) / f"{writer.__name__}.mrec"
+                writer.io.write_mrec(path, frame=_build(writer, spec))
+                assert harness.dump(path, reader) == harness.dump(path, writer)
+            assert harness.dump(Path(tmp) / "molrs.mrec", molrs) == harness.dump(
+                Path(tmp) / "molrec_raw.molrs.mrec", dropin)
+
+    check()

@@ -205,10 +205,12 @@ class SequenceSchema:
             self._raw.declare_precision(block, column, precision)
         return self
 
+    def _declares(self, block: str, column: str) -> bool:
+        return column in (self.column_names(block) or [])
+
     def precision(self, block: str, column: str) -> Optional[float]:
-        if column not in (self.column_names(block) or []):
-            return None
-        return self._raw.precision(block, column)
+        """The pinned precision (None: none, or no such column)."""
+        return self._raw.precision(block, column) if self._declares(block, column) else None
 
     def declare_target(self, block: str, column: str, target: str) -> "SequenceSchema":
         """Pin a u64 column as a row reference into ``target``."""
@@ -217,9 +219,8 @@ class SequenceSchema:
         return self
 
     def target(self, block: str, column: str) -> Optional[str]:
-        if column not in (self.column_names(block) or []):
-            return None
-        return self._raw.target(block, column)
+        """The pinned target (None: none, or no such column)."""
+        return self._raw.target(block, column) if self._declares(block, column) else None
 
     def declare_aligned(self, block: str, target: str) -> "SequenceSchema":
         """Pin ``block``'s rows to ``target``'s rows at every resolved frame."""
