@@ -175,6 +175,25 @@ def test_trajectory_11_molrs_continues_a_trajectory_the_dropin_wrote(tmp_path):
     assert got == [0.0, 1.0, 2.0, 9.0]
 
 
+def test_trajectory_11_molrs_continues_a_sharded_trajectory_the_dropin_wrote(tmp_path):
+    """Frames of 1,000 atoms, 4 written here then 4 by molrs: the case issue 27 reports."""
+    molrs = pytest.importorskip("molrs", reason="molrs 0.19 ships wheels for CPython >= 3.12 only")
+    big = [dropin.Frame({"atoms": {"x": np.arange(1000, dtype=np.float64) + i}}) for i in range(4)]
+    with dropin.io.mrec.MrecWriter(tmp_path / "big.mrec", dropin.io.mrec.SequenceSchema.from_frames(big)) as w:
+        for f in big:
+            w.append(f)
+    w = molrs.io.mrec.MrecWriter.open(tmp_path / "big.mrec")
+    for i in range(4, 8):
+        w.append(molrs.Frame({"atoms": {"x": np.arange(1000, dtype=np.float64) + i}}))
+    w.close()
+    assert len(molrs.io.mrec.MrecReader(tmp_path / "big.mrec")) == 8
+    try:
+        got = [fr["atoms"]["x"][0] for fr in dropin.io.mrec.MrecReader(tmp_path / "big.mrec")]
+    except ValueError as exc:
+        pytest.skip(f"{CORE27}: {exc}")
+    assert got == [float(i) for i in range(8)]
+
+
 def test_trajectory_11_the_dropin_continues_a_trajectory_molrs_wrote(tmp_path):
     molrs = pytest.importorskip("molrs", reason="molrs 0.19 ships wheels for CPython >= 3.12 only")
     molrs.io.write_mrec(tmp_path / "theirs.mrec", trajectory=molrs.Trajectory(_frames(molrs)))
