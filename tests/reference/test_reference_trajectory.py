@@ -1,0 +1,287 @@
+"""Trajectories written by one side and read by the other, whole and streaming (trajectory
+§2–§15 and checklist §18): regular runs (progressions, elided blocks), irregular updates,
+topology changes, zero-row updates, carried-forward blocks, a cell per frame, per-step meta
+with fills, precision, masks, strings, frames larger than a chunk.
+
+Both readers must hand back the same frames, value for value and floats bit for bit
+(tests/reference/reference_helpers.py), and the same frames as were appended.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+import pytest
+
+molrs = pytest.importorskip("molrs", reason="molrs (molcrafts-molrs) ships wheels for CPython >= 3.12 only")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import molrec_raw as mr  # noqa: E402
+from molrec_raw.conformance.canonical import first_difference  # noqa: E402
+from molrec_raw.record.model import Block, Box, Frame, MetaValue  # noqa: E402
+from reference_helpers import (assert_same_reading, frame_doc, molrs_peer, ours_dump, peer_trajectory_doc,  # noqa: E402
+                               to_peer_frame)
+
+PEER = molrs_peer(molrs)
+Step = Tuple[Frame, Optional[int], Optional[float]]
+
+
+def _atoms(n: int, seed: int, precision: bool = False, masked: bool = False) -> Block:
+    rng = np.random.default_rng(seed)
+    cols = {"x": rng.normal(size=n), "y": rng.normal(size=n), "z": rng.normal(size=n),
+            "element": np.array([("C", "Hé", "O", "")[i % 4] for i in range(n)], dtype=object),
+            "charge": rng.normal(size=n)}
+    masks = {}
+    if masked and n:
+        masks["charge"] = np.arange(n) % 3 != 1
+    return Block(columns=cols, masks=masks, precision={"x": 1e-3} if precision else {})
+
+
+def _bonds(pairs: List[Tuple[int, int]]) -> Block:
+    a = np.array([p[0] for p in pairs], dtype=np.uint64)
+    b = np.array([p[1] for p in pairs], dtype=np.uint64)
+    return Block(columns={"atomi": a, "atomj": b}, targets={"atomi": "atoms", "atomj": "atoms"})
+
+
+def _regular() -> List[Step]:
+    """6 frames of 4 atoms, constant bonds and cell: progressions and elided blocks (§10, §11)."""
+    box = Box(vectors=np.diag([10.0, 11.0, 12.0]))
+    bonds = _bonds([(0, 1), (1, 2), (2, 3)])
+    return [(Frame(meta={}, blocks={"atoms": _atoms(4, k), "bonds": bonds}, box=box), 10 * k, 0.5 * k)
+            for k in range(6)]
+
+
+def _irregular() -> List[Step]:
+    """Ragged atoms (3, 5, 5 carried, 4, 5000 — larger than an inner chunk), bonds changing,
+    a zero-row bonds update, a carried-forward block, a cell per frame (triclinic, origins,
+    partly and not periodic), per-step meta present and omitted (its fill), precision,
+    masks and strings, irregular steps and times."""
+    out: List[Step] = []
+    sizes = [3, 5, None, 4, 5000, 4]
+    bonds = [[(0, 1)], [(0, 1), (3, 4)], None, [], None, [(1, 2), (2, 3)]]
+    for k, (n, pairs) in enumerate(zip(sizes, bonds)):
+        blocks: Dict[str, Block] = {}
+        if n is not None:
+            blocks["atoms"] = _atoms(n, k, precision=True, masked=True)
+        if pairs is not None:
+            blocks["bonds"] = _bonds(pairs)
+        if k == 4:  # one cell_defined flag per run (trajectory#W29): a free cell, still defined
+            box = Box(vectors=np.diag([20.0, 20.0, 20.0]), origin=np.array([1.0, -2.0, 0.5]),
+                      boundary=(False, False, False))
+        else:
+            box = Box(vectors=np.array([[10.0 + k, 1.0, 0.5], [0.0, 11.0, -0.25 * k], [0.0, 0.0, 12.0]]),
+                      origin=np.array([0.1 * k, 0.0, -0.0]), boundary=(True, k % 2 == 0, True))
+        meta = {"energy": MetaValue("f64", -1.5 * k if k != 2 else float("nan")),
+                "nacc": MetaValue("u64", 2**64 - 1 - k)}
+        if k % 2 == 0:
+            meta["label"] = MetaValue("string", f"s{k}")
+            meta["com"] = MetaValue("f64x3", (0.1 * k, -0.0, 1e300))
+        out.append((Frame(meta=meta, blocks=blocks, box=box), [0, 1, 5, 6, 100, 101][k],
+                    [0.0, 0.5, 1.25, -0.0, 1e-300, 2e300][k]))
+    return out
+
+
+FILLS = {"label": ("string", "none"), "com": ("f64x3", (float("nan"), 0.0, -1.0))}
+SCENARIOS: Dict[str, Callable[[], List[Step]]] = {"regular": _regular, "irregular": _irregular}
+
+
+def _frames_of(steps: List[Step]) -> List[Frame]:
+    return [f for f, _, _ in steps]
+
+
+def _our_schema(steps: List[Step]) -> mr.SequenceSchema:
+    bare = [Frame(meta={k: v for k, v in f.meta.items() if k not in FILLS}, blocks=f.blocks, box=f.box)
+            for f in _frames_of(steps)]
+    schema = mr.SequenceSchema.from_frames(bare)
+    if any("label" in f.meta for f in _frames_of(steps)):
+        for key, (tag, fill) in FILLS.items():
+            schema.declare_meta_with_fill(key, fill, tag)
+    return schema
+
+
+def _peer_schema(steps: List[Step]):
+    bare = []
+    for f in _frames_of(steps):
+        pf = to_peer_frame(PEER, Frame(meta={k: v for k, v in f.meta.items() if k not in FILLS},
+                                       blocks=f.blocks, box=f.box))
+        bare.append(pf)
+    schema = PEER.mrec.SequenceSchema.from_frames(bare)
+    if any("label" in f.meta for f in _frames_of(steps)):
+        for key, (tag, fill) in FILLS.items():
+            schema.declare_meta(key, tag, fill)
+    return schema
+
+
+def _write_ours(path: Path, steps: List[Step], flush_at: Optional[int] = None, **kw) -> Path:
+    with mr.MrecWriter(path, _our_schema(steps), durable=False, **kw) as w:
+        for i, (frame, step, time) in enumerate(steps):
+            w.append(frame, step=step, time=time)
+            if flush_at is not None and i + 1 == flush_at:
+                w.flush()
+    return path
+
+
+def _write_theirs(path: Path, steps: List[Step], flush_at: Optional[int] = None, **kw) -> Path:
+    with PEER.mrec.MrecWriter(path, _peer_schema(steps), durable=False, **kw) as w:
+        for i, (frame, step, time) in enumerate(steps):
+            w.append(to_peer_frame(PEER, frame), step=step, time=time)
+            if flush_at is not None and i + 1 == flush_at:
+                w.flush()
+    return path
+
+
+WRITERS = {"ours": _write_ours, "molrs": _write_theirs}
+
+
+def _expected_frames(steps: List[Step]) -> List[Dict]:
+    """The frames a reader must hand back: omitted blocks carried forward, omitted meta keys
+    filled, precision applied (q = 2**-10 for p = 1e-3, frame-and-types §9)."""
+    out, carried = [], {}
+    q = 2.0 ** -10
+    for frame, _, _ in steps:
+        for name, block in frame.blocks.items():
+            cols = dict(block.columns)
+            if "x" in block.precision:
+                cols["x"] = np.round(np.asarray(cols["x"]) / q) * q
+            carried[name] = Block(columns=cols, masks=dict(block.masks), precision=dict(block.precision),
+                                  targets=dict(block.targets), structural_shape=block.structural_shape)
+        meta = dict(frame.meta)
+        if any("label" in f.meta for f, _, _ in steps):
+            for key, (tag, fill) in FILLS.items():
+                meta.setdefault(key, MetaValue(tag, fill))
+        out.append(frame_doc(Frame(meta=meta, blocks=dict(carried), box=frame.box)))
+    return out
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_18_whole_runs_read_alike(tmp_path, writer, scenario):
+    """A whole run written by either side is read alike by both (steps, times, every frame's
+    blocks, masks, precision, targets, cell and typed per-step meta), and is what was appended."""
+    steps = SCENARIOS[scenario]()
+    path = WRITERS[writer](tmp_path / "run.mrec", steps, compression="zstd:3" if scenario == "irregular" else None)
+    doc = assert_same_reading(PEER, path)
+    traj = doc["trajectory"]
+    assert traj["nstep"] == len(steps)
+    assert traj["step"] == [s for _, s, _ in steps]
+    difference = first_difference(_expected_frames(steps), traj["frames"])
+    assert difference is None, difference
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_18_regular_run_layout_agrees(tmp_path, writer):
+    """trajectory §10/§11: both writers elide the regular run the same way (progressions, no
+    step/time arrays, uniform_rows/dense_updates hints), so each reads the other's hints."""
+    path = WRITERS[writer](tmp_path / "regular.mrec", _regular())
+    import json
+    attrs = json.loads((path / "trajectory" / "zarr.json").read_text())["attributes"]
+    assert attrs["nstep"] == 6
+    assert attrs["step_progression"] == {"start": 0, "stride": 10}
+    assert attrs["time_progression"] == {"start": 0.0, "stride": 0.5}
+    atoms = json.loads((path / "trajectory" / "atoms" / "zarr.json").read_text())["attributes"]
+    assert atoms.get("uniform_rows") == 4 and atoms.get("dense_updates") is True
+    bonds = json.loads((path / "trajectory" / "bonds" / "zarr.json").read_text())["attributes"]
+    assert bonds.get("uniform_rows") == 3 and not (path / "trajectory" / "bonds" / "offset").exists()
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_9_streaming_committed_prefix_read_alike(tmp_path, writer):
+    """Streaming (§9 commit protocol): while the writer is still open after a flush, both
+    readers see the same committed prefix; after close, the whole run."""
+    steps = _irregular()
+    path = tmp_path / "live.mrec"
+    if writer == "ours":
+        w = mr.MrecWriter(path, _our_schema(steps), durable=False, flush_every=100)
+        append = lambda f, s, t: w.append(f, step=s, time=t)  # noqa: E731
+    else:
+        w = PEER.mrec.MrecWriter(path, _peer_schema(steps), durable=False, flush_every=100)
+        append = lambda f, s, t: w.append(to_peer_frame(PEER, f), step=s, time=t)  # noqa: E731
+    for frame, step, time in steps[:3]:
+        append(frame, step, time)
+    w.flush()
+    append(*steps[3])  # appended, not committed
+    ours = ours_dump(path)["trajectory"]
+    theirs = peer_trajectory_doc(PEER, path)
+    assert ours["nstep"] == theirs["nstep"] == 3
+    difference = first_difference(_strip(ours), _strip(theirs))
+    assert difference is None, difference
+    for frame, step, time in steps[4:]:
+        append(frame, step, time)
+    w.close()
+    doc = assert_same_reading(PEER, path)
+    assert doc["trajectory"]["nstep"] == len(steps)
+
+
+def _strip(doc):
+    if isinstance(doc, dict):
+        return {k: _strip(v) for k, v in doc.items() if k != "attrs"}
+    if isinstance(doc, list):
+        return [_strip(v) for v in doc]
+    return doc
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_15_packed_run_read_alike(tmp_path, writer):
+    """A run packed into a zip by the other side's ``pack_mrec_zip`` reads alike by both."""
+    path = WRITERS[writer](tmp_path / "run.mrec", _irregular())
+    packed = Path(molrs.io.mrec.pack_mrec_zip(path) if writer == "ours" else mr.pack_mrec_zip(path))
+    doc = assert_same_reading(PEER, packed)
+    assert doc["trajectory"]["nstep"] == 6
+
+
+# -- property-based: random runs written by one side, read by the other ---------------------
+
+@st.composite
+def runs(draw):
+    n_frames = draw(st.integers(1, 5))
+    out: List[Step] = []
+    step = draw(st.integers(0, 3))
+    # one cell_defined flag per run (trajectory#W29; a mixed run is test_trajectory_w29_mixed_cell_defined)
+    cells = draw(st.sampled_from([[None], [Box(vectors=np.diag([5.0, 6.0, 7.0])),
+                                           Box(vectors=np.diag([5.0, 6.0, 7.5]), boundary=(True, False, True))],
+                                  [Box.undefined(origin=(1.0, 2.0, 3.0)), Box.undefined()]]))
+    for k in range(n_frames):
+        blocks = {}
+        if k == 0 or draw(st.booleans()):  # omitted: carried forward
+            n = draw(st.integers(0, 6))
+            x = np.array(draw(st.lists(st.floats(width=64), min_size=n, max_size=n)), dtype=np.float64)
+            ids = np.array(draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n)), dtype=np.uint64)
+            blocks["atoms"] = Block(columns={"x": x, "tag": ids}, count=n)
+        box = draw(st.sampled_from(cells))
+        out.append((Frame(meta={"e": MetaValue("f64", draw(st.floats(width=64)))}, blocks=blocks, box=box), step,
+                    None))
+        step += draw(st.integers(1, 4))
+    return out
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=runs(), writer=st.sampled_from(sorted(WRITERS)))
+def test_trajectory_18_hypothesis_runs_read_alike(tmp_path_factory, steps, writer):
+    """Random runs (ragged and zero-row updates, carried blocks, NaN/inf/-0.0, u64 extremes,
+    a cell that appears, changes or is undefined) read alike by both readers."""
+    path = WRITERS[writer](tmp_path_factory.mktemp("run") / "h.mrec", steps)
+    doc = assert_same_reading(PEER, path)
+    difference = first_difference(_expected_frames(steps), doc["trajectory"]["frames"])
+    assert difference is None, difference
+
+
+def test_trajectory_w29_mixed_cell_defined(tmp_path):
+    """Disagreement (spec-notes/conformance.md, "molrs writes a run whose cells disagree on
+    cell_defined"): ``cell_defined`` is one flag for the whole box section (trajectory §7, I12);
+    a run whose later cell is undefined cannot be stored.  We refuse it (trajectory#W29); molrs
+    0.19 writes the undefined cell as a *defined* identity cell, not periodic, so the reading
+    says a cell exists where the producer said none does.  Fails when either side changes."""
+    steps = [(Frame(meta={}, blocks={"atoms": Block(columns={"x": np.zeros(1)})}, box=Box(vectors=np.diag([5.0, 6.0, 7.0]))),
+              None, None),
+             (Frame(meta={}, blocks={}, box=Box.undefined(origin=(1.0, 2.0, 3.0))), None, None)]
+    with pytest.raises(mr.errors.SpecViolationError) as refused:
+        _write_ours(tmp_path / "ours.mrec", steps)
+    assert refused.value.rule == "trajectory#W29"
+    path = _write_theirs(tmp_path / "theirs.mrec", steps)
+    doc = assert_same_reading(PEER, path)
+    second = doc["trajectory"]["frames"][1]["box"]
+    assert second == {"vectors": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], "origin": [1.0, 2.0, 3.0],
+                      "boundary": [False, False, False], "defined": True}
