@@ -84,8 +84,36 @@ def _irregular() -> List[Step]:
     return out
 
 
+EVERY_TAG = {
+    "bool": True, "i32": -2**31, "i64": -2**63, "u32": 2**32 - 1, "u64": 2**64 - 1, "f64": 5e-324,
+    "string": "é", "bool3": (True, False, True), "i32x3": (-2**31, 0, 2**31 - 1),
+    "i64x3": (-2**63, 1, 2**63 - 1), "u32x3": (0, 1, 2**32 - 1), "u64x3": (1, 2**53 + 1, 2**64 - 1),
+    "f64x3": (0.1, -0.0, 1.7976931348623157e308), "f64x6": (1.0, 2.0, 3.0, 0.25, -0.5, 1e-300),
+    "f64x9": tuple(float(i) / 7 for i in range(9)), "json": {"a": [1, None, "x", 2.5], "b": {"c": True}},
+}
+
+
+def _shapes_and_tags() -> List[Step]:
+    """Per-step meta of every tag (§5), a structurally shaped block, a block appearing late and a
+    string column with a mask, over 3 frames with a fixed cell given only on frame 0."""
+    out: List[Step] = []
+    for k in range(3):
+        meta = {f"m_{tag}": MetaValue(tag, value) for tag, value in EVERY_TAG.items()}
+        meta["m_f64"] = MetaValue("f64", [5e-324, float("inf"), -0.0][k])
+        blocks = {"grid": Block(columns={"rho": np.arange(6, dtype=np.float64) * (k + 1)}, structural_shape=(2, 3)),
+                  "atoms": Block(columns={"name": np.array(["a", "b", "c"][:k + 1], dtype=object),
+                                          "q": np.arange(k + 1, dtype=np.int32)},
+                                 masks={"name": np.arange(k + 1) != 1} if k else {})}
+        if k == 2:
+            blocks["late"] = Block(columns={"c": np.array([1 + 2j], dtype=np.complex128)})
+        out.append((Frame(meta=meta, blocks=blocks, box=Box(vectors=np.diag([3.0, 4.0, 5.0])) if k == 0 else None),
+                    None, None))
+    return out
+
+
 FILLS = {"label": ("string", "none"), "com": ("f64x3", (float("nan"), 0.0, -1.0))}
-SCENARIOS: Dict[str, Callable[[], List[Step]]] = {"regular": _regular, "irregular": _irregular}
+SCENARIOS: Dict[str, Callable[[], List[Step]]] = {"regular": _regular, "irregular": _irregular,
+                                                  "shapes-and-tags": _shapes_and_tags}
 
 
 def _frames_of(steps: List[Step]) -> List[Frame]:
@@ -141,7 +169,9 @@ def _expected_frames(steps: List[Step]) -> List[Dict]:
     filled, precision applied (q = 2**-10 for p = 1e-3, frame-and-types §9)."""
     out, carried = [], {}
     q = 2.0 ** -10
+    box = None
     for frame, _, _ in steps:
+        box = frame.box if frame.box is not None else box  # the cell carries forward (§6)
         for name, block in frame.blocks.items():
             cols = dict(block.columns)
             if "x" in block.precision:
@@ -152,7 +182,7 @@ def _expected_frames(steps: List[Step]) -> List[Dict]:
         if any("label" in f.meta for f, _, _ in steps):
             for key, (tag, fill) in FILLS.items():
                 meta.setdefault(key, MetaValue(tag, fill))
-        out.append(frame_doc(Frame(meta=meta, blocks=dict(carried), box=frame.box)))
+        out.append(frame_doc(Frame(meta=meta, blocks=dict(carried), box=box)))
     return out
 
 
@@ -166,7 +196,8 @@ def test_trajectory_18_whole_runs_read_alike(tmp_path, writer, scenario):
     doc = assert_same_reading(PEER, path)
     traj = doc["trajectory"]
     assert traj["nstep"] == len(steps)
-    assert traj["step"] == [s for _, s, _ in steps]
+    given = [s for _, s, _ in steps]
+    assert traj["step"] == (list(range(len(steps))) if given[0] is None else given)  # no step: 0, 1, 2... (§2.8)
     difference = first_difference(_expected_frames(steps), traj["frames"])
     assert difference is None, difference
 
@@ -285,3 +316,35 @@ def test_trajectory_w29_mixed_cell_defined(tmp_path):
     second = doc["trajectory"]["frames"][1]["box"]
     assert second == {"vectors": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], "origin": [1.0, 2.0, 3.0],
                       "boundary": [False, False, False], "defined": True}
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_8_empty_run_read_alike(tmp_path, writer):
+    """A run created and closed with no frame (reference behaviour §2.8) reads as 0 frames in both."""
+    steps = _regular()[:1]
+    path = tmp_path / "empty.mrec"
+    if writer == "ours":
+        mr.MrecWriter(path, _our_schema(steps), durable=False).close()
+    else:
+        PEER.mrec.MrecWriter(path, _peer_schema(steps), durable=False).close()
+    doc = assert_same_reading(PEER, path)
+    assert doc["trajectory"]["nstep"] == 0 and doc["trajectory"]["frames"] == []
+
+
+@pytest.mark.parametrize("writer", ["ours", "molrs"])
+def test_trajectory_18_whole_trajectory_doors_read_alike(tmp_path, writer):
+    """The whole-run doors: our ``write_mrec_trajectory`` and molrs's ``write_mrec(trajectory=)``
+    (a ``Trajectory`` with step and time arrays) write runs both read alike."""
+    steps = _irregular()
+    frames = _frames_of(steps)
+    step = np.array([s for _, s, _ in steps], dtype=np.int64)
+    time = np.array([t for _, _, t in steps], dtype=np.float64)
+    path = tmp_path / "whole.mrec"
+    plain = [Frame(meta={k: v for k, v in f.meta.items() if k not in FILLS}, blocks=f.blocks, box=f.box) for f in frames]
+    if writer == "ours":
+        mr.write_mrec_trajectory(path, plain, steps=step.tolist(), times=time.tolist())
+    else:
+        molrs.io.write_mrec(path, trajectory=PEER.core.Trajectory([to_peer_frame(PEER, f) for f in plain], step, time))
+    doc = assert_same_reading(PEER, path)
+    assert doc["trajectory"]["step"] == step.tolist()
+    assert first_difference([float(t) for t in time], doc["trajectory"]["time"]) is None

@@ -1,0 +1,85 @@
+"""Where molrs 0.19 writes what the spec says it must not, each case kept true by a test: it
+asserts molrs's current behaviour and ours, so it fails when either changes (then the row
+in spec-notes/conformance.md "Records the reference writes differently" goes or changes).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+molrs = pytest.importorskip("molrs", reason="molrs (molcrafts-molrs) ships wheels for CPython >= 3.12 only")
+
+import molrec_raw as mr  # noqa: E402
+from molrec_raw.errors import SpecViolationError  # noqa: E402
+from molrec_raw.record.model import Block, Frame  # noqa: E402
+from reference_helpers import assert_same_reading, molrs_peer, to_peer_frame  # noqa: E402
+
+PEER = molrs_peer(molrs)
+
+
+def _atoms(x: float) -> Frame:
+    return Frame(meta={}, blocks={"atoms": Block(columns={"x": np.array([x])})}, box=None)
+
+
+def _run(path: Path, times, ours: bool) -> Path:
+    frames = [_atoms(float(i)) for i in range(len(times))]
+    if ours:
+        with mr.MrecWriter(path, mr.SequenceSchema.from_frames(frames), durable=False) as w:
+            for f, t in zip(frames, times):
+                w.append(f, time=t)
+    else:
+        theirs = [to_peer_frame(PEER, f) for f in frames]
+        with PEER.mrec.MrecWriter(path, PEER.mrec.SequenceSchema.from_frames(theirs), durable=False) as w:
+            for f, t in zip(theirs, times):
+                w.append(f, time=t)
+    return path
+
+
+def _attrs(path: Path) -> dict:
+    return json.loads((path / "trajectory" / "zarr.json").read_text(encoding="utf-8"))["attributes"]
+
+
+def test_trajectory_3_1_time_progression_second_value_checked_bitwise(tmp_path):
+    """trajectory §3.1 (README#decision-7): a time series stays a progression only while every
+    value, the second included, equals ``start + i*stride`` bit for bit.  Times 0.2, 0.9 give
+    stride 0.7 and 0.2 + 1.0*0.7 = 0.8999999999999999: we store the array; molrs 0.19 stores
+    the progression, so every reader (molrs's too) hands back 0.8999999999999999."""
+    ours = _run(tmp_path / "ours.mrec", [0.2, 0.9], ours=True)
+    assert "time_progression" not in _attrs(ours)
+    assert assert_same_reading(PEER, ours)["trajectory"]["time"] == [0.2, 0.9]
+    theirs = _run(tmp_path / "theirs.mrec", [0.2, 0.9], ours=False)
+    assert _attrs(theirs)["time_progression"] == {"start": 0.2, "stride": 0.7}
+    assert assert_same_reading(PEER, theirs)["trajectory"]["time"] == [0.2, 0.8999999999999999]
+
+
+def test_trajectory_3_1_time_progression_negative_zero_is_a_break(tmp_path):
+    """trajectory §3.1 (README#decision-7, bitwise): times 0.0, -0.0, 0.0 are no progression.
+    We store the array and read -0.0 back; molrs 0.19 compares with float ``==``, stores
+    ``{start: 0.0, stride: -0.0}`` and every reader hands back 0.0 for the second time."""
+    times = [0.0, -0.0, 0.0]
+    ours = _run(tmp_path / "ours.mrec", times, ours=True)
+    assert "time_progression" not in _attrs(ours)
+    got = np.array(assert_same_reading(PEER, ours)["trajectory"]["time"], dtype=np.float64)
+    assert np.signbit(got).tolist() == [False, True, False]
+    theirs = _run(tmp_path / "theirs.mrec", times, ours=False)
+    assert _attrs(theirs)["time_progression"] == {"start": 0.0, "stride": -0.0}
+    got = np.array(assert_same_reading(PEER, theirs)["trajectory"]["time"], dtype=np.float64)
+    assert np.signbit(got).tolist() == [False, False, False]
+
+
+def test_frame_and_types_14_21_molrs_writes_a_creator_that_is_not_an_object(tmp_path):
+    """frame-and-types#14.21: ``creator`` is an object with a ``name``.  molrs 0.19 writes and
+    reads back a meta document whose ``creator`` is a string; we refuse to write it and refuse
+    to read the record, naming the rule."""
+    path = tmp_path / "creator.mrec"
+    molrs.io.write_mrec(path, frame=to_peer_frame(PEER, _atoms(1.0)), meta={"creator": "molrs"})
+    assert PEER.mrec.MrecFile(path).meta() == {"creator": "molrs"}
+    with pytest.raises(SpecViolationError) as refused:
+        mr.read_mrec_frame(path)
+    assert refused.value.rule == "frame-and-types#14.21"
+    with pytest.raises(SpecViolationError) as refused:
+        mr.write_mrec_frame(tmp_path / "ours.mrec", _atoms(1.0), meta={"creator": "molrs"})
+    assert refused.value.rule == "frame-and-types#14.21"
