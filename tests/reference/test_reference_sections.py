@@ -239,3 +239,23 @@ def test_frame_and_types_14_hypothesis_frames_read_alike(tmp_path_factory, frame
     path = WRITERS[writer](tmp_path_factory.mktemp("h") / "h.mrec", frame)
     assert_same_reading(PEER, path)
     assert_same_frame(frame, from_peer_frame(molrs.io.mrec.MrecFile(path).frame()), "molrs read")
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_frame_and_types_14_absolute_targets_across_sections(tmp_path, writer):
+    """An absolute row reference ``/frame/atoms`` from the system section (frame-and-types
+    targets), with and without the frame section beside it, read alike."""
+    frame = Frame(meta={}, blocks={"atoms": Block(columns={"x": np.zeros(3)})}, box=None)
+    system = Frame(meta={}, blocks={"atoms": Block(columns={"x": np.ones(3)}),
+                                    "members": Block(columns={"atom": np.array([0, 2], dtype=np.uint64)},
+                                                     targets={"atom": "/frame/atoms"})}, box=None)
+    both = WRITERS[writer](tmp_path / "both.mrec", frame, system=system)
+    doc = assert_same_reading(PEER, both)
+    assert doc["system"]["blocks"]["members"]["targets"] == {"atom": "/frame/atoms"}
+    alone = tmp_path / "alone.mrec"
+    if writer == "ours":
+        mr.write_mrec_system(alone, system)
+    else:
+        molrs.io.write_mrec(alone, system=to_peer_frame(PEER, system))
+    doc = assert_same_reading(PEER, alone)
+    assert "frame" not in doc and doc["system"]["blocks"]["members"]["targets"] == {"atom": "/frame/atoms"}

@@ -111,9 +111,28 @@ def _shapes_and_tags() -> List[Step]:
     return out
 
 
+NUMPY = {"i8": "i1", "i16": "i2", "i32": "i4", "i64": "i8", "u8": "u1", "u16": "u2", "u32": "u4", "u64": "u8",
+         "bool": "?", "c64": "c8", "c128": "c16", "f64": "f8"}
+
+
+def _dtypes_aligned() -> List[Step]:
+    """Every column dtype with a trailing 3x3 axis and strings, growing each frame, with an
+    aligned block (trajectory §8.7) restated as its target grows."""
+    out: List[Step] = []
+    for k in range(3):
+        n = k + 2
+        cols = {f"c_{d}": (np.arange(n) * 7 + 1).astype(t) for d, t in NUMPY.items()}
+        cols["s"] = np.array(["x" * i for i in range(n)], dtype=object)
+        cols["v"] = np.arange(n * 9, dtype=np.float64).reshape(n, 3, 3) / 3
+        blocks = {"atoms": Block(columns=cols), "types": Block(columns={"t": np.arange(n, dtype=np.int64)})}
+        out.append((Frame(meta={}, blocks=blocks, box=None), 2 * k, None))
+    return out
+
+
 FILLS = {"label": ("string", "none"), "com": ("f64x3", (float("nan"), 0.0, -1.0))}
 SCENARIOS: Dict[str, Callable[[], List[Step]]] = {"regular": _regular, "irregular": _irregular,
-                                                  "shapes-and-tags": _shapes_and_tags}
+                                                  "shapes-and-tags": _shapes_and_tags,
+                                                  "dtypes-aligned": _dtypes_aligned}
 
 
 def _frames_of(steps: List[Step]) -> List[Frame]:
@@ -124,6 +143,8 @@ def _our_schema(steps: List[Step]) -> mr.SequenceSchema:
     bare = [Frame(meta={k: v for k, v in f.meta.items() if k not in FILLS}, blocks=f.blocks, box=f.box)
             for f in _frames_of(steps)]
     schema = mr.SequenceSchema.from_frames(bare)
+    if "types" in bare[0].blocks:
+        schema.declare_aligned("types", "atoms")
     if any("label" in f.meta for f in _frames_of(steps)):
         for key, (tag, fill) in FILLS.items():
             schema.declare_meta_with_fill(key, fill, tag)
@@ -137,6 +158,8 @@ def _peer_schema(steps: List[Step]):
                                        blocks=f.blocks, box=f.box))
         bare.append(pf)
     schema = PEER.mrec.SequenceSchema.from_frames(bare)
+    if "types" in bare[0].keys():
+        schema.declare_aligned("types", "atoms")
     if any("label" in f.meta for f in _frames_of(steps)):
         for key, (tag, fill) in FILLS.items():
             schema.declare_meta(key, tag, fill)
