@@ -209,6 +209,16 @@ def _expected_frames(steps: List[Step]) -> List[Dict]:
     return out
 
 
+@pytest.mark.parametrize("knobs", [{}, {"flush_every": 1}, {"compression": "gzip:3"},
+                                   {"compression": "zstd:9", "flush_every": 2}])
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_13_knobs_read_alike(tmp_path, writer, knobs):
+    """Codecs and flush cadence knobs (§13, §14: a flush per frame leaves dead bytes) change
+    the bytes, not the reading, for either writer."""
+    path = WRITERS[writer](tmp_path / "knobs.mrec", _irregular(), **knobs)
+    assert assert_same_reading(PEER, path)["trajectory"]["nstep"] == 6
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("writer", WRITERS)
 def test_trajectory_18_whole_runs_read_alike(tmp_path, writer, scenario):
@@ -371,3 +381,42 @@ def test_trajectory_18_whole_trajectory_doors_read_alike(tmp_path, writer):
     doc = assert_same_reading(PEER, path)
     assert doc["trajectory"]["step"] == step.tolist()
     assert first_difference([float(t) for t in time], doc["trajectory"]["time"]) is None
+
+
+def _array_layouts(path: Path) -> Dict[str, Tuple[List[int], List[int], List[str]]]:
+    import json
+    out = {}
+    for doc in sorted(path.rglob("zarr.json")):
+        meta = json.loads(doc.read_text(encoding="utf-8"))
+        if meta["node_type"] != "array":
+            continue
+        shard = meta["chunk_grid"]["configuration"]["chunk_shape"]
+        inner = next(c["configuration"] for c in meta["codecs"] if c["name"] == "sharding_indexed")
+        out[doc.parent.relative_to(path).as_posix()] = (shard, inner["chunk_shape"], [c["name"] for c in inner["codecs"]])
+    return out
+
+
+@pytest.mark.parametrize("atoms,columns,flush_every", [(1000, "xyz", 174), (1000, "x", 525), (64, "xyz", 2752),
+                                                       (100, "x", 4116), (7, "x", 4102)])
+def test_readme_decision_3_cadence_and_inner_chunks_are_the_references(tmp_path, atoms, columns, flush_every):
+    """README#decision-3 (trajectory §12, §14): the auto-flush K and the inner chunk extents and
+    codecs are the reference writer's.  The shard extent is not: our shard index holds at most
+    255 inner chunks (spec-notes/trajectory.md, "Shard indexes are capped at 255 inner chunks";
+    molrs 0.19 puts up to 4096 in one shard), a layout choice every reader accepts."""
+    frame = Frame(meta={}, blocks={"atoms": Block(columns={c: np.zeros(atoms) for c in columns})}, box=None)
+    ours, theirs = tmp_path / "ours.mrec", tmp_path / "theirs.mrec"
+    w = mr.MrecWriter(ours, mr.SequenceSchema.from_frames([frame]), durable=False)
+    w.append(frame)
+    assert w.flush_every == flush_every
+    w.close()
+    pf = to_peer_frame(PEER, frame)
+    w = PEER.mrec.MrecWriter(theirs, PEER.mrec.SequenceSchema.from_frames([pf]), durable=False)
+    w.append(pf)
+    assert w.flush_every == flush_every
+    w.close()
+    mine, reference = _array_layouts(ours), _array_layouts(theirs)
+    assert sorted(mine) == sorted(reference)
+    for name in mine:
+        (shard, inner, codecs), (their_shard, their_inner, their_codecs) = mine[name], reference[name]
+        assert inner == their_inner and codecs == their_codecs, name
+        assert shard[0] == inner[0] * min(255, their_shard[0] // their_inner[0]), name
