@@ -259,3 +259,32 @@ def test_frame_and_types_14_absolute_targets_across_sections(tmp_path, writer):
         molrs.io.write_mrec(alone, system=to_peer_frame(PEER, system))
     doc = assert_same_reading(PEER, alone)
     assert "frame" not in doc and doc["system"]["blocks"]["members"]["targets"] == {"atom": "/frame/atoms"}
+
+
+NODE_NAMES = ["a b", "é", "x.y", ".h", "a%2Fb", "-"]
+
+
+@pytest.mark.parametrize("name", NODE_NAMES)
+@pytest.mark.parametrize("writer", WRITERS)
+def test_zarr_v3_subset_1_node_names_read_alike(tmp_path, writer, name):
+    """Block and column names with spaces, non-ASCII, dots, a leading dot, a literal ``%2F``
+    (zarr-v3-subset §1 node names) are stored and read alike; strings with NUL and astral
+    characters, a frame section without blocks, empty meta keys too."""
+    frame = Frame(meta={"": 2.0, "ü k": MetaValue("json", {"": [1.5]})},
+                  blocks={name: Block(columns={name: np.array(["a\x00b", "\U0001F600"], dtype=object)}),
+                          "plain": Block(columns={"v": np.zeros(2)})}, box=None)
+    path = WRITERS[writer](tmp_path / "names.mrec", frame, meta={"": 1, "x": {"": []}})
+    doc = assert_same_reading(PEER, path)
+    assert doc["frame"]["blocks"][name]["columns"][name]["values"] == ["a\x00b", "\U0001F600"]
+
+
+@pytest.mark.parametrize("name", ["__x", "zarr.json"])
+def test_zarr_v3_subset_1_reserved_node_names_refused_by_both_writers(tmp_path, name):
+    """zarr-v3-subset §1: ``__``-prefixed names and ``zarr.json`` are no node names; both
+    writers refuse them (we under zarr-v3-subset#1)."""
+    frame = Frame(meta={}, blocks={name: Block(columns={"v": np.zeros(1)})}, box=None)
+    with pytest.raises(mr.errors.MolrecError) as refused:
+        mr.write_mrec_frame(tmp_path / "ours.mrec", frame)
+    assert refused.value.rule == "zarr-v3-subset#1"
+    with pytest.raises(ValueError):
+        molrs.io.write_mrec(tmp_path / "theirs.mrec", frame=to_peer_frame(PEER, frame))
