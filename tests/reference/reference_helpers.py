@@ -18,7 +18,7 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, Optional
 
 import numpy as np
 
@@ -46,6 +46,16 @@ def ours_dense_metrics(path: Path) -> Dict[str, Any]:
     with opened_record(Path(path)) as root:
         group = root["metrics"]
         return _metrics(dense.read_dense(group, dense.read_catalog(group.attrs.asdict(), node=group.name)))
+
+
+# A value of every typed-meta tag (frame-and-types §4.1), extremes included.
+EVERY_TAG: Dict[str, Any] = {
+    "bool": True, "i32": -2**31, "i64": -2**63, "u32": 2**32 - 1, "u64": 2**64 - 1, "f64": 5e-324,
+    "string": "é", "bool3": (True, False, True), "i32x3": (-2**31, 0, 2**31 - 1),
+    "i64x3": (-2**63, 1, 2**63 - 1), "u32x3": (0, 1, 2**32 - 1), "u64x3": (1, 2**53 + 1, 2**64 - 1),
+    "f64x3": (0.1, -0.0, 1.7976931348623157e308), "f64x6": (1.0, 2.0, 3.0, 0.25, -0.5, 1e-300),
+    "f64x9": tuple(float(i) / 7 for i in range(9)), "json": {"a": [1, None, "x", 2.5], "b": {"c": True}},
+}
 
 
 @dataclass(frozen=True)
@@ -240,18 +250,19 @@ def peer_dump(peer: Peer, path: Path) -> Dict[str, Any]:
     return doc
 
 
-def _strip_attrs(node: Any) -> Any:
+def strip_attrs(node: Any) -> Any:
+    """A canonical document without its ``attrs`` members (``PEER_BLIND``)."""
     if isinstance(node, dict):
-        return {k: _strip_attrs(v) for k, v in node.items() if k != "attrs"}
+        return {k: strip_attrs(v) for k, v in node.items() if k != "attrs"}
     if isinstance(node, list):
-        return [_strip_attrs(v) for v in node]
+        return [strip_attrs(v) for v in node]
     return node
 
 
 def comparable(doc: Dict[str, Any], peer: Peer, path: Optional[Path] = None) -> Dict[str, Any]:
     """A canonical document less what ``peer`` cannot express (``PEER_BLIND``); given the
     record's ``path``, our metrics are replaced by their dense part (what molpy returns)."""
-    out = _strip_attrs(doc)
+    out = strip_attrs(doc)
     out.pop("unknown", None)
     if not peer.documents:
         for name in ("status", "method", "metrics", "observables"):
@@ -281,19 +292,15 @@ def assert_same_reading(peer: Peer, path: Path, drop: Iterable[str] = ()) -> Dic
 
 def forcefield_doc(section: ForceFieldSection) -> Dict[str, Any]:
     """An in-memory force field section in the canonical form (no attrs)."""
-    return _strip_attrs({"document": json_document(section.document),
+    return strip_attrs({"document": json_document(section.document),
                          "tables": {name: _block(b) for name, b in section.tables.items()}})
 
 
 def frame_doc(frame: Frame) -> Dict[str, Any]:
     """An in-memory frame in the canonical form (no attrs)."""
-    return _strip_attrs(_frame(frame))
+    return strip_attrs(_frame(frame))
 
 
 def assert_same_frame(expected: Frame, actual: Frame, where: str = "") -> None:
     difference = first_difference(frame_doc(expected), frame_doc(actual))
     assert difference is None, f"{where}: {difference}"
-
-
-def names(values: Iterable[Any]) -> List[str]:
-    return sorted(str(v) for v in values)

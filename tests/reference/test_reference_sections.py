@@ -21,8 +21,8 @@ from molrec_raw.conformance import default_corpus  # noqa: E402
 from molrec_raw.record.forcefield import ForceFieldSection  # noqa: E402
 from molrec_raw.record.model import Block, Box, Frame, MetaValue  # noqa: E402
 from molrec_raw.conformance.canonical import first_difference  # noqa: E402
-from reference_helpers import (assert_same_frame, forcefield_doc, assert_same_reading, from_peer_frame, molrs_peer,  # noqa: E402
-                               to_peer_forcefield, to_peer_frame)
+from reference_helpers import (EVERY_TAG, assert_same_frame, assert_same_reading, forcefield_doc,  # noqa: E402
+                               from_peer_frame, molrs_peer, to_peer_forcefield, to_peer_frame)
 
 PEER = molrs_peer(molrs)
 F64_EDGES = np.array([0.1, -0.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, np.inf, -np.inf,
@@ -39,15 +39,6 @@ ALL_DTYPES = {
     "c128": np.array([1e-300 + 2e300j, -0.0 + 0j, complex(np.nan, -np.inf)], dtype=np.complex128),
     "string": np.array(["a", "é ü", ""], dtype=object),
 }
-
-EVERY_TAG = {
-    "bool": True, "i32": -2**31, "i64": -2**63, "u32": 2**32 - 1, "u64": 2**64 - 1, "f64": 5e-324,
-    "string": "é", "bool3": (True, False, True), "i32x3": (-2**31, 0, 2**31 - 1),
-    "i64x3": (-2**63, 1, 2**63 - 1), "u32x3": (0, 1, 2**32 - 1), "u64x3": (1, 2**53 + 1, 2**64 - 1),
-    "f64x3": (0.1, -0.0, 1.7976931348623157e308), "f64x6": (1.0, 2.0, 3.0, 0.25, -0.5, 1e-300),
-    "f64x9": tuple(float(i) / 7 for i in range(9)), "json": {"a": [1, None, "x", 2.5], "b": {"c": True}},
-}
-
 
 def _block_of(columns, **kw):
     return Block(columns={k: np.asarray(v) for k, v in columns.items()}, **kw)
@@ -106,6 +97,16 @@ def _write_theirs(path: Path, frame: Frame, system: Frame | None = None, meta=No
 
 
 WRITERS = {"ours": _write_ours, "molrs": _write_theirs}
+
+
+def _write_sections(writer: str, path: Path, **sections) -> Path:
+    """A record of the given sections (``system``, ``forcefield``) written by ``writer``."""
+    if writer == "ours":
+        mr.write_mrec(path, mr.MolRec(**sections))
+    else:
+        converted = {"system": lambda s: to_peer_frame(PEER, s), "forcefield": lambda s: to_peer_forcefield(PEER, s)}
+        molrs.io.write_mrec(path, **{k: converted[k](v) for k, v in sections.items()})
+    return path
 
 
 @pytest.mark.parametrize("writer", WRITERS)
@@ -169,11 +170,7 @@ def test_documents_forcefield_section_both_ways(tmp_path, writer):
     """The force field section (documents §forcefield): the document (unknown keys kept) and
     one table per style, escaped names, wildcards and a masked parameter, read alike."""
     section = _forcefield()
-    path = tmp_path / "ff.mrec"
-    if writer == "ours":
-        mr.write_mrec_forcefield(path, section)
-    else:
-        molrs.io.write_mrec(path, forcefield=to_peer_forcefield(PEER, section))
+    path = _write_sections(writer, tmp_path / "ff.mrec", forcefield=section)
     doc = assert_same_reading(PEER, path)
     assert sorted(doc["forcefield"]["tables"]) == sorted(section.tables)
     if writer == "ours":  # molrs's unstamped force field validating clean is core27's (README#decision-15)
@@ -252,12 +249,7 @@ def test_frame_and_types_14_absolute_targets_across_sections(tmp_path, writer):
     both = WRITERS[writer](tmp_path / "both.mrec", frame, system=system)
     doc = assert_same_reading(PEER, both)
     assert doc["system"]["blocks"]["members"]["targets"] == {"atom": "/frame/atoms"}
-    alone = tmp_path / "alone.mrec"
-    if writer == "ours":
-        mr.write_mrec_system(alone, system)
-    else:
-        molrs.io.write_mrec(alone, system=to_peer_frame(PEER, system))
-    doc = assert_same_reading(PEER, alone)
+    doc = assert_same_reading(PEER, _write_sections(writer, tmp_path / "alone.mrec", system=system))
     assert "frame" not in doc and doc["system"]["blocks"]["members"]["targets"] == {"atom": "/frame/atoms"}
 
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st  # noqa: E402
 import molrec_raw as mr  # noqa: E402
 from molrec_raw.conformance.canonical import first_difference  # noqa: E402
 from molrec_raw.record.model import Block, Box, Frame, MetaValue  # noqa: E402
-from reference_helpers import (assert_same_reading, frame_doc, molrs_peer, ours_dump, peer_trajectory_doc,  # noqa: E402
-                               to_peer_frame)
+from reference_helpers import (EVERY_TAG, assert_same_reading, frame_doc, molrs_peer, ours_dump,  # noqa: E402
+                               peer_trajectory_doc, strip_attrs, to_peer_frame)
 
 PEER = molrs_peer(molrs)
 Step = Tuple[Frame, Optional[int], Optional[float]]
@@ -82,15 +82,6 @@ def _irregular() -> List[Step]:
         out.append((Frame(meta=meta, blocks=blocks, box=box), [0, 1, 5, 6, 100, 101][k],
                     [0.0, 0.5, 1.25, -0.0, 1e-300, 2e300][k]))
     return out
-
-
-EVERY_TAG = {
-    "bool": True, "i32": -2**31, "i64": -2**63, "u32": 2**32 - 1, "u64": 2**64 - 1, "f64": 5e-324,
-    "string": "é", "bool3": (True, False, True), "i32x3": (-2**31, 0, 2**31 - 1),
-    "i64x3": (-2**63, 1, 2**63 - 1), "u32x3": (0, 1, 2**32 - 1), "u64x3": (1, 2**53 + 1, 2**64 - 1),
-    "f64x3": (0.1, -0.0, 1.7976931348623157e308), "f64x6": (1.0, 2.0, 3.0, 0.25, -0.5, 1e-300),
-    "f64x9": tuple(float(i) / 7 for i in range(9)), "json": {"a": [1, None, "x", 2.5], "b": {"c": True}},
-}
 
 
 def _shapes_and_tags() -> List[Step]:
@@ -270,21 +261,13 @@ def test_trajectory_9_streaming_committed_prefix_read_alike(tmp_path, writer):
     ours = ours_dump(path)["trajectory"]
     theirs = peer_trajectory_doc(PEER, path)
     assert ours["nstep"] == theirs["nstep"] == 3
-    difference = first_difference(_strip(ours), _strip(theirs))
+    difference = first_difference(strip_attrs(ours), strip_attrs(theirs))
     assert difference is None, difference
     for frame, step, time in steps[4:]:
         append(frame, step, time)
     w.close()
     doc = assert_same_reading(PEER, path)
     assert doc["trajectory"]["nstep"] == len(steps)
-
-
-def _strip(doc):
-    if isinstance(doc, dict):
-        return {k: _strip(v) for k, v in doc.items() if k != "attrs"}
-    if isinstance(doc, list):
-        return [_strip(v) for v in doc]
-    return doc
 
 
 @pytest.mark.parametrize("writer", WRITERS)
