@@ -132,6 +132,7 @@ def test_frame_and_types_14_masks_precision_trailing_targets_shapes_meta_both_wa
     q = 2.0 ** -10
     y = np.asarray(mr.read_mrec_frame(path).blocks["atoms"].columns["y"])
     np.testing.assert_array_equal(y, np.round(np.linspace(0, 1, 4) / q) * q)
+    assert mr.validate(path) == []
 
 
 @pytest.mark.parametrize("cell", BOXES)

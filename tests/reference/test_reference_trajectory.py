@@ -224,6 +224,7 @@ def test_trajectory_18_whole_runs_read_alike(tmp_path, writer, scenario):
     assert traj["step"] == (list(range(len(steps))) if given[0] is None else given)  # no step: 0, 1, 2... (§2.8)
     difference = first_difference(_expected_frames(steps), traj["frames"])
     assert difference is None, difference
+    assert mr.validate(path) == []  # the other writer's run validates clean here too
 
 
 @pytest.mark.parametrize("writer", WRITERS)
