@@ -281,3 +281,20 @@ def test_zarr_v3_subset_1_reserved_node_names_refused_by_both_writers(tmp_path, 
     assert refused.value.rule == "zarr-v3-subset#1"
     with pytest.raises(ValueError):
         molrs.io.write_mrec(tmp_path / "theirs.mrec", frame=to_peer_frame(PEER, frame))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(st.floats(width=64), min_size=1, max_size=8),
+       precision=st.sampled_from([1e-3, 0.1, 0.75, 2.0**-30, 1e3]))
+def test_frame_and_types_9_both_writers_quantise_bit_for_bit(tmp_path_factory, values, precision):
+    """frame-and-types §9: both writers store round_half_even(x/q)*q with q the largest power
+    of two not above p (NaN, infinities, -0.0 and huge values kept); the stored bits agree."""
+    frame = Frame(meta={}, blocks={"atoms": Block(columns={"x": np.array(values)}, precision={"x": precision})}, box=None)
+    where = tmp_path_factory.mktemp("q")
+    ours = assert_same_reading(PEER, _write_ours(where / "ours.mrec", frame))
+    theirs = assert_same_reading(PEER, _write_theirs(where / "theirs.mrec", frame))
+    assert first_difference(ours["frame"], theirs["frame"]) is None
+    q = 2.0 ** np.floor(np.log2(precision))
+    stored = np.asarray(mr.read_mrec_frame(where / "ours.mrec").blocks["atoms"].columns["x"])
+    finite = np.isfinite(values) & (np.abs(values) < 2.0**52 * q)
+    np.testing.assert_array_equal(stored[finite], (np.round(np.array(values)[finite] / q) * q))
