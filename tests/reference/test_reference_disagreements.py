@@ -83,3 +83,19 @@ def test_frame_and_types_14_21_molrs_writes_a_creator_that_is_not_an_object(tmp_
     with pytest.raises(SpecViolationError) as refused:
         mr.write_mrec_frame(tmp_path / "ours.mrec", _atoms(1.0), meta={"creator": "molrs"})
     assert refused.value.rule == "frame-and-types#14.21"
+
+
+def test_frame_and_types_2_trailing_nul_in_strings_molrs_python_drops_it(tmp_path):
+    """frame-and-types §2: a ``string`` cell is any UTF-8 text, NUL included.  Both writers
+    store ``"\\x00"`` and ``"a\\x00"`` as given (we read them back); molrs's Python hands string
+    columns back as numpy fixed-width unicode, which drops trailing NULs, so molrs's reading
+    says ``""`` and ``"a"``.  A binding limitation, not a format one: the bytes are right."""
+    frame = Frame(meta={}, blocks={"atoms": Block(columns={"s": np.array(["\x00", "a\x00", "b"], dtype=object)})},
+                  box=None)
+    for path in (tmp_path / "ours.mrec", tmp_path / "theirs.mrec"):
+        if path.name == "ours.mrec":
+            mr.write_mrec_frame(path, frame)
+        else:
+            molrs.io.write_mrec(path, frame=to_peer_frame(PEER, frame))
+        assert mr.read_mrec_frame(path).blocks["atoms"].columns["s"].tolist() == ["\x00", "a\x00", "b"]
+        assert PEER.mrec.MrecFile(path).frame()["atoms"]["s"].tolist() == ["", "a", "b"]
