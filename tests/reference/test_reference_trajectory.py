@@ -415,3 +415,53 @@ def test_readme_decision_3_cadence_and_inner_chunks_are_the_references(tmp_path,
         (shard, inner, codecs), (their_shard, their_inner, their_codecs) = mine[name], reference[name]
         assert inner == their_inner and codecs == their_codecs, name
         assert shard[0] == inner[0] * min(255, their_shard[0] // their_inner[0]), name
+
+
+def _whole_record(writer: str, path: Path, steps: List[Step], system: Frame) -> Path:
+    """A record with meta, frame, system and a trajectory, written by ``writer`` in one go
+    (molrs: ``write_mrec``) or as we do it (``write_mrec`` then an ``MrecWriter`` on the record)."""
+    frames = _frames_of(steps)
+    if writer == "ours":
+        mr.write_mrec(path, mr.MolRec(meta={"creator": {"name": "molrec_raw"}}, frame=frames[0], system=system))
+        _write_ours(path, steps)
+    else:
+        molrs.io.write_mrec(path, meta={"creator": {"name": "molrs"}}, frame=to_peer_frame(PEER, frames[0]),
+                            system=to_peer_frame(PEER, system),
+                            trajectory=PEER.core.Trajectory([to_peer_frame(PEER, f) for f in frames],
+                                                            np.array([s for _, s, _ in steps], dtype=np.int64),
+                                                            np.array([t for _, _, t in steps], dtype=np.float64)))
+    return path
+
+
+def _system(atoms: int, bonds: int) -> Frame:
+    return Frame(meta={"name": "water"}, blocks={
+        "atoms": Block(columns={"mass": np.linspace(1.0, 16.0, atoms), "type": np.array(["O"] * atoms, dtype=object)}),
+        "bonds": Block(columns={"order": np.ones(bonds, dtype=np.int8)})}, box=None)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_8_8_whole_record_with_system_read_alike(tmp_path, writer):
+    """A whole record — meta, frame, system and a trajectory whose blocks hold the system's
+    rows (trajectory §8.8) — read alike by both and valid here."""
+    path = _whole_record(writer, tmp_path / "whole.mrec", _regular(), _system(4, 3))
+    doc = assert_same_reading(PEER, path)
+    assert {"meta", "frame", "system", "trajectory"} <= set(doc["sections"])
+    assert doc["trajectory"]["nstep"] == 6 and doc["system"]["blocks"]["atoms"]["count"] == 4
+    assert mr.validate(path) == []
+
+
+def test_trajectory_8_8_molrs_writes_trajectory_blocks_ragged_against_the_system(tmp_path):
+    """trajectory §8.8 / frame-and-types §12: a trajectory block named like a system block
+    holds exactly the system block's rows, and a ragged one MUST NOT share its name.  molrs
+    0.19 writes such a record (it enforces only declared alignment) and reads it; we refuse to
+    append such a frame and ``validate`` reports the record under trajectory#8.8."""
+    steps = _irregular()
+    plain = [(Frame(meta={k: v for k, v in f.meta.items() if k not in FILLS}, blocks=f.blocks, box=f.box), s, t)
+             for f, s, t in steps]
+    theirs = _whole_record("molrs", tmp_path / "theirs.mrec", plain, _system(4, 3))
+    doc = assert_same_reading(PEER, theirs)
+    assert doc["trajectory"]["frames"][0]["blocks"]["atoms"]["count"] == 3
+    assert {v.rule for v in mr.validate(theirs)} >= {"trajectory#8.8"}
+    with pytest.raises(mr.errors.SpecViolationError) as refused:
+        _whole_record("ours", tmp_path / "ours.mrec", steps, _system(4, 3))
+    assert refused.value.rule == "trajectory#8.8"
