@@ -14,7 +14,7 @@ molrs = pytest.importorskip("molrs", reason="molrs (molcrafts-molrs) ships wheel
 
 import molrec_raw as mr  # noqa: E402
 from molrec_raw.errors import SpecViolationError  # noqa: E402
-from molrec_raw.record.model import Block, Frame  # noqa: E402
+from molrec_raw.record.model import Block, Box, Frame  # noqa: E402
 from reference_helpers import assert_same_reading, molrs_peer, to_peer_frame  # noqa: E402
 
 PEER = molrs_peer(molrs)
@@ -70,19 +70,36 @@ def test_trajectory_3_1_time_progression_negative_zero_is_a_break(tmp_path):
     assert np.signbit(got).tolist() == [False, False, False]
 
 
-def test_frame_and_types_14_21_molrs_writes_a_creator_that_is_not_an_object(tmp_path):
-    """frame-and-types#14.21: ``creator`` is an object with a ``name``.  molrs 0.19 writes and
-    reads back a meta document whose ``creator`` is a string; we refuse to write it and refuse
-    to read the record, naming the rule."""
-    path = tmp_path / "creator.mrec"
-    molrs.io.write_mrec(path, frame=to_peer_frame(PEER, _atoms(1.0)), meta={"creator": "molrs"})
-    assert PEER.mrec.MrecFile(path).meta() == {"creator": "molrs"}
+@pytest.mark.parametrize("meta", [{"creator": "molrs"}, {"creator": {"version": "1"}},
+                                  {"created_at": "2026-01-01T00:00:00"}])
+def test_frame_and_types_14_21_molrs_writes_meta_documents_the_rule_refuses(tmp_path, meta):
+    """frame-and-types#14.21: ``creator`` is an object with a ``name``; ``created_at`` is RFC
+    3339 with an explicit offset.  molrs 0.19 writes and reads back such meta documents; we
+    refuse to write them and refuse to read the record, naming the rule."""
+    path = tmp_path / "meta.mrec"
+    molrs.io.write_mrec(path, frame=to_peer_frame(PEER, _atoms(1.0)), meta=meta)
+    assert PEER.mrec.MrecFile(path).meta() == meta
     with pytest.raises(SpecViolationError) as refused:
         mr.read_mrec_frame(path)
     assert refused.value.rule == "frame-and-types#14.21"
     with pytest.raises(SpecViolationError) as refused:
-        mr.write_mrec_frame(tmp_path / "ours.mrec", _atoms(1.0), meta={"creator": "molrs"})
+        mr.write_mrec_frame(tmp_path / "ours.mrec", _atoms(1.0), meta=meta)
     assert refused.value.rule == "frame-and-types#14.21"
+
+
+@pytest.mark.parametrize("vectors", [np.zeros((3, 3)), np.diag([np.nan, 1.0, 1.0]), np.diag([1.0, np.inf, 1.0])])
+def test_frame_and_types_10_singular_or_non_finite_defined_cell(tmp_path, vectors):
+    """frame-and-types §10 states no rule on a defined cell's matrix (only an undefined cell's
+    vectors are ignored, and the refusals of §14 name none): we store and read back a singular
+    or non-finite cell as given.  molrs 0.19 refuses to write one ("the cell matrix is
+    singular") and refuses to read a record holding one ("invalid box: SingularCell")."""
+    frame = Frame(meta={}, blocks={"atoms": Block(columns={"x": np.zeros(1)})}, box=Box(vectors=vectors))
+    path = mr.write_mrec_frame(tmp_path / "cell.mrec", frame) or tmp_path / "cell.mrec"
+    np.testing.assert_array_equal(mr.read_mrec_frame(path).box.vectors, vectors)
+    with pytest.raises(ValueError, match="SingularCell"):
+        PEER.mrec.MrecFile(path).frame()
+    with pytest.raises(ValueError, match="singular"):
+        PEER.core.Box(vectors)
 
 
 def test_frame_and_types_2_trailing_nul_in_strings_molrs_python_drops_it(tmp_path):
