@@ -94,7 +94,7 @@ def test_frame_and_types_10_singular_or_non_finite_defined_cell(tmp_path, vector
     or non-finite cell as given.  molrs 0.19 refuses to write one ("the cell matrix is
     singular") and refuses to read a record holding one ("invalid box: SingularCell")."""
     frame = Frame(meta={}, blocks={"atoms": Block(columns={"x": np.zeros(1)})}, box=Box(vectors=vectors))
-    path = mr.write_mrec_frame(tmp_path / "cell.mrec", frame) or tmp_path / "cell.mrec"
+    path = mr.write_mrec_frame(tmp_path / "cell.mrec", frame)
     np.testing.assert_array_equal(mr.read_mrec_frame(path).box.vectors, vectors)
     with pytest.raises(ValueError, match="SingularCell"):
         PEER.mrec.MrecFile(path).frame()
