@@ -129,3 +129,24 @@ def test_trajectory_18_molpy_runs_read_alike(tmp_path, writer):
                 w.append(f, step=3 * k)
     doc = assert_same_reading(PEER, path)
     assert doc["trajectory"]["step"] == [0, 3, 6, 9]
+
+
+OBSERVABLE_DATA = {"i64": np.array([1, -2], dtype=np.int64), "bool": np.array([True, False]),
+                   "string": np.array(["a", "bé"]), "scalar": np.float64(2.5), "c128": np.array([1 + 2j]),
+                   "u8": np.array([1, 255], dtype=np.uint8)}
+
+
+@pytest.mark.parametrize("dtype", OBSERVABLE_DATA)
+@pytest.mark.parametrize("writer", ["ours", "molpy"])
+def test_documents_9_observable_data_dtypes_both_ways(tmp_path, writer, dtype):
+    """documents §9 observables: data of integer, bool, string, complex and 0-d dtypes read alike."""
+    data = OBSERVABLE_DATA[dtype]
+    meta = {"kind": "scalar", "description": dtype, "time_dependent": False}
+    path = tmp_path / "obs.mrec"
+    if writer == "ours":
+        mr.write_mrec(path, mr.MolRec(meta={}, status={"state": "running"},
+                                      observables={dtype: Observable(data=np.asarray(data), meta=meta)}))
+    else:
+        molpy.io.write_mrec(path, status={"state": "running"}, observables={dtype: {"meta": meta, "data": data}})
+    doc = assert_same_reading(PEER, path)
+    assert doc["observables"][dtype]["data"]["shape"] == list(np.shape(data))

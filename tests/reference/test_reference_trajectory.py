@@ -465,3 +465,31 @@ def test_trajectory_8_8_molrs_writes_trajectory_blocks_ragged_against_the_system
     with pytest.raises(mr.errors.SpecViolationError) as refused:
         _whole_record("ours", tmp_path / "ours.mrec", steps, _system(4, 3))
     assert refused.value.rule == "trajectory#8.8"
+
+
+def _cell_run(cells: List[Optional[Box]]) -> List[Step]:
+    return [(Frame(meta={}, blocks={"atoms": Block(columns={"x": np.arange(k + 1, dtype=np.float64)})}, box=cell), None,
+             None) for k, cell in enumerate(cells)]
+
+
+CELL_RUNS = {
+    "undefined-fixed": [Box.undefined(origin=(1.0, 2.0, 3.0))] * 3,
+    "undefined-moving": [Box.undefined(origin=(1.0 + k, 2.0, 3.0)) for k in range(3)],
+    "late-cell": [None, None, Box(vectors=np.diag([4.0, 5.0, 6.0])), None],
+    "slab-fixed": [Box(vectors=np.diag([4.0, 5.0, 6.0]), origin=np.array([1.0, -1.0, 0.0]),
+                       boundary=(True, True, False))] * 3,
+    "no-cell": [None] * 2,
+}
+
+
+@pytest.mark.parametrize("cells", CELL_RUNS)
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_7_every_cell_form_read_alike(tmp_path, writer, cells):
+    """trajectory §7: a fixed undefined cell (attribute form with ``cell_defined: false``), a
+    moving undefined one, a cell first given at frame 2 (carried forward after), a fixed slab
+    with an origin, no cell at all — read alike, and valid here."""
+    steps = _cell_run(CELL_RUNS[cells])
+    path = WRITERS[writer](tmp_path / "cells.mrec", steps)
+    doc = assert_same_reading(PEER, path)
+    assert first_difference(_expected_frames(steps), doc["trajectory"]["frames"]) is None
+    assert mr.validate(path) == []
