@@ -88,8 +88,8 @@ def _irregular() -> List[Step]:
 
 
 def _shapes_and_tags() -> List[Step]:
-    """Per-step meta of every tag (§5), a structurally shaped block, a block appearing late and a
-    string column with a mask, over 3 frames with a fixed cell given only on frame 0."""
+    """Per-step meta of every tag (§5), a structurally shaped block, a block appearing late, a
+    column-less block whose row count changes, and a string column with a mask, over 3 frames with a fixed cell given only on frame 0."""
     out: List[Step] = []
     for k in range(3):
         meta = {f"m_{tag}": MetaValue(tag, value) for tag, value in EVERY_TAG.items()}
@@ -100,6 +100,7 @@ def _shapes_and_tags() -> List[Step]:
                                  masks={"name": np.arange(k + 1) != 1} if k else {})}
         if k == 2:
             blocks["late"] = Block(columns={"c": np.array([1 + 2j], dtype=np.complex128)})
+        blocks["bare"] = Block(columns={}, count=5 + (k == 2))  # a column-less block: its row count alone
         out.append((Frame(meta=meta, blocks=blocks, box=Box(vectors=np.diag([3.0, 4.0, 5.0])) if k == 0 else None),
                     None, None))
     return out
@@ -194,7 +195,8 @@ def _expected_frames(steps: List[Step]) -> List[Dict]:
             if "x" in block.precision:
                 cols["x"] = np.round(np.asarray(cols["x"]) / q) * q
             carried[name] = Block(columns=cols, masks=dict(block.masks), precision=dict(block.precision),
-                                  targets=dict(block.targets), structural_shape=block.structural_shape)
+                                  targets=dict(block.targets), structural_shape=block.structural_shape,
+                                  count=block.count)
         meta = dict(frame.meta)
         if any("label" in f.meta for f, _, _ in steps):
             for key, (tag, fill) in FILLS.items():
