@@ -150,3 +150,23 @@ def test_documents_9_observable_data_dtypes_both_ways(tmp_path, writer, dtype):
         molpy.io.write_mrec(path, status={"state": "running"}, observables={dtype: {"meta": meta, "data": data}})
     doc = assert_same_reading(PEER, path)
     assert doc["observables"][dtype]["data"]["shape"] == list(np.shape(data))
+
+
+def test_documents_9_13_molpy_dense_series_with_a_wal_tail_merge_here(tmp_path):
+    """documents §9 (WAL watermark, README#decision-16): molpy writes a dense series, its catalog
+    with the watermark (2 lines, their bytes) and a WAL holding one line more; we read the
+    dense points then the tail, validate clean, and molpy's dense part equals ours."""
+    wal = ('{"t":"scalar","k":"loss","s":1,"w":"2026-08-04T00:00:01Z","v":0.5}\n'
+           '{"t":"scalar","k":"loss","s":2,"w":"2026-08-04T00:00:02Z","v":0.25}\n')
+    tail = '{"t":"scalar","k":"loss","s":3,"w":"2026-08-04T00:00:03Z","v":0.125}\n'
+    catalog = {"wal": {"lines": 2, "bytes": len(wal)},
+               "series": {"loss": {"type": "scalar", "count": 2, "latest_step": 2,
+                                   "latest_timestamp": "2026-08-04T00:00:02Z"}}}
+    path = tmp_path / "tail.mrec"
+    molpy.io.write_mrec(path, status={"state": "running"}, metrics={
+        "catalog": catalog, "series": {"loss": np.array([0.5, 0.25])}, "steps": {"loss": np.array([1, 2])},
+        "wall_time": {"loss": np.array(["2026-08-04T00:00:01Z", "2026-08-04T00:00:02Z"])}, "wal": wal + tail})
+    assert_same_reading(PEER, path)
+    series = mr.read_metrics(path)["loss"]
+    assert series.values.tolist() == [0.5, 0.25, 0.125] and series.steps.tolist() == [1, 2, 3]
+    assert mr.validate(path) == []
