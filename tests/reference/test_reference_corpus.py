@@ -110,7 +110,7 @@ def test_conformance_valid_corpus_reads_the_same_in_molrs_and_molpy(valid_readin
     for case, verdicts in valid_readings.items():
         for peer, verdict in verdicts.items():
             noted = _word(table[case][COLUMN[peer]]) if case in table else "same"
-            assert (verdict == "same") == (noted == "same"), (
+            assert verdict.split()[0] == noted, (
                 f"{case} in {peer}: {verdict}; spec-notes/conformance.md says {noted!r}")
     assert set(table) <= set(valid_readings), sorted(set(table) - set(valid_readings))
     assert len(valid_readings) >= 60
