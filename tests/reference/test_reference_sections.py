@@ -301,3 +301,19 @@ def test_frame_and_types_9_both_writers_quantise_bit_for_bit(tmp_path_factory, v
     stored = np.asarray(mr.read_mrec_frame(where / "ours.mrec").blocks["atoms"].columns["x"])
     finite = np.isfinite(values) & (np.abs(values) < 2.0**52 * q)
     np.testing.assert_array_equal(stored[finite], (np.round(np.array(values)[finite] / q) * q))
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_frame_and_types_8_9_null_rows_precision_and_references(tmp_path, writer):
+    """A null row (validity false) references nothing (its 999 is not range-checked) and a
+    precision column with a null row is still stored on the grid by both writers (§8, §9)."""
+    frame = Frame(meta={}, blocks={
+        "atoms": Block(columns={"x": np.array([0.1, 0.123456, 7.77])}, masks={"x": np.array([True, False, True])},
+                       precision={"x": 0.01}),
+        "bonds": Block(columns={"atomi": np.array([0, 999], dtype=np.uint64), "atomj": np.array([1, 2], dtype=np.uint64)},
+                       masks={"atomi": np.array([True, False])}, targets={"atomi": "atoms", "atomj": "atoms"})}, box=None)
+    path = WRITERS[writer](tmp_path / "nulls.mrec", frame)
+    doc = assert_same_reading(PEER, path)
+    assert doc["frame"]["blocks"]["atoms"]["columns"]["x"]["values"] == [0.1015625, 0.125, 7.7734375]
+    assert doc["frame"]["blocks"]["bonds"]["columns"]["atomi"]["values"] == [0, 999]
+    assert mr.validate(path) == []

@@ -495,3 +495,31 @@ def test_trajectory_7_every_cell_form_read_alike(tmp_path, writer, cells):
     doc = assert_same_reading(PEER, path)
     assert first_difference(_expected_frames(steps), doc["trajectory"]["frames"]) is None
     assert mr.validate(path) == []
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_8_5_change_detection_after_rounding_and_absolute_targets(tmp_path, writer):
+    """trajectory §8.5: change detection compares values after rounding to the declared grid —
+    a move of 0.3q is no update, 0.6q is one — in both writers alike; a row reference into
+    ``/system/atoms`` with a null row rides along (§8.6)."""
+    q = 2.0 ** -7
+    steps = [(Frame(meta={}, blocks={
+        "atoms": Block(columns={"x": np.array([1.0, 2.0]) + d}, precision={"x": 0.01}),
+        "refs": Block(columns={"site": np.array([0, 5], dtype=np.uint64)}, masks={"site": np.array([True, False])},
+                      targets={"site": "/system/atoms"})}, box=None), None, None) for d in (0.0, 0.3 * q, 0.6 * q)]
+    system = Frame(meta={}, blocks={"atoms": Block(columns={"m": np.ones(2)})}, box=None)
+    path = tmp_path / "rounded.mrec"
+    if writer == "ours":
+        mr.write_mrec(path, mr.MolRec(meta={}, system=system))
+        _write_ours(path, steps)
+    else:
+        molrs.io.write_mrec(path, system=to_peer_frame(PEER, system),
+                            trajectory=PEER.core.Trajectory([to_peer_frame(PEER, f) for f, _, _ in steps]))
+    doc = assert_same_reading(PEER, path)
+    assert [f["blocks"]["atoms"]["columns"]["x"]["values"] for f in doc["trajectory"]["frames"]] == [
+        [1.0, 2.0], [1.0, 2.0], [1.0078125, 2.0078125]]
+    with PEER.mrec.MrecReader(path) as reader:
+        assert [reader.block_update_at("atoms", i) for i in range(3)] == [0, 0, 1]
+    with mr.MrecReader(path) as reader:
+        assert [reader.block_update_at("atoms", i) for i in range(3)] == [0, 0, 1]
+    assert mr.validate(path) == []
