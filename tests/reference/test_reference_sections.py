@@ -6,6 +6,7 @@ same document, value for value and floats bit for bit (tests/reference/reference
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -317,3 +318,58 @@ def test_frame_and_types_8_9_null_rows_precision_and_references(tmp_path, writer
     assert doc["frame"]["blocks"]["atoms"]["columns"]["x"]["values"] == [0.1015625, 0.125, 7.7734375]
     assert doc["frame"]["blocks"]["bonds"]["columns"]["atomi"]["values"] == [0, 999]
     assert mr.validate(path) == []
+
+
+def _ff_variant(change) -> ForceFieldSection:
+    base = _forcefield()
+    document = json.loads(json.dumps(base.document))
+    tables = {n: Block(columns=dict(b.columns), masks=dict(b.masks)) for n, b in base.tables.items()}
+    change(document, tables)
+    return ForceFieldSection(document, tables)
+
+
+def _pair(epsilon_ba: float) -> Block:
+    return Block(columns={"name": np.array(["A-B", "B-A"], dtype=object), "itom": np.array(["A", "B"], dtype=object),
+                          "jtom": np.array(["B", "A"], dtype=object), "epsilon": np.array([1.0, epsilon_ba]),
+                          "sigma": np.array([1.0, 1.0])})
+
+
+FF_REFUSED = {
+    "no-units": (lambda d, t: d.pop("units"), "documents#9.23"),
+    "units-empty": (lambda d, t: d.__setitem__("units", {}), "documents#9.23"),
+    "no-name": (lambda d, t: d.pop("name"), "documents#9.23"),
+    "missing-table": (lambda d, t: t.pop("bond.harmonic"), "documents#9.26"),
+    "style-without-category": (lambda d, t: d["styles"][0].pop("category"), "documents#9.25"),
+    "pair-restated-differently": (lambda d, t: t.__setitem__("pair.lj%2Fcut%2Fcoul%2Flong", _pair(2.0)), "documents#9.28"),
+    "null-name": (lambda d, t: t["bond.harmonic"].masks.__setitem__("name", np.array([False])), "documents#9.27"),
+    "angle-against-preset": (lambda d, t: d["units"].__setitem__("angle", "gradian"), "documents#9.23"),
+    "special-bonds-two-weights": (lambda d, t: d.__setitem__("special_bonds", {"lj": [0.0, 0.0]}), "documents#9.24"),
+}
+FF_WRITTEN = {
+    "pair-restated-alike": lambda d, t: t.__setitem__("pair.lj%2Fcut%2Fcoul%2Flong", _pair(1.0)),
+    "unknown-table": lambda d, t: t.__setitem__("notes.free%20text", Block(columns={"a": np.array([1.0])})),
+    "nan-parameter": lambda d, t: t["bond.harmonic"].columns.__setitem__("k", np.array([np.nan])),
+}
+
+
+@pytest.mark.parametrize("case", FF_REFUSED)
+def test_documents_forcefield_both_writers_refuse_alike(tmp_path, case):
+    """The force field rules (documents §9.23–§9.27): both writers refuse the same broken
+    sections — no units, empty units, no name, a style without its table or category, a pair
+    restated with another epsilon, a null name, an angle unit against the preset, two weights."""
+    change, rule = FF_REFUSED[case]
+    section = _ff_variant(change)
+    with pytest.raises(mr.errors.SpecViolationError) as refused:
+        mr.write_mrec_forcefield(tmp_path / "ours.mrec", section)
+    assert refused.value.rule == rule
+    with pytest.raises(ValueError, match="forcefield"):
+        molrs.io.write_mrec(tmp_path / "theirs.mrec", forcefield=to_peer_forcefield(PEER, section))
+
+
+@pytest.mark.parametrize("case", FF_WRITTEN)
+@pytest.mark.parametrize("writer", ["ours", "molrs"])
+def test_documents_forcefield_both_writers_accept_alike(tmp_path, writer, case):
+    """An agreeing pair restatement, an unknown table, a NaN parameter: written and read alike."""
+    section = _ff_variant(FF_WRITTEN[case])
+    path = _write_sections(writer, tmp_path / "ff.mrec", forcefield=section)
+    assert first_difference(forcefield_doc(section), assert_same_reading(PEER, path)["forcefield"]) is None
