@@ -340,7 +340,7 @@ FF_REFUSED = {
     "no-name": (lambda d, t: d.pop("name"), "documents#9.23"),
     "missing-table": (lambda d, t: t.pop("bond.harmonic"), "documents#9.26"),
     "style-without-category": (lambda d, t: d["styles"][0].pop("category"), "documents#9.25"),
-    "pair-restated-differently": (lambda d, t: t.__setitem__("pair.lj%2Fcut%2Fcoul%2Flong", _pair(2.0)), "documents#9.28"),
+    "pair-restated-differently": (lambda d, t: t.__setitem__("pair.lj%2Fcut%2Fcoul%2Flong", _pair(2.0)), "documents#9.31"),
     "null-name": (lambda d, t: t["bond.harmonic"].masks.__setitem__("name", np.array([False])), "documents#9.27"),
     "angle-against-preset": (lambda d, t: d["units"].__setitem__("angle", "gradian"), "documents#9.23"),
     "special-bonds-two-weights": (lambda d, t: d.__setitem__("special_bonds", {"lj": [0.0, 0.0]}), "documents#9.24"),
