@@ -354,7 +354,7 @@ FF_WRITTEN = {
 
 @pytest.mark.parametrize("case", FF_REFUSED)
 def test_documents_forcefield_both_writers_refuse_alike(tmp_path, case):
-    """The force field rules (documents §9.23–§9.27): both writers refuse the same broken
+    """The force field rules (documents §9.23–§9.31): both writers refuse the same broken
     sections — no units, empty units, no name, a style without its table or category, a pair
     restated with another epsilon, a null name, an angle unit against the preset, two weights."""
     change, rule = FF_REFUSED[case]
