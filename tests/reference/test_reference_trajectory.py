@@ -523,3 +523,69 @@ def test_trajectory_8_5_change_detection_after_rounding_and_absolute_targets(tmp
     with mr.MrecReader(path) as reader:
         assert [reader.block_update_at("atoms", i) for i in range(3)] == [0, 0, 1]
     assert mr.validate(path) == []
+
+
+def _first() -> Frame:
+    return Frame(meta={"e": MetaValue("f64", 1.0)}, blocks={"atoms": Block(columns={"x": np.array([1.0, 2.0])})}, box=None)
+
+
+def _next(blocks: Dict[str, Block], meta: Optional[Dict] = None) -> Frame:
+    return Frame(meta={"e": MetaValue("f64", 1.0)} if meta is None else meta, blocks=blocks, box=None)
+
+
+APPEND_REFUSED = {  # frame appended after _first(), its append keywords, the rule we refuse it under
+    "undeclared-block": (_next({"atoms": Block(columns={"x": np.zeros(1)}), "new": Block(columns={"x": np.zeros(1)})}),
+                         {}, "trajectory#W18"),
+    "undeclared-column": (_next({"atoms": Block(columns={"x": np.zeros(1), "y": np.zeros(1)})}), {}, "trajectory#W18"),
+    "present-block-omits-a-column": (_next({"atoms": Block(columns={}, count=1)}), {}, "trajectory#W20"),
+    "step-not-increasing": (_first(), {"step": 0}, "trajectory#W16"),
+    "time-gained": (_first(), {"time": 1.0}, "trajectory#W17"),
+    "meta-omitted-without-fill": (_next({"atoms": Block(columns={"x": np.zeros(1)})}, meta={}), {}, "trajectory#W22"),
+    "meta-undeclared": (_next({"atoms": Block(columns={"x": np.zeros(1)})}, meta={"e": MetaValue("f64", 1.0), "z": 1.0}),
+                        {}, "trajectory#W18"),
+    "mask-on-non-nullable": (_next({"atoms": Block(columns={"x": np.zeros(2)}, masks={"x": np.array([True, False])})}),
+                             {}, "trajectory#W24"),
+    "precision-not-pinned": (_next({"atoms": Block(columns={"x": np.zeros(1)}, precision={"x": 0.1})}), {},
+                             "trajectory#W25"),
+}
+
+
+@pytest.mark.parametrize("case", APPEND_REFUSED)
+def test_trajectory_w16_w25_both_writers_refuse_the_same_appends(tmp_path, case):
+    """The append refusals (trajectory W16–W25): both writers refuse the same frames, and a
+    refused frame leaves the committed run as it was (the run still reads its first frame)."""
+    frame, keywords, rule = APPEND_REFUSED[case]
+    first = _first()
+    ours, theirs = tmp_path / "ours.mrec", tmp_path / "theirs.mrec"
+    with mr.MrecWriter(ours, mr.SequenceSchema.from_frames([first]), durable=False) as w:
+        w.append(first, step=0)
+        with pytest.raises(mr.errors.SpecViolationError) as refused:
+            w.append(frame, **keywords)
+        assert refused.value.rule == rule
+    pf = to_peer_frame(PEER, first)
+    with PEER.mrec.MrecWriter(theirs, PEER.mrec.SequenceSchema.from_frames([pf]), durable=False) as w:
+        w.append(pf, step=0)
+        with pytest.raises(ValueError):
+            w.append(to_peer_frame(PEER, frame), **keywords)
+    for path in (ours, theirs):
+        assert assert_same_reading(PEER, path)["trajectory"]["nstep"] == 1
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_trajectory_5_2_meta_value_under_another_tag_reread_through_the_pin(tmp_path, writer):
+    """trajectory §5.2: a per-step value given under another tag is re-read through the pinned
+    tag where exact — an ``i64`` 3 under an ``f64`` key is stored as 3.0 — by both writers."""
+    steps = [(_first(), 0, None), (_next({"atoms": Block(columns={"x": np.zeros(2)})}, meta={"e": MetaValue("i64", 3)}),
+                                   1, None)]
+    path = tmp_path / "retag.mrec"
+    if writer == "ours":
+        with mr.MrecWriter(path, mr.SequenceSchema.from_frames([steps[0][0]]), durable=False) as w:
+            for f, s, _ in steps:
+                w.append(f, step=s)
+    else:
+        with PEER.mrec.MrecWriter(path, PEER.mrec.SequenceSchema.from_frames([to_peer_frame(PEER, steps[0][0])]),
+                                  durable=False) as w:
+            for f, s, _ in steps:
+                w.append(to_peer_frame(PEER, f), step=s)
+    doc = assert_same_reading(PEER, path)
+    assert doc["trajectory"]["frames"][1]["meta"]["e"] == {"tag": "f64", "value": 3.0}
