@@ -12,6 +12,8 @@ import pytest
 molpy = pytest.importorskip("molpy", reason="molpy (molcrafts-molpy) ships wheels for CPython >= 3.12 only")
 
 import molpy.io  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 import molpy.io.mrec  # noqa: E402
 
 import molrec_raw as mr  # noqa: E402
@@ -170,3 +172,40 @@ def test_documents_9_13_molpy_dense_series_with_a_wal_tail_merge_here(tmp_path):
     series = mr.read_metrics(path)["loss"]
     assert series.values.tolist() == [0.5, 0.25, 0.125] and series.steps.tolist() == [1, 2, 3]
     assert mr.validate(path) == []
+
+
+@st.composite
+def metric_series(draw):
+    out = {}
+    for key in draw(st.lists(st.sampled_from(["loss", "a b", "é/x", "lr", "__q"]), min_size=1, max_size=3, unique=True)):
+        n = draw(st.integers(1, 6))
+        values = np.array(draw(st.lists(st.floats(width=64), min_size=n, max_size=n)), dtype=np.float64)
+        stepped = draw(st.booleans())
+        steps = np.array(sorted(draw(st.sets(st.integers(-2**40, 2**40), min_size=n, max_size=n))), dtype=np.int64)
+        out[key] = (values, steps if stepped else None)
+    return out
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(series=metric_series(), writer=st.sampled_from(["ours", "molpy"]))
+def test_documents_9_hypothesis_metric_series_read_alike(tmp_path_factory, series, writer):
+    """Random dense series (NaN, infinities, -0.0, stepped or not, escaped names) written by
+    molpy or by our MetricsWriter read alike in both, and as written."""
+    path = tmp_path_factory.mktemp("m") / "m.mrec"
+    if writer == "ours":
+        mr.write_mrec(path, mr.MolRec(meta={}, status={"state": "running"}))
+        w = mr.MetricsWriter(path)
+        for key, (values, steps) in series.items():
+            for i, v in enumerate(values.tolist()):
+                w.log(key, v, None if steps is None else int(steps[i]), wall_time=WALL.format(i % 10))
+        w.close()
+    else:
+        molpy.io.write_mrec(path, status={"state": "running"}, metrics={
+            "series": {k: v for k, (v, _) in series.items()},
+            "steps": {k: s for k, (_, s) in series.items() if s is not None},
+            "wall_time": {k: np.array([WALL.format(i % 10) for i in range(len(v))]) for k, (v, _) in series.items()}})
+    assert_same_reading(PEER, path)
+    got = mr.read_metrics(path)
+    for key, (values, steps) in series.items():
+        assert first_difference({"v": values.tolist()}, {"v": got[key].values.tolist()}) is None
+        assert (None if steps is None else steps.tolist()) == (None if got[key].steps is None else got[key].steps.tolist())
