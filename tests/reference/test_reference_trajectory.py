@@ -22,8 +22,8 @@ from hypothesis import strategies as st  # noqa: E402
 import molrec_raw as mr  # noqa: E402
 from molrec_raw.conformance.canonical import first_difference  # noqa: E402
 from molrec_raw.record.model import Block, Box, Frame, MetaValue  # noqa: E402
-from reference_helpers import (EVERY_TAG, assert_same_reading, frame_doc, molrs_peer, ours_dump,  # noqa: E402
-                               peer_trajectory_doc, strip_attrs, to_peer_frame)
+from reference_helpers import (EVERY_TAG, assert_same_reading, frame_doc, from_peer_box, from_peer_frame,  # noqa: E402
+                               molrs_peer, ours_dump, peer_trajectory_doc, strip_attrs, to_peer_frame)
 
 PEER = molrs_peer(molrs)
 # NUL is left out of generated strings: molrs's Python hands string columns back as numpy
@@ -589,3 +589,38 @@ def test_trajectory_5_2_meta_value_under_another_tag_reread_through_the_pin(tmp_
                 w.append(to_peer_frame(PEER, f), step=s)
     doc = assert_same_reading(PEER, path)
     assert doc["trajectory"]["frames"][1]["meta"]["e"] == {"tag": "f64", "value": 3.0}
+
+
+def test_trajectory_9_our_reader_follows_a_molrs_run_as_it_flushes(tmp_path):
+    """Streaming across implementations (§9 commit protocol, §11 reopen rule for readers): our
+    reader opened on a molrs run after its first flush sees each later flush through
+    ``refresh()``, never a frame past molrs's ``committed``, and the frames are molrs's own;
+    ``read_columns`` and ``box_at`` agree with molrs's ``frame_columns`` and ``box_at``."""
+    steps = _irregular()
+    path = tmp_path / "live.mrec"
+    w = PEER.mrec.MrecWriter(path, _peer_schema(steps), durable=False, flush_every=1000)
+    w.append(to_peer_frame(PEER, steps[0][0]), step=steps[0][1], time=steps[0][2])
+    w.flush()
+    reader = mr.MrecReader(path)
+    try:
+        assert len(reader) == 1
+        for frame, step, time in steps[1:]:
+            w.append(to_peer_frame(PEER, frame), step=step, time=time)
+            assert reader.refresh() == len(reader) == w.committed  # appended, not yet committed
+            w.flush()
+            reader.refresh()
+            assert len(reader) == w.committed
+        w.close()
+        reader.refresh()
+        assert len(reader) == len(steps)
+        with PEER.mrec.MrecReader(path) as theirs:
+            for i in range(len(steps)):
+                assert first_difference(strip_attrs(frame_doc(from_peer_frame(theirs[i]))),
+                                        strip_attrs(frame_doc(reader.read_frame(i)))) is None
+                mine = reader.read_columns(i, [("atoms", "x")])
+                their = from_peer_frame(theirs.frame_columns(i, [("atoms", "x")]))
+                assert first_difference(frame_doc(their), frame_doc(mine)) is None
+                assert first_difference(frame_doc(Frame(meta={}, blocks={}, box=from_peer_box(theirs.box_at(i)))),
+                                        frame_doc(Frame(meta={}, blocks={}, box=reader.box_at(i)))) is None
+    finally:
+        reader.close()
