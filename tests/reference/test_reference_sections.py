@@ -241,6 +241,7 @@ def test_frame_and_types_14_hypothesis_frames_read_alike(tmp_path_factory, frame
     path = WRITERS[writer](tmp_path_factory.mktemp("h") / "h.mrec", frame)
     assert_same_reading(PEER, path)
     assert_same_frame(frame, from_peer_frame(molrs.io.mrec.MrecFile(path).frame()), "molrs read")
+    assert mr.validate(path) == []
 
 
 @pytest.mark.parametrize("writer", WRITERS)

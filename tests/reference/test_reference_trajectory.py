@@ -327,6 +327,7 @@ def test_trajectory_18_hypothesis_runs_read_alike(tmp_path_factory, steps, write
     doc = assert_same_reading(PEER, path)
     difference = first_difference(_expected_frames(steps), doc["trajectory"]["frames"])
     assert difference is None, difference
+    assert mr.validate(path) == []
 
 
 def test_trajectory_w29_mixed_cell_defined(tmp_path):
