@@ -153,9 +153,12 @@ def test_frame_and_types_10_every_cell_form_both_ways(tmp_path, writer, cell):
 @pytest.mark.parametrize("writer", WRITERS)
 def test_frame_and_types_12_meta_document_both_ways(tmp_path, writer):
     """frame-and-types §12: the meta document is the producer's JSON as given: nested objects,
-    big integers, unicode, key order irrelevant to the comparison."""
+    integers to the ends of u64 and i64, -0.0 and subnormal numbers, null-valued keys (kept,
+    root-layout rule 5), empty containers, unicode and NUL — key order irrelevant."""
     meta = {"creator": {"name": "diff", "version": "1"}, "created_at": "2026-01-01T00:00:00Z",
-            "n": 2**62, "neg": -5, "x": 0.1, "list": [1, "two", None, [3.5]], "ü": {"deep": {"er": True}}}
+            "n": 2**62, "neg": -5, "x": 0.1, "list": [1, "two", None, [3.5]], "ü": {"deep": {"er": True}},
+            "huge": 1e300, "negzero": -0.0, "u64max": 2**64 - 1, "i64min": -2**63, "tiny": 5e-324, "null": None,
+            "empty_list": [], "empty_object": {}, "nul": "é\x00"}
     frame = Frame(meta={}, blocks={"atoms": Block(columns={"x": np.zeros(1)})}, box=None)
     path = WRITERS[writer](tmp_path / "meta.mrec", frame, meta=meta)
     doc = assert_same_reading(PEER, path)
