@@ -42,7 +42,8 @@ _USES_ZARR_PYTHON = re.compile(r"^\s*(import zarr\b|from zarr\b)", re.MULTILINE)
 # extra that installs it is named in the skip reason.
 _TOOL_EXTRAS = {"MDAnalysis": "mdanalysis", "mdtraj": "mdtraj", "openmm": "openmm", "ase": "ase",
                 "xarray": "xarray", "dask": "dask", "distributed": "dask", "fsspec": "remote",
-                "matplotlib": "plot", "lmdb": "lmdb", "torch": "torch"}
+                "matplotlib": "plot", "lmdb": "lmdb", "torch": "torch",
+                "molrs": "test", "molpy": "test", "molplot": "test"}  # the peers: Python >= 3.12
 _USES_TOOL = re.compile(r"^\s*(?:import|from)\s+(?:molrec_raw\.integrations\.)?(" + "|".join(_TOOL_EXTRAS) + r")\b",
                         re.MULTILINE | re.IGNORECASE)
 # molrec_raw.plot.figure needs matplotlib although the block never imports it

@@ -66,11 +66,22 @@ def test_vega_inline_values_equal_the_decimated_series(gap_record: Path) -> None
         kept = decimate(panel.x, panel.y, 200, lo, hi)
         assert kept.shape[0] < panel.y.shape[0]
         expected = [[int(x), None if not math.isfinite(y) else float(y)] for x, y in zip(panel.x[kept], panel.y[kept])]
-        rows = [[r["x"], r["y"]] for r in spec["data"]["values"] if r["series"] == panel.key]
+        rows = [[r["x"], r["y"]] for r in series_rows(spec, panel.key)]
         assert rows == expected
-    a_rows = [r for r in spec["data"]["values"] if r["series"] == "a"]
+    a_rows = series_rows(spec, "a")
     assert any(r["y"] is None and r["x"] in GAP for r in a_rows)  # the gap is in the data
     assert spec["vconcat"][1]["encoding"]["y"]["scale"] == {"type": "log"}
+
+
+def series_rows(spec: Dict[str, Any], key: str) -> List[Dict[str, Any]]:
+    """The rows of the one chart that draws ``key`` (each chart carries its own data)."""
+    charts = [c for c in spec["vconcat"] if {r["series"] for r in c["data"]["values"]} == {key}]
+    assert len(charts) == 1, f"{len(charts)} charts draw {key!r}"
+    return list(charts[0]["data"]["values"])
+
+
+def all_rows(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [r for chart in spec["vconcat"] for r in chart["data"]["values"]]
 
 
 def mr_vega(path: Path, **options: Any) -> Dict[str, Any]:
@@ -89,7 +100,7 @@ def test_vl_convert_renders_the_plotted_data(md_record: Path, gap_record: Path) 
     png = _render(spec)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(_blue_rows(png)) == 3  # pe, temp, thermo/pressure
-    empty = dict(spec, data={"values": []})
+    empty = dict(spec, vconcat=[dict(chart, data={"values": []}) for chart in spec["vconcat"]])
     assert not line_pixels(rgb(_render(empty))).any()
 
     gap = mr_vega(gap_record, series=["a"])
@@ -124,7 +135,7 @@ def test_host_writer_keeps_the_plot_artifact_current(tmp_path: Path) -> None:
     w.flush()
     first = json.loads(artifact.read_text())
     _validate(first)
-    assert {r["x"] for r in first["data"]["values"]} == set(range(100))
+    assert {r["x"] for r in all_rows(first)} == set(range(100))
     inode = artifact.stat().st_ino
     for s in range(100, 3000):
         w.log("train/loss", 1.0 / (s + 1), step=s)
@@ -133,7 +144,7 @@ def test_host_writer_keeps_the_plot_artifact_current(tmp_path: Path) -> None:
     second = json.loads(artifact.read_text())
     assert artifact.stat().st_ino != inode  # replaced (rename), never rewritten in place
     assert [c["title"] for c in second["vconcat"]] == ["lr", "train/loss"]
-    loss = [r for r in second["data"]["values"] if r["series"] == "train/loss"]
+    loss = series_rows(second, "train/loss")
     assert loss[-1] == {"series": "train/loss", "x": 2999, "y": 1 / 3000} and len(loss) <= 4 * PANEL_WIDTH
     # the artifact is what a fresh reading of the WAL draws: same bytes
     wal = run_dir / "artifacts" / "train.mlp.jsonl"
@@ -142,7 +153,7 @@ def test_host_writer_keeps_the_plot_artifact_current(tmp_path: Path) -> None:
     with mr.MetricsWriter.for_host(run_dir, "train", plot=True) as again:
         again.log("train/loss", 0.0001, step=3000)
     third = json.loads(artifact.read_text())
-    assert [r for r in third["data"]["values"] if r["series"] == "train/loss"][-1]["x"] == 3000
+    assert series_rows(third, "train/loss")[-1]["x"] == 3000
     assert sorted(p.name for p in artifact.parent.iterdir()) == ["train.mlp.jsonl", "train.mlp.vl.json"]
     assert mr.discover_metrics(run_dir).metrics == (wal,)  # the artifact is no metrics surface
     rendered = rgb(_render(third))

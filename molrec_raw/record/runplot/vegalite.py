@@ -3,9 +3,10 @@
 root-layout "host" layout and documents §5.6: ``<name>.mlp.vl.json`` is an optional Vega-Lite
 plot artifact beside the ``*.mlp.jsonl`` WAL, which web UIs render.  The specification is
 plain JSON built with the standard library: one line chart per panel stacked in a
-``vconcat`` over one shared x scale, the decimated points inline (``data.values`` rows
-``{"series", "x", "y"}``, a gap as ``"y": null``; each chart filters its series), a log
-y scale where the panel asks for one.  Deterministic: the same series give the same bytes
+``vconcat`` over one shared x scale, a log y scale where the panel asks for one.  Each chart
+is a self-contained single view: its own decimated points inline (``data.values`` rows
+``{"series", "x", "y"}``, a gap as ``"y": null``), no transform — so a renderer that draws
+one view at a time (molplot's ``render``) draws any panel as it stands.  Deterministic: the same series give the same bytes
 (keys in a fixed order, shortest round-trip floats, no time stamps, the source by file name).
 """
 from __future__ import annotations
@@ -42,24 +43,23 @@ def vega_lite_spec(run: RunSeries, *, width: int = PANEL_WIDTH, height: int = PA
     if width < 1 or height < 1:
         raise InvalidValueError(f"a chart needs a positive size, got {width}x{height}")
     lo, hi = run.x_range()
-    rows: List[Dict[str, Any]] = []
     charts: List[Dict[str, Any]] = []
     for panel, kept in run.decimated(width):
         xs = panel.x[kept].tolist()
-        rows.extend({"series": panel.key, "x": x, "y": y} for x, y in zip(xs, _gaps_as_null(panel.y[kept])))
+        rows = [{"series": panel.key, "x": x, "y": y} for x, y in zip(xs, _gaps_as_null(panel.y[kept]))]
         y_scale: Dict[str, Any] = {"type": "log"} if panel.log_y else {"zero": False}
         charts.append({
             "title": panel.title, "width": width, "height": height,
-            "transform": [{"filter": {"field": "series", "equal": panel.key}}],
+            "data": {"values": rows},
             "mark": {"type": "line", "clip": True},
             "encoding": {
-                "x": {"field": "x", "type": "quantitative", "title": run.x_title,
+                "x": {"field": "x", "type": "quantitative", "axis": {"title": run.x_title},
                       "scale": {"domain": [lo, hi], "nice": False}},
-                "y": {"field": "y", "type": "quantitative", "title": panel.unit, "scale": y_scale},
+                "y": {"field": "y", "type": "quantitative", "axis": {"title": panel.unit}, "scale": y_scale},
             },
         })
     return {"$schema": VEGA_LITE_SCHEMA, "description": f"molrec-raw plot of {Path(run.source).name}",
-            "data": {"values": rows}, "vconcat": charts, "resolve": {"scale": {"x": "shared"}}}
+            "vconcat": charts, "resolve": {"scale": {"x": "shared"}}}
 
 
 def spec_bytes(spec: Dict[str, Any]) -> bytes:
