@@ -17,6 +17,7 @@ from MDAnalysisTests.datafiles import DCD, GRO, LAMMPSDUMP, NCDF, PRMncdf, PSF, 
 import molrec_raw as mr  # noqa: E402
 from molrec_raw.cli import main  # noqa: E402
 from molrec_raw.record.trajectory import MrecWriter, SequenceSchema  # noqa: E402
+from molrec_raw.integrations.conventions import start_trajectory  # noqa: E402
 
 XTC_PRECISION_ANGSTROM = 0.01  # XTC stores 1/1000 nm
 
@@ -95,7 +96,11 @@ def _ragged(path):
                                   "single-frame-format"])
 def test_errors_are_one_line_with_exit_status_2(tmp_path, capsys, case):
     plain = tmp_path / "plain.mrec"
-    mr.write_mrec_trajectory(plain, [mr.Frame({}, {"atoms": mr.Block({c: np.zeros(2) for c in "xyz"})})] * 2)
+    frame = mr.Frame({}, {"atoms": mr.Block({c: np.zeros(2) for c in "xyz"})})
+    with start_trajectory(plain, mr.Frame({"units": mr.MetaValue("json", {"length": "nm"})}),
+                          mr.SequenceSchema.from_frame(frame)) as w:
+        w.append(frame)
+        w.append(frame)
     args = {
         "unknown-format": (plain, tmp_path / "out.xyzzy"),
         "missing-topology": (plain, tmp_path / "out.pdb", "--frames", "0"),

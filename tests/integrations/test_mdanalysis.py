@@ -225,18 +225,17 @@ def test_timeseries_through_the_engine_equals_mdanalysis_frame_by_frame(tmp_path
         u.trajectory.timeseries(order="ffc")
 
 
-def test_record_without_units_reads_in_the_assumed_units_13_5(tmp_path):
+def test_record_without_units_is_refused_unless_the_caller_states_them_13_5(tmp_path):
+    """§13.5: coordinates have no default unit — a reader needing one must find it declared;
+    the door refuses, naming the unit, and reads with the units the caller states."""
     path = tmp_path / "plain.mrec"
     frame = mr.Frame({}, {"atoms": mr.Block({c: np.array([1.0, 2.0]) for c in "xyz"})})
     mr.write_mrec_trajectory(path, [frame])
-    with pytest.warns(UserWarning, match="states no units"):
-        default = mda.Universe(str(path))
-    assert default.atoms.positions[1, 0] == 2.0                                # Å, documented default
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        nm = mda.Universe(str(path), assume_units={"length": "nm"}, to_guess=())
-    assert not [w for w in caught if "units" in str(w.message)]                # the caller chose: no warning
+    with pytest.raises(MolrecError, match="states no length unit.*assume_units"):
+        mda.Universe(str(path))
+    nm = mda.Universe(str(path), assume_units={"length": "nm"}, to_guess=())
     assert nm.atoms.positions[1, 0] == pytest.approx(20.0)
+    assert mda.Universe(str(path), assume_units={"length": "angstrom"}).atoms.positions[1, 0] == 2.0
 
 
 def test_frame_only_record_is_one_frame_without_cell(tmp_path):
