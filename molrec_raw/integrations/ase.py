@@ -29,7 +29,7 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import (
-    ASE_UNITS, FORCES, POSITIONS, UNITS_KEY, VELOCITIES, Topology, Units, as_units, atomic_numbers, atoms_frame,
+    ASE_UNITS, COLUMN_QUANTITIES, FORCES, POSITIONS, UNITS_KEY, VELOCITIES, Topology, Units, as_units, atomic_numbers, atoms_frame,
     box_from_rows, cell_rows, continue_trajectory, require, start_trajectory, trajectory_schema, units_meta, units_of,
     xyz_of,
 )
@@ -271,9 +271,8 @@ class _ImageWriter:
 #: The quantity each converted ``atoms`` column and per-step meta key carries (frame-and-types
 #: §13.5); what is not here (magnetic moments in μB, tags, dielectric tensors) has no unit of a
 #: record's unit system and passes as stored.
-_COLUMN_QUANTITY = {**{c: "length" for c in POSITIONS}, **{c: "velocity" for c in VELOCITIES},
-                    **{c: "force" for c in FORCES}, "mass": "mass", "charge": "charge", "initial_charge": "charge",
-                    "born_charge": "charge", "energy": "energy", "stress": "stress"}
+_COLUMN_QUANTITY = {**COLUMN_QUANTITIES, "initial_charge": "charge", "born_charge": "charge", "energy": "energy",
+                    "stress": "stress"}
 _META_QUANTITY = {"pe": "energy", "free_energy": "energy", "stress": "stress", "dipole": "dipole",
                   "polarization": "polarization"}
 _HINT = ("; state it in the record (the 'units' meta key of system or frame) or when reading "

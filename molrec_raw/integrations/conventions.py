@@ -41,7 +41,7 @@ from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 __all__ = [
     "require", "Units", "NO_UNITS", "MDANALYSIS_UNITS", "MDTRAJ_UNITS", "OPENMM_UNITS", "ASE_UNITS",
     "ASE_TIME", "UNITS_KEY", "units_of", "cell_rows", "box_from_rows", "Topology", "RELATIONS",
-    "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "trajectory_schema", "atoms_frame", "xyz_of",
+    "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "COLUMN_QUANTITIES", "trajectory_schema", "atoms_frame", "xyz_of",
     "units_meta", "refuse_units_change", "META_QUANTITIES", "meta_factor", "as_units", "renumbered_res_ids", "runs_of",
     "RESIDUE_KEYS",
 ]
@@ -51,6 +51,9 @@ POSITIONS = ("x", "y", "z")
 VELOCITIES = ("vx", "vy", "vz")
 FORCES = ("fx", "fy", "fz")
 ENERGY_KEYS = ("pe", "ke", "etotal", "temp", "press", "volume")  # frame-and-types §13.4, all f64
+#: The quantity each canonical ``atoms`` column carries (§13.2, §13.5).
+COLUMN_QUANTITIES: Dict[str, str] = {**{c: "length" for c in POSITIONS}, **{c: "velocity" for c in VELOCITIES},
+                                     **{c: "force" for c in FORCES}, "mass": "mass", "charge": "charge"}
 RELATIONS: Dict[str, int] = {"bonds": 2, "angles": 3, "dihedrals": 4, "impropers": 4}  # §13.3
 ENDPOINTS = ("atomi", "atomj", "atomk", "atoml")
 
