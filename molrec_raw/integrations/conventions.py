@@ -42,7 +42,7 @@ __all__ = [
     "require", "Units", "NO_UNITS", "MDANALYSIS_UNITS", "MDTRAJ_UNITS", "OPENMM_UNITS", "ASE_UNITS",
     "ASE_TIME", "UNITS_KEY", "units_of", "cell_rows", "box_from_rows", "Topology", "RELATIONS",
     "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "COLUMN_QUANTITIES", "trajectory_schema", "atoms_frame", "xyz_of",
-    "units_meta", "refuse_units_change", "META_QUANTITIES", "meta_factor", "as_units", "renumbered_res_ids", "runs_of",
+    "units_meta", "refuse_units_change", "META_QUANTITIES", "as_units", "renumbered_res_ids", "runs_of",
     "RESIDUE_KEYS",
 ]
 
@@ -150,12 +150,6 @@ def as_units(value: Any, default: Units = NO_UNITS) -> Units:
 #: The quantity each canonical per-step key carries (§13.4) and its power, where Units converts
 #: it: energies and the volume (length³); ``temp``, ``press`` and a producer's own keys pass as stored.
 META_QUANTITIES: Dict[str, Tuple[str, int]] = {k: q for k, q in META_KEY_QUANTITIES.items() if q[0] in _BASE}
-
-
-def meta_factor(key: str, source: Units, target: Units) -> float:
-    """Multiply per-step meta ``key`` held in ``source`` units by this to express it in ``target``."""
-    quantity = META_QUANTITIES.get(key)
-    return 1.0 if quantity is None else source.factor(quantity[0], target) ** quantity[1]
 
 
 # -- cell ---------------------------------------------------------------------------------------

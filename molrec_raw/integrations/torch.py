@@ -45,7 +45,7 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import COLUMN_QUANTITIES, FORCES, POSITIONS, Units, atomic_numbers, require
-from molrec_raw.record.units import DERIVED, SCALE, parse_units, unit_factor, unit_of
+from molrec_raw.record.units import DERIVED, META_KEY_QUANTITIES, SCALE, parse_units, unit_factor, unit_of
 
 torch = require("torch", "torch")
 
@@ -288,7 +288,7 @@ def collate(samples: Sequence[Sample]) -> Dict[str, Any]:
 # -- helpers ---------------------------------------------------------------------------------
 #: The quantity each standard key carries (frame-and-types §13.5); per-step keys as §13.4.
 _KEY_QUANTITY = {"positions": "length", "cell": "length", "forces": "force", "energy": "energy"}
-_META_QUANTITY = {"pe": "energy", "ke": "energy", "etotal": "energy", "volume": "volume"}
+_META_QUANTITY = {k: "volume" if power == 3 else q for k, (q, power) in META_KEY_QUANTITIES.items()}
 
 
 def _quantity(name: str) -> Optional[str]:
