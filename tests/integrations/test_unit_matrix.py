@@ -319,9 +319,12 @@ def read_xarray(path: Path, tmp: Path) -> Frames:
                            "forces": None if fxyz is None else fxyz[i]} for i in range(len(xyz))])
 
 
-def _collection(path: Path, tmp: Path) -> Path:
+def _needs_torch() -> None:
     pytest.importorskip("lmdb", reason="collections need the [lmdb] extra")
     pytest.importorskip("torch", reason="the torch door needs torch (torch==2.13.0 under Python 3.11 here)")
+
+
+def _collection(path: Path, tmp: Path) -> Path:
     from molrec_raw.integrations.frames_as_records import frames_as_records
 
     target = tmp / f"{path.name}.lmdb"
@@ -343,6 +346,7 @@ def _torch_frames(ds: Any, energy_key: bool) -> List[Dict[str, Any]]:
 
 def read_torch(path: Path, tmp: Path) -> Frames:
     """The collection's units as stored; ``ds.units`` says which."""
+    _needs_torch()
     from molrec_raw.integrations.torch import MrecDataset
 
     ds = MrecDataset(_collection(path, tmp))
@@ -357,6 +361,7 @@ def read_torch(path: Path, tmp: Path) -> Frames:
 
 def read_torch_converted(path: Path, tmp: Path) -> Frames:
     """Converted to the units asked for (nm, kJ/mol), and ``ds.units`` says so."""
+    _needs_torch()
     from molrec_raw.integrations.torch import MrecDataset
 
     ds = MrecDataset(_collection(path, tmp), units={"length": "nm", "energy": "kJ/mol"})
