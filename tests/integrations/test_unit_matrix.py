@@ -13,6 +13,7 @@ that the reader indeed hands nothing over there (never a silent gap either way).
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -206,7 +207,9 @@ def write_convert(path: Path) -> Frames:
     u = _mda_universe(4)
     u.atoms.positions = rng.uniform(0, 9, (4, 3))
     u.dimensions = [20.0, 20.0, 20.0, 90.0, 90.0, 90.0]
-    u.atoms.write(str(path.with_suffix(".pdb")))
+    with warnings.catch_warnings():  # MDAnalysis names each PDB field this universe leaves at its default
+        warnings.simplefilter("ignore", UserWarning)
+        u.atoms.write(str(path.with_suffix(".pdb")))
     with mda.Writer(str(path.with_suffix(".trr")), n_atoms=4) as w:
         for i in range(3):
             u.atoms.positions = rng.uniform(0, 9, (4, 3))
