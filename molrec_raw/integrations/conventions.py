@@ -32,7 +32,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
+from molrec_raw.errors import InvalidValueError, SpecViolationError
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
 from molrec_raw.record.units import ASE_TIME, BASE, META_KEY_QUANTITIES, parse_units, spelling, unit_factor
 from molrec_raw.record.doors import read_mrec_system, section_names, write_mrec_system

@@ -3,7 +3,6 @@ BaseWriterTest with a BaseReference, from MDAnalysisTests) on a record, round tr
 trajectories MDAnalysisTests ships, format detection, units (frame-and-types §13.5), the
 cell as columns (§10), pickling for parallel analysis, refusals."""
 import pickle
-import warnings
 
 import numpy as np
 import pytest
