@@ -109,6 +109,7 @@ class TrajectorySource:
         self._meta_cache: Tuple[int, Dict[str, Any], Optional[Box]] = (-1, {}, None)
         self._batch_resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = {}  # the last read's frames
         self._warned_boundary = False
+        self._warned_orientation = False
         if "trajectory" in sections:
             reader = MrecReader(self.path)
             if len(reader) or (self.frame is None and not self._has_positions(self.system)):
@@ -256,7 +257,9 @@ class TrajectorySource:
     def cell_rows(self, frame: int) -> Optional[np.ndarray]:
         """Frame ``frame``'s cell as lattice-vector rows in the tool's length unit, or None.
         A cell that is not periodic along every axis is still returned (the tools have no
-        per-axis flag), with one warning per source."""
+        per-axis flag), with one warning per source; so is a cell whose vectors are not in the
+        tools' orientation (a along x, b in the xy plane: MDAnalysis and mdtraj keep lengths
+        and angles only, so they hold it rotated against the positions)."""
         box = self._resolved(frame)[1]
         rows = cell_rows(box)
         if rows is None:
@@ -266,6 +269,11 @@ class TrajectorySource:
             self._warned_boundary = True
             warnings.warn(f"{self.path.name}: the cell is periodic along {list(box.boundary)} only; the tool treats "
                           "it as periodic along every axis", stacklevel=3)
+        if not self._warned_orientation and np.any(np.abs(rows[np.triu_indices(3, 1)]) > 1e-6 * np.abs(rows).max()):
+            self._warned_orientation = True
+            warnings.warn(f"{self.path.name}: the cell's lattice vectors are not in the orientation the tool keeps "
+                          "(a along x, b in the xy plane); it gets their lengths and angles, a cell rotated "
+                          "against the positions", stacklevel=3)
         factor = self.factors["positions"]
         return rows * factor if factor != 1.0 else rows
 

@@ -3,6 +3,7 @@ BaseWriterTest with a BaseReference, from MDAnalysisTests) on a record, round tr
 trajectories MDAnalysisTests ships, format detection, units (frame-and-types §13.5), the
 cell as columns (§10), pickling for parallel analysis, refusals."""
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -293,3 +294,21 @@ def test_writer_refuses_steps_that_do_not_increase_and_wrong_sizes(tmp_path):
     with pytest.raises(ValueError, match="3341"):
         with MRECWriter(tmp_path / "n.mrec", 5) as w:
             w.write(u.atoms)
+
+
+def test_a_cell_the_tool_would_rotate_is_named_frame_and_types_10(tmp_path):
+    """MDAnalysis keeps lengths and angles only: a cell whose vectors are not a along x, b in
+    the xy plane (an fcc primitive cell, as ASE writes it) comes back rotated against the
+    positions — said in one warning, not silently."""
+    frame = mr.Frame({}, {"atoms": mr.Block({c: np.zeros(1) for c in "xyz"})},
+                     mr.Box(np.array([[0.0, 1.8, 1.8], [1.8, 0.0, 1.8], [1.8, 1.8, 0.0]]).T.copy()))
+    mr.write_mrec_frame(tmp_path / "fcc.mrec", mr.Frame({"units": mr.MetaValue("json", {"length": "angstrom"})},
+                                                        frame.blocks, frame.box))
+    with pytest.warns(UserWarning, match="rotated against the positions"):
+        mda.Universe(str(tmp_path / "fcc.mrec"), to_guess=())
+    upright = mr.Frame({"units": mr.MetaValue("json", {"length": "angstrom"})}, frame.blocks,
+                       mr.Box(np.diag([3.0, 4.0, 5.0])))
+    mr.write_mrec_frame(tmp_path / "box.mrec", upright)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        mda.Universe(str(tmp_path / "box.mrec"), to_guess=())
