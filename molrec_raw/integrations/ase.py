@@ -29,9 +29,9 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import (
-    ASE_UNITS, COLUMN_QUANTITIES, FORCES, POSITIONS, UNITS_KEY, VELOCITIES, Topology, Units, as_units, atomic_numbers, atoms_frame,
-    box_from_rows, cell_rows, continue_trajectory, require, start_trajectory, trajectory_schema, units_meta, units_of,
-    xyz_of,
+    ASE_UNITS, COLUMN_QUANTITIES, FORCES, POSITIONS, UNITS_KEY, VELOCITIES, Topology, Units, as_units,
+    atomic_numbers, atoms_frame, box_from_rows, cell_rows, continue_trajectory, require, start_trajectory,
+    trajectory_schema, units_meta, units_of, xyz_of,
 )
 from molrec_raw.record.doors import read_mrec_frame, read_mrec_system, section_names
 from molrec_raw.record.model import Block, Frame, MetaValue
@@ -422,7 +422,8 @@ class _ImageReader:
                 if self.single is None:
                     raise InvalidValueError(f"{where}: the record holds no image: no trajectory, and no frame or "
                                             "system section with atoms x, y, z", rule="frame-and-types#13.2")
-                columns, meta_keys, self.filled = list(self.single.blocks["atoms"].columns), list(self.single.meta), set()
+                columns, meta_keys = list(self.single.blocks["atoms"].columns), list(self.single.meta)
+                self.filled = set()
             if system is not None and "atoms" in system.blocks:
                 columns += [c for c in system.blocks["atoms"].columns if c == "mass"]
             self.units = _Conversion(units_of(system, frame), as_units(assume_units), where, columns, meta_keys)

@@ -41,7 +41,8 @@ from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 __all__ = [
     "require", "Units", "NO_UNITS", "MDANALYSIS_UNITS", "MDTRAJ_UNITS", "OPENMM_UNITS", "ASE_UNITS",
     "ASE_TIME", "UNITS_KEY", "units_of", "cell_rows", "box_from_rows", "Topology", "RELATIONS",
-    "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "COLUMN_QUANTITIES", "trajectory_schema", "atoms_frame", "xyz_of",
+    "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "COLUMN_QUANTITIES", "trajectory_schema", "atoms_frame",
+    "xyz_of",
     "units_meta", "refuse_units_change", "META_QUANTITIES", "as_units", "renumbered_res_ids", "runs_of",
     "RESIDUE_KEYS",
 ]

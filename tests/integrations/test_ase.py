@@ -277,7 +277,8 @@ def test_a_system_and_one_frame_trajectory_reads_as_one_atoms_13_5(tmp_path):
     """system (elements, units nm/kJ/mol) + a trajectory of one frame: one Atoms in Å, eV."""
     from molrec_raw.integrations.conventions import start_trajectory
     water = _water({"length": "nm", "energy": "kJ/mol"})
-    system = mr.Frame({"units": water.meta["units"]}, {"atoms": mr.Block({"element": water.blocks["atoms"].columns["element"]})})
+    elements = water.blocks["atoms"].columns["element"]
+    system = mr.Frame({"units": water.meta["units"]}, {"atoms": mr.Block({"element": elements})})
     frame = mr.Frame({"pe": -10.0}, {"atoms": mr.Block({c: v for c, v in water.blocks["atoms"].columns.items()
                                                        if c != "element"})}, water.box)
     with start_trajectory(tmp_path / "t.mrec", system, mr.SequenceSchema.from_frame(frame)) as w:
@@ -296,7 +297,8 @@ def test_the_readme_frame_gets_an_error_naming_what_is_missing_not_stop_iteratio
     from molrec_raw.errors import MolrecError
     atoms = mr.Block({"x": np.array([0.0, 0.96, -0.24]), "element": np.array(["O", "H", "H"], dtype=object)},
                      precision={"x": 1e-3})
-    mr.write_mrec_frame(tmp_path / "water.mrec", mr.Frame({"title": "water"}, {"atoms": atoms}, mr.Box(np.eye(3) * 10.0)))
+    frame = mr.Frame({"title": "water"}, {"atoms": atoms}, mr.Box(np.eye(3) * 10.0))
+    mr.write_mrec_frame(tmp_path / "water.mrec", frame)
     with pytest.raises(MolrecError, match="no image|y/z"):
         ase.io.read(str(tmp_path / "water.mrec"), format="mrec")
 
