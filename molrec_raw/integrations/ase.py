@@ -14,9 +14,10 @@ images); positions ``x y z``; momenta as velocities ``vx vy vz``; the cell as la
 (columns in the record, rows in ASE), ``pbc`` as its boundary flags, ``celldisp`` as its
 origin (frame-and-types §10).  Calculator results: forces ``fx fy fz``, charges ``charge``,
 magmoms ``magmom`` (per atom); energy ``pe``, free_energy, magmom, dipole (f64x3) and stress
-(f64x9, the full 3×3 tensor row-major) as per-step meta.  Units are ASE's (Å, ASE time, eV),
-recorded in ``system``'s ``units`` meta key; everything unit- or cell-shaped goes through
-:mod:`molrec_raw.integrations.conventions`.
+(f64x9, the full 3×3 tensor row-major) as per-step meta.  Units: written in ASE's (Å, ASE
+time, eV), recorded in ``system``'s ``units`` meta key; read in ASE's, converted from the
+units the record states (a record without a trajectory reads as one image, its ``frame``);
+everything unit- or cell-shaped goes through :mod:`molrec_raw.integrations.conventions`.
 """
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import (
-    ASE_UNITS, FORCES, POSITIONS, UNITS_KEY, VELOCITIES, Topology, atomic_numbers, atoms_frame, box_from_rows,
-    cell_rows, continue_trajectory, require, start_trajectory, trajectory_schema, units_meta, xyz_of,
+    ASE_UNITS, COLUMN_QUANTITIES, FORCES, POSITIONS, UNITS_KEY, VELOCITIES, Topology, Units, as_units,
+    atomic_numbers, atoms_frame, box_from_rows, cell_rows, continue_trajectory, require, start_trajectory,
+    trajectory_schema, units_meta, units_of, xyz_of,
 )
-from molrec_raw.record.doors import read_mrec_system, section_names
+from molrec_raw.record.doors import read_mrec_frame, read_mrec_system, section_names
 from molrec_raw.record.model import Block, Frame, MetaValue
 from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 from molrec_raw.zarr import PathLike
@@ -266,17 +268,52 @@ class _ImageWriter:
 
 
 # ---------------------------------------------------------------------- frame -> image
+#: The quantity each converted ``atoms`` column and per-step meta key carries (frame-and-types
+#: §13.5); what is not here (magnetic moments in μB, tags, dielectric tensors) has no unit of a
+#: record's unit system and passes as stored.
+_COLUMN_QUANTITY = {**COLUMN_QUANTITIES, "initial_charge": "charge", "born_charge": "charge", "energy": "energy",
+                    "stress": "stress"}
+_META_QUANTITY = {"pe": "energy", "free_energy": "energy", "stress": "stress", "dipole": "dipole",
+                  "polarization": "polarization"}
+_HINT = ("; state it in the record (the 'units' meta key of system or frame) or when reading "
+         "(ase.io.read(path, format='mrec', assume_units={'length': 'nm', ...}))")
+
+
+class _Conversion:
+    """Factors from a record's units to ASE's (Å, eV, eV/Å, ASE time; frame-and-types §13.5)
+    for the columns and meta keys it holds, computed when the record opens: a unit needed and
+    stated nowhere (neither in the record nor in ``assume``) is refused there, naming it."""
+
+    def __init__(self, stated: Optional[Units], assume: Units, where: str, columns: Iterable[str],
+                 meta_keys: Iterable[str]) -> None:
+        units = (stated or assume).with_defaults(assume)
+
+        def factor(quantity: str) -> float:
+            return units.factor(quantity, ASE_UNITS, where=where, hint=_HINT)
+
+        self.column = {c: factor(_COLUMN_QUANTITY[c]) for c in set(columns) | set(POSITIONS) | {"mass"}
+                       if c in _COLUMN_QUANTITY}
+        self.meta = {k: factor(_META_QUANTITY[k]) for k in meta_keys if k in _META_QUANTITY}
+        self.length = self.column["x"]
+
+    def xyz(self, block: Block, names: Tuple[str, str, str] = POSITIONS) -> Optional[np.ndarray]:
+        """``(n, 3)`` of three columns in ASE's units."""
+        values = xyz_of(block, names)
+        return None if values is None else values * self.column[names[0]]
+
+
 class _StoredLayout:
     """What a record's ``system`` fixes: numbers and masses (None when each frame has them)."""
 
-    def __init__(self, system: Optional[Frame]) -> None:
+    def __init__(self, system: Optional[Frame], mass_factor: float = 1.0) -> None:
         atoms = None if system is None else system.blocks.get("atoms")
         self.numbers: Optional[np.ndarray] = None
         self.masses: Optional[np.ndarray] = None
         self.custom_masses = False
-        if atoms is not None:
+        if atoms is not None and ("atomic_number" in atoms.columns or "element" in atoms.columns):
             self.numbers = _numbers_of(atoms)
-            self.masses = np.asarray(atoms.columns["mass"], dtype=np.float64) if "mass" in atoms.columns else None
+            self.masses = (np.asarray(atoms.columns["mass"], dtype=np.float64) * mass_factor
+                           if "mass" in atoms.columns else None)
             self.custom_masses = self.masses is not None and not np.array_equal(
                 self.masses, _data.atomic_masses[self.numbers])
 
@@ -289,45 +326,56 @@ def _numbers_of(block: Block) -> np.ndarray:
     raise InvalidValueError("the record's atoms carry neither 'atomic_number' nor 'element'")
 
 
-def _image(frame: Frame, layout: _StoredLayout, schema: SequenceSchema) -> Any:
-    """The ``Atoms`` of one frame, with a ``SinglePointCalculator`` holding its results."""
+def _image(frame: Frame, layout: _StoredLayout, filled: Set[str], units: _Conversion) -> Any:
+    """The ``Atoms`` of one frame in ASE's units, with a ``SinglePointCalculator`` holding its
+    results (``filled``: meta keys whose NaN fill means "no such result")."""
     block = frame.blocks["atoms"]
 
     def valid(column: str) -> bool:  # a masked column is one this image did not have
         return column in block.columns and column not in block.masks
 
+    def converted(column: str) -> np.ndarray:
+        return np.array(block.columns[column]) * units.column.get(column, 1.0)
+
     if layout.numbers is not None:
         numbers, masses, custom = layout.numbers, layout.masses, layout.custom_masses
     else:
-        numbers = np.asarray(block.columns["atomic_number"], dtype=np.int64)
-        masses = np.asarray(block.columns["mass"], dtype=np.float64)
-        custom = not np.array_equal(masses, _data.atomic_masses[numbers])
+        numbers = _numbers_of(block)
+        masses = converted("mass") if "mass" in block.columns else None
+        custom = masses is not None and not np.array_equal(masses, _data.atomic_masses[numbers])
+    positions = units.xyz(block)
+    if positions is None:
+        missing = [c for c in POSITIONS if c not in block.columns]
+        raise InvalidValueError(f"the record's atoms have no {'/'.join(missing)} column: an ASE image needs "
+                                "positions x, y, z", rule="frame-and-types#13.2")
     rows = cell_rows(frame.box)
-    atoms = _ase.Atoms(numbers=numbers, positions=xyz_of(block),
-                       cell=np.zeros((3, 3)) if rows is None else rows,
-                       pbc=False if frame.box is None else frame.box.boundary,
-                       celldisp=None if frame.box is None else frame.box.origin)
+    box = frame.box
+    atoms = _ase.Atoms(numbers=numbers, positions=positions,
+                       cell=np.zeros((3, 3)) if rows is None else rows * units.length,
+                       pbc=False if box is None else box.boundary,
+                       celldisp=None if box is None else np.asarray(box.origin) * units.length)
     if custom:
         atoms.set_masses(masses)
     if all(valid(c) for c in VELOCITIES):
-        atoms.set_velocities(xyz_of(block, VELOCITIES))
+        atoms.set_velocities(units.xyz(block, VELOCITIES))
     for name, (column, _) in _ATOM_ARRAYS.items():
         if valid(column):
-            atoms.set_array(name, np.array(block.columns[column]))
+            atoms.set_array(name, converted(column) if column in units.column else np.array(block.columns[column]))
     results: Dict[str, Any] = {}
     if all(valid(c) for c in FORCES):
-        results["forces"] = xyz_of(block, FORCES)
+        results["forces"] = units.xyz(block, FORCES)
     for name, column in _ATOM_RESULTS.items():
         if valid(column):
-            value = np.array(block.columns[column])
+            value = converted(column)
             results[name] = _stress.full_3x3_to_voigt_6_stress(value) if name in _VOIGT else value
     for name, (key, tag) in _IMAGE_RESULTS.items():
         if key not in frame.meta:
             continue
         raw = frame.meta[key]
         value = np.asarray(raw.value if isinstance(raw, MetaValue) else raw, dtype=np.float64)
-        if schema.meta_spec(key).has_fill and np.isnan(value).all():
+        if key in filled and np.isnan(value).all():
             continue  # the fill: this image had no such result
+        value = value * units.meta.get(key, 1.0)
         if name in _VOIGT:
             results[name] = _stress.full_3x3_to_voigt_6_stress(value.reshape(3, 3))
         elif tag == "f64x9":
@@ -339,32 +387,81 @@ def _image(frame: Frame, layout: _StoredLayout, schema: SequenceSchema) -> Any:
     return atoms
 
 
-class _ImageReader:
-    """Random access to the images of a record (directory or ``*.mrec.zip``)."""
+def _has_positions(section: Optional[Frame]) -> bool:
+    atoms = None if section is None else section.blocks.get("atoms")
+    return atoms is not None and all(c in atoms.columns for c in POSITIONS)
 
-    def __init__(self, path: PathLike) -> None:
-        self.reader = MrecReader(path)
-        self.layout = _StoredLayout(read_mrec_system(path) if "system" in section_names(path) else None)
-        self.schema = self.reader.schema
+
+class _ImageReader:
+    """Random access to the images of a record (directory or ``*.mrec.zip``): its trajectory's
+    frames, or — a record without a trajectory, or with an empty one beside a ``frame``
+    section — its one ``frame`` section (else a ``system`` section with positions) as one
+    image, in ASE's units (``assume``: units the record leaves unstated)."""
+
+    def __init__(self, path: PathLike, assume_units: Any = None) -> None:
+        where = str(path)
+        sections = section_names(path)
+        system = read_mrec_system(path) if "system" in sections else None
+        frame = read_mrec_frame(path) if "frame" in sections else None
+        self.reader: Optional[MrecReader] = None
+        self.single: Optional[Frame] = None
+        if "trajectory" in sections:
+            reader = MrecReader(path)
+            if len(reader) or (frame is None and not _has_positions(system)):
+                self.reader = reader
+            else:
+                reader.close()
+        try:
+            if self.reader is not None:
+                schema = self.reader.schema
+                columns: List[str] = schema.column_names("atoms") if schema.has_block("atoms") else []
+                meta_keys = [k for k, _ in schema.meta_keys()]
+                self.filled = {k for k in meta_keys if schema.meta_spec(k).has_fill}
+            else:
+                self.single = frame if _has_positions(frame) else system if _has_positions(system) else None
+                if self.single is None:
+                    raise InvalidValueError(f"{where}: the record holds no image: no trajectory, and no frame or "
+                                            "system section with atoms x, y, z", rule="frame-and-types#13.2")
+                columns, meta_keys = list(self.single.blocks["atoms"].columns), list(self.single.meta)
+                self.filled = set()
+            if system is not None and "atoms" in system.blocks:
+                columns += [c for c in system.blocks["atoms"].columns if c == "mass"]
+            self.units = _Conversion(units_of(system, frame), as_units(assume_units), where, columns, meta_keys)
+            self.layout = _StoredLayout(system if self.single is not system else None, self.units.column["mass"])
+        except BaseException:
+            self.close()
+            raise
 
     def __len__(self) -> int:
-        return len(self.reader)
+        return 1 if self.reader is None else len(self.reader)
 
     def image(self, i: int) -> Any:
-        return _image(self.reader[i], self.layout, self.schema)
+        if self.reader is None:
+            assert self.single is not None
+            if i not in (0, -1):
+                raise IndexError(f"image {i} of a one-image record")
+            return _image(self.single, self.layout, self.filled, self.units)
+        return _image(self.reader[i], self.layout, self.filled, self.units)
 
     def close(self) -> None:
-        self.reader.close()
+        if self.reader is not None:
+            self.reader.close()
 
 
 # ---------------------------------------------------------------------- ASE I/O format
-def read_mrec(filename: PathLike, index: Any = None) -> Iterator[Any]:
-    """ASE's reader of format ``mrec``: the images selected by ``index`` (a slice, or an int)."""
-    reader = _ImageReader(filename)
+def read_mrec(filename: PathLike, index: Any = None, assume_units: Any = None) -> Iterator[Any]:
+    """ASE's reader of format ``mrec``: the images selected by ``index`` (a slice, or an int)
+    in ASE's units, converted from the record's (``assume_units``: units it leaves unstated,
+    e.g. ``{"length": "nm"}``; a unit needed and stated nowhere is refused).  A record without
+    a trajectory is one image (its ``frame`` section)."""
+    reader = _ImageReader(filename, assume_units)
     try:
         n = len(reader)
         if index is None:
             index = slice(None)
+        if n == 0 and index != slice(None):
+            raise InvalidValueError(f"{str(filename)}: the record's trajectory has no committed frame (no image to "
+                                    "read; index=':' gives an empty list)")
         if isinstance(index, (int, np.integer)):
             yield reader.image(int(index))
             return
@@ -400,13 +497,15 @@ def _iterimages(atoms: Any) -> Iterable[Any]:
 # ---------------------------------------------------------------------- Trajectory
 class MrecTrajectory:
     """A record used like ASE's ``Trajectory``: ``mode`` ``"r"`` reads (``len``, ``[i]``,
-    ``[-1]``, slices, iteration); ``"w"`` writes a new record (replacing one there) and
+    ``[-1]``, slices, iteration; in ASE's units, ``assume_units`` as for ``read_mrec``);
+    ``"w"`` writes a new record (replacing one there) and
     ``"a"`` continues one (or starts it); ``write(atoms=None, **results)`` appends an image —
     ``dyn.attach(traj.write, interval=n)``.  The first image fixes the composition and what
     is recorded; ``close()`` (or leaving a ``with`` block) commits durably (trajectory §10).
     """
 
-    def __init__(self, path: PathLike, mode: str = "r", atoms: Any = None, precision: Optional[float] = None) -> None:
+    def __init__(self, path: PathLike, mode: str = "r", atoms: Any = None, precision: Optional[float] = None,
+                 assume_units: Any = None) -> None:
         if mode not in ("r", "w", "a"):
             raise InvalidValueError(f"mode must be 'r', 'w' or 'a', got {mode!r}")
         self.path, self.mode, self.atoms = path, mode, atoms
@@ -415,7 +514,7 @@ class MrecTrajectory:
         self._writer: Optional[_ImageWriter] = None
         self._closed = False
         if mode == "r":
-            self._reader = _ImageReader(path)
+            self._reader = _ImageReader(path, assume_units)
         else:
             trajectory_schema(1, precision=precision)  # a bad precision is refused now
 

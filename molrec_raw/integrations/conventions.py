@@ -9,10 +9,11 @@ own.  This module is the only place that knows how the two meet, so no integrati
   record — as an object with the quantities ``length``, ``time``, ``energy``, ``mass`` and
   ``charge`` spelled out (``{"length": "nm", "time": "ps", ...}``; a ``preset`` such as
   ``"openmm"`` is understood on read).  Velocities are length/time, forces energy/length.  A
-  reader converts from the record's units to its tool's.  A record that states no units is read
-  in the caller's ``assume`` units, whose default is :data:`DEFAULT_UNITS` (Å, ps, kJ/mol: the
-  MDAnalysis base units) — documented, never guessed per tool.  A unit this table does not know
-  is refused unless source and target spell it the same way.
+  reader converts from the record's units to its tool's through the package's one table
+  (:mod:`molrec_raw.record.units`).  A unit the record does not state is never guessed: a
+  reader that would hand over a value of that quantity refuses, naming the unit, unless the
+  caller states it (``assume`` units, e.g. ``assume_units={"length": "nm"}``).  A unit the
+  table does not know is refused unless source and target spell it the same way.
 - **Cell** (frame-and-types §10).  ``Box.vectors[:, k]`` is lattice vector k; tools hold
   ``rows[k]``: ``rows = vectors.T``.  ``Box.boundary`` is the tools' per-axis ``pbc``; an undefined
   cell (``Box.defined`` false, or no box) is "no cell".
@@ -24,7 +25,6 @@ own.  This module is the only place that knows how the two meet, so no integrati
 from __future__ import annotations
 
 import importlib
-import math
 from pathlib import Path
 from dataclasses import dataclass, field, fields
 from types import ModuleType
@@ -32,17 +32,18 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
+from molrec_raw.errors import InvalidValueError, SpecViolationError
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
-from molrec_raw.record.units import META_KEY_QUANTITIES, parse_units
+from molrec_raw.record.units import ASE_TIME, BASE, META_KEY_QUANTITIES, parse_units, spelling, unit_factor
 from molrec_raw.record.doors import read_mrec_system, section_names, write_mrec_system
 from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 
 __all__ = [
-    "require", "Units", "DEFAULT_UNITS", "MDANALYSIS_UNITS", "MDTRAJ_UNITS", "OPENMM_UNITS", "ASE_UNITS",
+    "require", "Units", "NO_UNITS", "MDANALYSIS_UNITS", "MDTRAJ_UNITS", "OPENMM_UNITS", "ASE_UNITS",
     "ASE_TIME", "UNITS_KEY", "units_of", "cell_rows", "box_from_rows", "Topology", "RELATIONS",
-    "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "trajectory_schema", "atoms_frame", "xyz_of",
-    "units_meta", "refuse_units_change", "META_QUANTITIES", "meta_factor", "as_units", "renumbered_res_ids", "runs_of",
+    "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "COLUMN_QUANTITIES", "trajectory_schema", "atoms_frame",
+    "xyz_of",
+    "units_meta", "refuse_units_change", "META_QUANTITIES", "as_units", "renumbered_res_ids", "runs_of",
     "RESIDUE_KEYS",
 ]
 
@@ -51,6 +52,9 @@ POSITIONS = ("x", "y", "z")
 VELOCITIES = ("vx", "vy", "vz")
 FORCES = ("fx", "fy", "fz")
 ENERGY_KEYS = ("pe", "ke", "etotal", "temp", "press", "volume")  # frame-and-types §13.4, all f64
+#: The quantity each canonical ``atoms`` column carries (§13.2, §13.5).
+COLUMN_QUANTITIES: Dict[str, str] = {**{c: "length" for c in POSITIONS}, **{c: "velocity" for c in VELOCITIES},
+                                     **{c: "force" for c in FORCES}, "mass": "mass", "charge": "charge"}
 RELATIONS: Dict[str, int] = {"bonds": 2, "angles": 3, "dihedrals": 4, "impropers": 4}  # §13.3
 ENDPOINTS = ("atomi", "atomj", "atomk", "atoml")
 
@@ -67,35 +71,8 @@ def require(module: str, extra: str) -> ModuleType:
 
 
 # -- units ------------------------------------------------------------------------------------
-_AMU_KG = 1.66053906660e-27
-_E_C = 1.602176634e-19
-_AVOGADRO = 6.02214076e23
-#: ASE's time unit, Å·sqrt(amu/eV) ≈ 10.18 fs, spelled so pint parses it.
-ASE_TIME = "angstrom * (dalton / eV) ** 0.5"
-
-# Each quantity's known spellings and their size in one reference unit (nm, ps, kJ/mol, dalton, e).
-_SCALE: Dict[str, Dict[str, float]] = {
-    "length": {"angstrom": 0.1, "nm": 1.0, "nanometer": 1.0, "pm": 1e-3, "bohr": 0.0529177210903,
-               "m": 1e9, "meter": 1e9, "cm": 1e7, "micrometer": 1e3, "um": 1e3},
-    "time": {"fs": 1e-3, "femtosecond": 1e-3, "ps": 1.0, "picosecond": 1.0, "ns": 1e3, "nanosecond": 1e3,
-             "microsecond": 1e6, "s": 1e12, "second": 1e12,
-             ASE_TIME: 1e12 * 1e-10 * math.sqrt(_AMU_KG / _E_C)},
-    "energy": {"kJ/mol": 1.0, "kcal/mol": 4.184, "eV": _E_C * _AVOGADRO / 1e3,
-               "hartree": 4.3597447222071e-18 * _AVOGADRO / 1e3, "J": _AVOGADRO / 1e3,
-               "J/mol": 1e-3, "erg": 1e-10 * _AVOGADRO / 1e3},
-    "mass": {"dalton": 1.0, "amu": 1.0, "g/mol": 1.0, "kg": 1.0 / _AMU_KG, "g": 1e-3 / _AMU_KG},
-    "charge": {"e": 1.0, "C": 1.0 / _E_C},
-}
-_ALIASES = {"a": "angstrom", "å": "angstrom", "ang": "angstrom", "angstroms": "angstrom",
-            "kj/mol": "kJ/mol", "kcal/mol": "kcal/mol", "ev": "eV", "u": "dalton", "da": "dalton"}
-_BASE = ("length", "time", "energy", "mass", "charge")
-_DERIVED = {"velocity": (("length", 1), ("time", -1)), "force": (("energy", 1), ("length", -1))}
-
-
-def _spelling(unit: str) -> str:
-    """One spelling per unit: whitespace squeezed, known aliases mapped."""
-    squeezed = " ".join(unit.split())
-    return _ALIASES.get(squeezed.lower(), squeezed)
+# The conversion table is the record layer's (molrec_raw.record.units): one for the package.
+_BASE = BASE
 
 
 @dataclass(frozen=True)
@@ -122,29 +99,15 @@ class Units:
         stated = parse_units(value, where)
         return cls(**{q: stated.get(q, getattr(cls(), q)) for q in _BASE})
 
-    def factor(self, quantity: str, to: "Units") -> float:
-        """Multiply values of ``quantity`` held in these units by this to express them in ``to``."""
-        if quantity in _DERIVED:
-            return math.prod(self.factor(base, to) ** power for base, power in _DERIVED[quantity])
-        if quantity not in _BASE:
-            raise InvalidValueError(f"unknown quantity {quantity!r}")
-        source, target = getattr(self, quantity), getattr(to, quantity)
-        if source is None or target is None:
-            raise InvalidValueError(f"no {quantity} unit to convert {'from' if source is None else 'to'}")
-        source, target = _spelling(source), _spelling(target)
-        if source == target:
-            return 1.0
-        scale = _SCALE[quantity]
-        unknown = [u for u in (source, target) if u not in scale]
-        if unknown:
-            raise UnsupportedFeatureError(
-                f"cannot convert {quantity} from {source!r} to {target!r}: unknown unit {unknown[0]!r} "
-                f"(known: {', '.join(sorted(scale))})", rule="frame-and-types#13.5")
-        return scale[source] / scale[target]
+    def factor(self, quantity: str, to: "Units", where: str = "units", hint: str = "") -> float:
+        """Multiply values of ``quantity`` (a base or derived quantity of the package's table,
+        :data:`molrec_raw.record.units.DERIVED`) held in these units by this to express them
+        in ``to``; a unit either side lacks or the table does not know is refused, naming it."""
+        return unit_factor(quantity, self.to_json(), to.to_json(), where, hint)
 
     def same_as(self, other: "Units") -> bool:
         """Every quantity spelled the same way (aliases such as ``Å``/``angstrom`` agree)."""
-        return all((a is None) == (b is None) and (a is None or _spelling(a) == _spelling(b))
+        return all((a is None) == (b is None) and (a is None or spelling(a) == spelling(b))
                    for a, b in ((getattr(self, q), getattr(other, q)) for q in _BASE))
 
     def with_defaults(self, assume: "Units") -> "Units":
@@ -152,9 +115,10 @@ class Units:
         return Units(**{q: getattr(self, q) if getattr(self, q) is not None else getattr(assume, q) for q in _BASE})
 
 
-#: MDAnalysis's base units (Å, ps, kJ/mol); also the assumption for records that state none.
+#: MDAnalysis's base units (Å, ps, kJ/mol).
 MDANALYSIS_UNITS = Units("angstrom", "ps", "kJ/mol")
-DEFAULT_UNITS = MDANALYSIS_UNITS
+#: No length, time or energy unit: the spec's defaults only (mass dalton, charge e, §13.5).
+NO_UNITS = Units()
 MDTRAJ_UNITS = Units("nm", "ps", "kJ/mol")
 OPENMM_UNITS = Units("nm", "ps", "kJ/mol")
 ASE_UNITS = Units("angstrom", ASE_TIME, "eV")
@@ -174,10 +138,10 @@ def units_meta(units: Units) -> MetaValue:
     return MetaValue("json", units.to_json())
 
 
-def as_units(value: Any, default: Units = DEFAULT_UNITS) -> Units:
+def as_units(value: Any, default: Units = NO_UNITS) -> Units:
     """A caller's units argument: a :class:`Units`, a ``units`` meta value (an object of
-    quantities and/or a preset, or a preset name, §13.5) or None (``default``); quantities
-    it leaves unstated come from ``default``."""
+    quantities and/or a preset, or a preset name, §13.5) or None (``default``: no unit but the
+    spec's mass and charge defaults); quantities it leaves unstated come from ``default``."""
     if value is None:
         return default
     units = value if isinstance(value, Units) else Units.from_json(value, where="assumed units")
@@ -187,12 +151,6 @@ def as_units(value: Any, default: Units = DEFAULT_UNITS) -> Units:
 #: The quantity each canonical per-step key carries (§13.4) and its power, where Units converts
 #: it: energies and the volume (length³); ``temp``, ``press`` and a producer's own keys pass as stored.
 META_QUANTITIES: Dict[str, Tuple[str, int]] = {k: q for k, q in META_KEY_QUANTITIES.items() if q[0] in _BASE}
-
-
-def meta_factor(key: str, source: Units, target: Units) -> float:
-    """Multiply per-step meta ``key`` held in ``source`` units by this to express it in ``target``."""
-    quantity = META_QUANTITIES.get(key)
-    return 1.0 if quantity is None else source.factor(quantity[0], target) ** quantity[1]
 
 
 # -- cell ---------------------------------------------------------------------------------------

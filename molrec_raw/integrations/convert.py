@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 from molrec_raw.errors import InvalidValueError, MolrecError, RecordExistsError, UnsupportedFeatureError
 from molrec_raw.integrations.mdanalysis import FORMAT, MRECWriter, is_record_path, mda
@@ -61,12 +61,14 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _universe(source: str, topology: Optional[str], in_format: Optional[str]) -> Any:
+def _universe(source: str, topology: Optional[str], in_format: Optional[str], assume_units: Any = None) -> Any:
     for path in (source, topology):
         if path is not None and not os.path.exists(path):
             raise InvalidValueError(f"{path}: no such file or directory")
     args = (source,) if topology is None else (topology, source)
-    kwargs = {} if in_format is None else {"format": in_format}
+    kwargs: Dict[str, Any] = {} if in_format is None else {"format": in_format}
+    if assume_units is not None and is_record_path(source):
+        kwargs["assume_units"] = assume_units  # units the source record leaves unstated (§13.5)
     try:
         universe = mda.Universe(*args, **kwargs)
         universe.trajectory  # a Universe built from a topology alone has none (e.g. --format of no reader)
@@ -128,11 +130,14 @@ def _writer_format(target: str, frames: int) -> str:
 
 def convert(source: Any, target: Any, *, topology: Optional[str] = None, precision: Optional[float] = None,
             stride: int = 1, frames: Optional[slice] = None, in_format: Optional[str] = None,
-            progress: Optional[Callable[[int, int], None]] = None, overwrite: bool = False) -> ConvertReport:
+            progress: Optional[Callable[[int, int], None]] = None, overwrite: bool = False,
+            assume_units: Any = None) -> ConvertReport:
     """Convert the trajectory ``source`` (with ``topology``, if its format carries none) into
     ``target``; the format of each is its extension (a record: ``*.mrec``, ``*.mrec.zip``
     to read).  ``frames`` (a slice) and ``stride`` select frames; ``precision`` (record
     output only) rounds positions.  ``progress(done, total)`` is called per frame.
+    ``assume_units`` (e.g. ``{"length": "nm"}``) states units a source record leaves unstated:
+    one it does not state is refused, never guessed (frame-and-types §13.5).
 
     An existing ``target`` is replaced only with ``overwrite``, and never when it is the
     source or the topology (:func:`check_target`).  The output is written beside the target
@@ -144,7 +149,7 @@ def convert(source: Any, target: Any, *, topology: Optional[str] = None, precisi
         raise InvalidValueError(f"--stride must be a positive integer, got {stride!r}")
     if precision is not None and not is_record_path(target):
         raise InvalidValueError(f"--precision applies to record output (*.mrec); {target} is not one")
-    universe = _universe(source, topology, in_format)
+    universe = _universe(source, topology, in_format, assume_units)
     start, stop, _ = (frames or slice(None)).indices(len(universe.trajectory))
     total = len(range(start, stop, stride))
     if total == 0:

@@ -26,12 +26,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, MolrecError, UnsupportedFeatureError
+from molrec_raw.errors import InvalidValueError, MolrecError
 from molrec_raw.integrations.ase import _complete, _fill, _image_frame
-from molrec_raw.integrations.conventions import ASE_UNITS, FORCES, POSITIONS, Units, cell_rows, require
+from molrec_raw.integrations.conventions import ASE_UNITS, FORCES, POSITIONS, cell_rows, require
 from molrec_raw.integrations.frames_as_records import ConvertedCollection
 from molrec_raw.record.model import Block, Frame, MetaValue
 from molrec_raw.record.trajectory import SequenceSchema
+from molrec_raw.record.units import unit_factor
 
 __all__ = ["ASE_COLLECTION_UNITS", "ConvertedCollection", "images_to_collection", "collection_to_extxyz",
            "read_images"]
@@ -227,17 +228,13 @@ def images_to_collection(source: str, target: str, *, group_by: Optional[str] = 
 
 
 # -- a collection to extended XYZ -----------------------------------------------------------------
-def _factors(units: Dict[str, str]) -> Dict[str, float]:
-    """Factors from the collection's units to ASE's (Å, eV); a collection that states no
-    length or energy unit is refused: extended XYZ readers take ASE's."""
-    missing = [q for q in ("length", "energy") if q not in units]
-    if missing:
-        raise UnsupportedFeatureError(f"the collection states no {' or '.join(missing)} unit: extended XYZ holds "
-                                      "ASE's (angstrom, eV), and a guess would be silent", rule="collection#C1")
-    stated = Units(length=units["length"], energy=units["energy"], time=ASE_UNITS.time)
-    return {"length": stated.factor("length", ASE_UNITS), "energy": stated.factor("energy", ASE_UNITS),
-            "force": stated.factor("force", ASE_UNITS),
-            "stress": stated.factor("energy", ASE_UNITS) / stated.factor("length", ASE_UNITS) ** 3}
+def _factors(units: Dict[str, str], where: str) -> Dict[str, float]:
+    """Factors from the collection's units to ASE's (Å, eV) through the package's one table;
+    a unit a quantity needs and the collection does not state is refused, naming it
+    (extended XYZ readers take ASE's units, and a guess would be silent)."""
+    target = ASE_UNITS.to_json()
+    hint = "; the collection's units (collection#C1) must state it"
+    return {q: unit_factor(q, units, target, where, hint) for q in ("length", "energy", "force", "stress")}
 
 
 def _numbers(block: Block, r: int) -> np.ndarray:
@@ -298,7 +295,7 @@ zero frames: nothing);
         raise InvalidValueError(f"{target} exists: convert never overwrites")
     frames = atoms_total = 0
     with CollectionReader(source) as c:
-        factors = _factors(c.units)
+        factors = _factors(c.units, str(source))
         total = len(c)
         with open(target, "x", encoding="utf-8") as out:
             for r, rec in enumerate(c):

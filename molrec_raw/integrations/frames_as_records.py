@@ -16,6 +16,8 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import units_of
+from molrec_raw.record.model import MetaValue
+from molrec_raw.record.units import parse_units
 from molrec_raw.record.doors import read_mrec_system, section_names
 from molrec_raw.record.trajectory import MrecReader
 
@@ -57,7 +59,9 @@ def _units(source: str, given: Optional[Mapping[str, str]]) -> Dict[str, str]:
         raise InvalidValueError(f"{source} states no units (no 'units' key on its system): give them, e.g. "
                                 "--units length=angstrom,energy=eV,force=eV/angstrom (collection#C1)",
                                 rule="collection#C1")
-    return stated.to_json()
+    raw = system.meta["units"] if system is not None else None  # units_of found them here
+    value = raw.value if isinstance(raw, MetaValue) else raw
+    return {**stated.to_json(), **parse_units(value)}  # every quantity stated (temperature too), presets spelled out
 
 
 def frames_as_records(source: str, target: str, *, units: Optional[Mapping[str, str]] = None,

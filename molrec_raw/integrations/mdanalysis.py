@@ -11,8 +11,9 @@ only (MDAnalysis has no writer hints): ``out.mrec``, or ``format="MREC"``.
 Conventions (``integrations.conventions``): the record's cell holds lattice vectors as
 columns, MDAnalysis wants ``dimensions`` (lengths and angles), converted by MDAnalysis's own
 ``triclinic_box``/``triclinic_vectors``; values are read in MDAnalysis's units (Å, ps,
-kJ/mol) from the units the record states, or from ``assume_units`` (default Å, ps, kJ/mol)
-when it states none; the writer records the units it wrote (its own) in ``system``.
+kJ/mol) from the units the record states, or from ``assume_units`` for units it leaves
+unstated (a unit stated nowhere is refused, never guessed); the writer records the units it
+wrote (its own) in ``system``.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from molrec_raw.integrations.conventions import (
 )
 from molrec_raw.integrations.trajectories import TrajectorySink, TrajectorySource
 from molrec_raw.record.trajectory import SequenceSchema
+from molrec_raw.record.units import unit_of
 
 mda = require("MDAnalysis", "mdanalysis")
 from MDAnalysis.coordinates.base import ReaderBase, WriterBase  # noqa: E402
@@ -83,8 +85,9 @@ class MRECReader(ReaderBase):
     the record's times (else ``frame * dt``); ``ts.data["step"]`` and every per-step meta
     key (``pe ke etotal volume`` in kJ/mol and Å³) in ``ts.data``.  Sequential reads fetch
     a batch of frames per column at once; random access reads one frame.  Pickling and
-    ``copy()`` reopen by path (no open handle is pickled).  ``assume_units`` are the units of
-    a record that states none (default Å, ps, kJ/mol).
+    ``copy()`` reopen by path (no open handle is pickled).  ``assume_units`` (e.g.
+    ``{"length": "nm"}``) states units the record leaves unstated; a unit needed and stated
+    nowhere is refused, naming it (frame-and-types §13.5).
     """
 
     format = FORMAT
@@ -101,9 +104,8 @@ class MRECReader(ReaderBase):
             raise InvalidValueError(f"{self.filename}: the record's trajectory has no committed frames")
         self.n_atoms, self.n_frames = source.n_atoms, source.n_frames
         if not convert_units:
-            stored = source.units
-            self.units = {"length": str(stored.length), "time": str(stored.time),
-                          "velocity": f"{stored.length}/{stored.time}", "force": f"{stored.energy}/{stored.length}"}
+            stated = source.units.to_json()
+            self.units = {q: str(unit_of(q, stated)) for q in ("length", "time", "velocity", "force")}
         self._batch: Any = None
         self._dims_key: Optional[bytes] = None
         self._dims: Optional[np.ndarray] = None
@@ -115,11 +117,8 @@ class MRECReader(ReaderBase):
     @property
     def _source(self) -> TrajectorySource:
         if self._src is None:
-            with warnings.catch_warnings():
-                if self._kwargs.get("assume_units") is not None:  # the caller chose the assumption
-                    warnings.simplefilter("ignore")
-                self._src = TrajectorySource(self.filename, MDANALYSIS_UNITS if self.convert_units else None,
-                                             assume=self._assume)
+            self._src = TrajectorySource(self.filename, MDANALYSIS_UNITS if self.convert_units else None,
+                                         assume=self._assume)
         return self._src
 
     @staticmethod
@@ -242,9 +241,8 @@ class MRECParser(TopologyReaderBase):
     def parse(self, **kwargs: Any) -> Any:
         """The MDAnalysis Topology of the record, built as the class says; ``assume_units``
         as for the reader (integrations.conventions)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the reader warns about assumed units, once
-            source = TrajectorySource(self.filename, MDANALYSIS_UNITS, assume=as_units(kwargs.get("assume_units")))
+        source = TrajectorySource(self.filename, MDANALYSIS_UNITS, assume=as_units(kwargs.get("assume_units")),
+                                  groups=(), meta=False)
         try:
             top = source.topology()
             n_atoms = source.n_atoms

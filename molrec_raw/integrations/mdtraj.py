@@ -104,9 +104,10 @@ def load_mrec(path: Any, top: Any = None, stride: Optional[int] = None, atom_ind
     """The record at ``path`` as an ``mdtraj.Trajectory`` (nm, ps).  ``top`` (an
     ``mdtraj.Topology``, a Trajectory or a file mdtraj reads) replaces the record's own
     topology; ``stride``, ``atom_indices`` and ``frame`` (one frame) select as
-    ``mdtraj.load`` does.  A record stating no units is read in ``assume_units`` (default
-    Å, ps, kJ/mol)."""
-    source = TrajectorySource(path, MDTRAJ_UNITS, assume=as_units(assume_units))
+    ``mdtraj.load`` does.  Positions and cells convert from the record's length unit, times
+    from its time unit (frame-and-types §13.5); ``assume_units`` (e.g. ``{"length": "nm"}``)
+    states those the record leaves unstated; a unit needed and stated nowhere is refused."""
+    source = TrajectorySource(path, MDTRAJ_UNITS, assume=as_units(assume_units), groups=("positions",), meta=False)
     try:
         given = _given_topology(top)
         if given is None:

@@ -16,6 +16,13 @@ trajectory ``atoms`` as one block):
 * ``record`` and ``frame`` () int64: where the item came from;
 * and any ``"atoms/<column>"`` or declared per-step meta key asked for in ``keys``.
 
+Units (frame-and-types §13.5, collection#C1): ``units=None`` hands values over as stored, in the
+collection's units; ``units=`` (a preset name such as ``"metal"``, a units object like
+``{"length": "nm", "energy": "kJ/mol"}``, or a ``conventions.Units``) converts ``positions``,
+``cell``, ``forces``, ``energy`` and canonical ``atoms/<column>``/per-step keys to them through
+the package's one table.  Either way ``ds.units`` maps each key with a unit to the unit its
+tensors are in (``{"positions": "angstrom", "forces": "eV/angstrom", ...}``); a key whose unit
+the collection (or the target) does not state is refused when the dataset is made, naming it.
 Dtypes are the stored ones (``f64`` columns give float64 tensors: cast in ``transform``).
 ``keys=None`` takes every standard name the collection has; a name asked for that it lacks is
 an InvalidValueError when the dataset is made.  :meth:`MrecDataset.collate` (pass it as the
@@ -32,12 +39,13 @@ and the dataset pickles as its path and keys (``spawn`` workers open it anew).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from molrec_raw.errors import InvalidValueError
-from molrec_raw.integrations.conventions import FORCES, POSITIONS, atomic_numbers, require
+from molrec_raw.integrations.conventions import COLUMN_QUANTITIES, FORCES, POSITIONS, Units, atomic_numbers, require
+from molrec_raw.record.units import DERIVED, META_KEY_QUANTITIES, SCALE, parse_units, unit_factor, unit_of
 
 torch = require("torch", "torch")
 
@@ -60,9 +68,10 @@ class MrecDataset(_Dataset):  # type: ignore[misc]
     ``DataLoader`` calls), ``MrecDataset.collate`` (its ``collate_fn``), ``ds.close()``."""
 
     def __init__(self, path: Any, *, keys: Optional[Iterable[str]] = None,
-                 transform: Optional[Callable[[Sample], Sample]] = None) -> None:
+                 transform: Optional[Callable[[Sample], Sample]] = None, units: Any = None) -> None:
         from molrec_raw.collection.reader import CollectionReader
         self._path = path
+        self._target = units
         self._reader = CollectionReader(path)
         self.transform = transform
         binding = self._reader.binding_index()
@@ -72,6 +81,7 @@ class MrecDataset(_Dataset):  # type: ignore[misc]
         self._starts = self._first[self._with_frames]
         self._n = int(counts.sum())
         self.keys = self._resolve_keys(None if keys is None else list(keys))
+        self.units, self._factors = _units_of_keys(self.keys, self._reader.units, units, str(self._reader.path))
 
     # -- what an item holds --------------------------------------------------------------
     def _resolve_keys(self, asked: Optional[List[str]]) -> Tuple[str, ...]:
@@ -174,7 +184,8 @@ class MrecDataset(_Dataset):  # type: ignore[misc]
                 value = frames.astype(np.int64)
             else:
                 value = raw[name]
-            out[name] = _tensor(value)
+            factor = self._factors.get(name, 1.0)
+            out[name] = _tensor(value if factor == 1.0 else value * factor)
         out["ptr"] = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
         out["batch"] = torch.from_numpy(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
         return out
@@ -193,11 +204,12 @@ class MrecDataset(_Dataset):  # type: ignore[misc]
 
     def __getstate__(self) -> Dict[str, Any]:
         """Pickled as its path, keys and transform: a ``spawn`` worker opens the file anew."""
-        return {"path": self._path, "keys": self.keys, "transform": self.transform}
+        return {"path": self._path, "keys": self.keys, "transform": self.transform, "units": self._target}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         """Open the collection in this process (the other side of :meth:`__getstate__`)."""
-        self.__init__(state["path"], keys=state["keys"], transform=state["transform"])  # type: ignore[misc]
+        self.__init__(state["path"], keys=state["keys"], transform=state["transform"],  # type: ignore[misc]
+                      units=state.get("units"))
 
     def __repr__(self) -> str:
         return f"MrecDataset({str(self._reader.path)!r}, {self._n} frames, keys={list(self.keys)})"
@@ -274,6 +286,38 @@ def collate(samples: Sequence[Sample]) -> Dict[str, Any]:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+#: The quantity each standard key carries (frame-and-types §13.5); per-step keys as §13.4.
+_KEY_QUANTITY = {"positions": "length", "cell": "length", "forces": "force", "energy": "energy"}
+_META_QUANTITY = {k: "volume" if power == 3 else q for k, (q, power) in META_KEY_QUANTITIES.items()}
+
+
+def _quantity(name: str) -> Optional[str]:
+    if name.startswith(ATOMS + "/"):
+        return COLUMN_QUANTITIES.get(name[len(ATOMS) + 1:])
+    return _KEY_QUANTITY.get(name, _META_QUANTITY.get(name))
+
+
+def _units_of_keys(keys: Sequence[str], stated: Mapping[str, str], target: Any,
+                   where: str) -> Tuple[Dict[str, str], Dict[str, float]]:
+    """Each key's unit in what the dataset hands out, and the factors from the collection's
+    units to ``target`` (None: as stored); a unit stated nowhere is refused, naming it."""
+    source = {"mass": "dalton", "charge": "e", **stated}  # the spec's defaults (§13.5)
+    if target is None:
+        goal = source
+    else:
+        goal = {"mass": "dalton", "charge": "e",
+                **(target.to_json() if isinstance(target, Units) else parse_units(target, "units"))}
+    units: Dict[str, str] = {}
+    factors: Dict[str, float] = {}
+    hint = "; the collection's units (collection#C1) must state it" if target is None else ""
+    for name in keys:
+        quantity = _quantity(name)
+        if quantity is None or (quantity not in SCALE and quantity not in DERIVED):
+            continue
+        factors[name] = unit_factor(quantity, source, goal, where, hint)
+        units[name] = str(unit_of(quantity, goal))
+    return units, factors
+
 def _per_atom(name: str) -> bool:
     return name in _PER_ATOM or name.startswith(ATOMS + "/")
 

@@ -25,14 +25,17 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
 from molrec_raw.integrations.conventions import (
-    DEFAULT_UNITS, FORCES, POSITIONS, VELOCITIES, Topology, Units, atoms_frame, box_from_rows, cell_rows,
-    meta_factor, start_trajectory, trajectory_schema, units_of,
+    FORCES, NO_UNITS, POSITIONS, VELOCITIES, Topology, Units, atoms_frame, box_from_rows, cell_rows,
+    META_QUANTITIES, start_trajectory, trajectory_schema, units_of,
 )
 from molrec_raw.record.doors import check_record_path, read_mrec_frame, read_mrec_system, section_names
 from molrec_raw.record.model import Box, Frame, MetaValue
 from molrec_raw.record.trajectory import MrecReader, SequenceSchema
 
 __all__ = ["GROUPS", "Batch", "TrajectorySource", "TrajectorySink", "BATCH_BYTES"]
+
+_HINT = ("; state it in the record (the 'units' meta key of system or frame) or when reading "
+         "(assume_units={'length': 'nm', ...})")
 
 #: Each per-atom vector group: its three ``atoms`` columns and the quantity it carries.
 GROUPS: Dict[str, Tuple[Tuple[str, str, str], str]] = {
@@ -84,27 +87,29 @@ class Batch:
 class TrajectorySource:
     """The frames of the record at ``path`` in ``to`` units (None: as stored).
 
-    The record's units are the ones its ``system`` (or ``frame``) section states; a record
-    stating none is read in ``assume`` units (default :data:`DEFAULT_UNITS`: Å, ps, kJ/mol),
-    with a warning naming the assumption (frame-and-types §13.5).
+    The record's units are the ones its ``system`` (or ``frame``) section states, each unit it
+    leaves unstated taken from ``assume`` (default: none but the spec's mass and charge
+    defaults).  A unit needed to convert what the caller reads — ``groups`` (default: every
+    vector group present), the times, ``meta`` per-step keys — and stated nowhere is refused
+    when the source opens, naming it (frame-and-types §13.5: never guessed).
     """
 
-    def __init__(self, path: Any, to: Optional[Units] = None, *, assume: Units = DEFAULT_UNITS) -> None:
+    def __init__(self, path: Any, to: Optional[Units] = None, *, assume: Units = NO_UNITS,
+                 groups: Optional[Sequence[str]] = None, meta: bool = True) -> None:
         self.path = check_record_path(path)
         sections = section_names(self.path)
         self.system = read_mrec_system(self.path) if "system" in sections else None
         self.frame = read_mrec_frame(self.path) if "frame" in sections else None
         stated = units_of(self.system, self.frame)
-        if stated is None:
-            warnings.warn(f"{self.path.name}: the record states no units; reading it in {assume.to_json()} "
-                          "(pass other assumed units to change this)", stacklevel=3)
         self.units = (stated or assume).with_defaults(assume)
         self.to = self.units if to is None else to
+        self._convert = to is not None
         self._reader: Optional[MrecReader] = None
         self._single: Optional[Frame] = None
         self._meta_cache: Tuple[int, Dict[str, Any], Optional[Box]] = (-1, {}, None)
         self._batch_resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = {}  # the last read's frames
         self._warned_boundary = False
+        self._warned_orientation = False
         if "trajectory" in sections:
             reader = MrecReader(self.path)
             if len(reader) or (self.frame is None and not self._has_positions(self.system)):
@@ -122,12 +127,24 @@ class TrajectorySource:
         if missing:
             raise SpecViolationError(f"{self.path}: the trajectory's atoms block has no {'/'.join(missing)} column",
                                      rule="frame-and-types#13.2")
-        self.groups = [g for g, (names, _) in GROUPS.items() if all(n in self._columns for n in names)]
-        self.factors = {g: self.units.factor(GROUPS[g][1], self.to) for g in self.groups}  # present groups only
+        self.groups = [g for g, (names, _) in GROUPS.items() if all(n in self._columns for n in names)
+                       and (groups is None or g in groups or g == "positions")]
         self.n_frames, self.n_atoms = self._extent()
+        self.factors = {g: self.factor(GROUPS[g][1]) for g in self.groups}  # the groups read only
         self.steps, self.times = self._numbering()
-        self.meta_keys = [] if self._reader is None else [k for k, _ in self._reader.schema.meta_keys()]
-        self._meta_factors = {k: meta_factor(k, self.units, self.to) for k in self.meta_keys}
+        self.meta_keys = [] if self._reader is None or not meta else [k for k, _ in self._reader.schema.meta_keys()]
+        self._meta_factors = {k: self._meta_factor(k) for k in self.meta_keys}
+
+    def factor(self, quantity: str) -> float:
+        """The factor from the record's units of ``quantity`` to the tool's (1 when reading as
+        stored); a unit stated nowhere is refused, naming it and how to state it."""
+        if not self._convert:
+            return 1.0
+        return self.units.factor(quantity, self.to, where=str(self.path), hint=_HINT)
+
+    def _meta_factor(self, key: str) -> float:
+        quantity = META_QUANTITIES.get(key)
+        return 1.0 if quantity is None else self.factor(quantity[0]) ** quantity[1]
 
     # -- what the record holds --------------------------------------------------------------
     @staticmethod
@@ -164,9 +181,8 @@ class TrajectorySource:
         if self._reader is None:
             return np.zeros(1, np.int64), None
         times = self._reader.time
-        factor = self.units.factor("time", self.to)
-        return (np.asarray(self._reader.step, dtype=np.int64),
-                None if times is None else np.asarray(times, dtype=np.float64) * factor)
+        steps = np.asarray(self._reader.step, dtype=np.int64)
+        return steps, None if times is None else np.asarray(times, dtype=np.float64) * self.factor("time")
 
     def topology(self) -> Optional[Topology]:
         """The record's topology: its ``system`` section, else its ``frame`` section; masses
@@ -177,7 +193,7 @@ class TrajectorySource:
         top = Topology.from_section(section)
         for key in ("mass", "charge"):
             if key in top.atoms:
-                top.atoms[key] = top.atoms[key] * self.units.factor(key, self.to)
+                top.atoms[key] = top.atoms[key] * self.factor(key)
         return top
 
     # -- reading ------------------------------------------------------------------------------
@@ -241,7 +257,9 @@ class TrajectorySource:
     def cell_rows(self, frame: int) -> Optional[np.ndarray]:
         """Frame ``frame``'s cell as lattice-vector rows in the tool's length unit, or None.
         A cell that is not periodic along every axis is still returned (the tools have no
-        per-axis flag), with one warning per source."""
+        per-axis flag), with one warning per source; so is a cell whose vectors are not in the
+        tools' orientation (a along x, b in the xy plane: MDAnalysis and mdtraj keep lengths
+        and angles only, so they hold it rotated against the positions)."""
         box = self._resolved(frame)[1]
         rows = cell_rows(box)
         if rows is None:
@@ -251,6 +269,11 @@ class TrajectorySource:
             self._warned_boundary = True
             warnings.warn(f"{self.path.name}: the cell is periodic along {list(box.boundary)} only; the tool treats "
                           "it as periodic along every axis", stacklevel=3)
+        if not self._warned_orientation and np.any(np.abs(rows[np.triu_indices(3, 1)]) > 1e-6 * np.abs(rows).max()):
+            self._warned_orientation = True
+            warnings.warn(f"{self.path.name}: the cell's lattice vectors are not in the orientation the tool keeps "
+                          "(a along x, b in the xy plane); it gets their lengths and angles, a cell rotated "
+                          "against the positions", stacklevel=3)
         factor = self.factors["positions"]
         return rows * factor if factor != 1.0 else rows
 

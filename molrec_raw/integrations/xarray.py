@@ -16,8 +16,12 @@ reading door takes).  ``group`` names one block:
   and ``update_of_frame`` on ``frame`` (the update in effect, -1 before the first);
 - ``frame/<block>`` or ``system/<block>``: one variable per column on ``<block>``.
 
-Each variable's attributes carry the column's ``dtype`` tag and, when declared,
-``precision`` and ``target``.  Variables are lazy (a ``BackendArray`` reading only what is
+Values are as stored, in the units the record states (frame-and-types §13.5): a variable of a
+canonical column (``x y z`` length, ``vx vy vz`` velocity, ``fx fy fz`` force, ``mass``,
+``charge``) and the ``time`` coordinate carry a ``units`` attribute (``"nm"``,
+``"kcal/mol/angstrom"``, mass and charge default to ``"dalton"``/``"e"``); a quantity the
+record states no unit for gets none.  Each variable's attributes carry the column's ``dtype``
+tag and, when declared, ``precision`` and ``target``.  Variables are lazy (a ``BackendArray`` reading only what is
 indexed, through the record's chunk layout); ``chunks={}`` gives Dask arrays whose chunks
 follow the stored inner chunks.  The arrays hold the record's location, not an open file:
 they pickle to a Dask cluster, where each worker opens the record itself.
@@ -39,10 +43,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("molrec_raw.integrations.xarray needs xarray: pip install 'molrec-raw[xarray]'") from exc
 
 from molrec_raw.errors import InvalidValueError
+from molrec_raw.integrations.conventions import COLUMN_QUANTITIES
 from molrec_raw.record.doors import open_record
 from molrec_raw.record.sections import FRAME_SHAPED_SECTIONS, SectionBlock, open_section_block
 from molrec_raw.record.trajectory import MrecReader
 from molrec_raw.record.trajectory.reader import BlockInfo
+from molrec_raw.record.units import declared_units, unit_of
 from molrec_raw.zarr.remote import is_url
 
 __all__ = ["MrecBackendEntrypoint", "open_block_dataset"]
@@ -79,6 +85,13 @@ class _Record:
             if self._reader is None:
                 self._reader = MrecReader(self.location)
             return self._reader
+
+    def units(self) -> Dict[str, str]:
+        """Quantity -> unit the record states, with the spec's mass and charge defaults."""
+        with self._lock:
+            if self._root is None:
+                self._root = open_record(self.location)
+            return {"mass": "dalton", "charge": "e", **declared_units(self._root)}
 
     def section_block(self, section: str, block: str) -> SectionBlock:
         with self._lock:
@@ -178,8 +191,11 @@ class _RowColumn(BackendArray):
         return np.asarray(arr[lo:hi])
 
 
-def _column_attrs(dtype: str, precision: Optional[float], target: Optional[str]) -> Dict[str, Any]:
+def _column_attrs(dtype: str, precision: Optional[float], target: Optional[str],
+                  unit: Optional[str] = None) -> Dict[str, Any]:
     attrs: Dict[str, Any] = {"dtype": dtype}
+    if unit is not None:
+        attrs["units"] = unit
     if precision is not None:
         attrs["precision"] = precision
     if target is not None:
@@ -191,12 +207,21 @@ def _lazy(array: BackendArray) -> Any:
     return indexing.LazilyIndexedArray(array)
 
 
+def _unit(units: Dict[str, str], block: str, column: str) -> Optional[str]:
+    """The unit of a canonical ``atoms`` column in the record's stated units, or None."""
+    quantity = COLUMN_QUANTITIES.get(column) if block == "atoms" else None
+    return None if quantity is None else unit_of(quantity, units)
+
+
 def _trajectory_dataset(record: _Record, reader: MrecReader, info: BlockInfo) -> "xr.Dataset":
     block = info.name
     n = len(reader)
+    units = record.units()
     coords: Dict[str, Any] = {"step": ("frame", np.asarray(reader.step, dtype=np.int64))}
     if reader.time is not None:
-        coords["time"] = ("frame", np.asarray(reader.time, dtype=np.float64))
+        time_unit = units.get("time")
+        coords["time"] = xr.Variable(("frame",), np.asarray(reader.time, dtype=np.float64),
+                                     {} if time_unit is None else {"units": time_unit})
     variables: Dict[str, Any] = {}
     attrs = {"record": record.location, "group": f"trajectory/{block}", "layout": info.kind}
     if info.fixed_rows is not None and info.ordinals.size and int(info.ordinals[0]) == 0:
@@ -209,7 +234,7 @@ def _trajectory_dataset(record: _Record, reader: MrecReader, info: BlockInfo) ->
             chunks = {"frame": _frames_per_chunk(c.chunk_rows, rows), block: rows,
                       **{d: s for d, s in zip(trailing_dims, c.trailing)}}
             variables[column] = xr.Variable(dims, _lazy(_FrameColumn(record, block, column, shape, dtype)),
-                                            _column_attrs(c.dtype, c.precision, c.target),
+                                            _column_attrs(c.dtype, c.precision, c.target, _unit(units, block, column)),
                                             encoding={"preferred_chunks": chunks})
             if c.has_mask:
                 variables[f"{column}_valid"] = xr.Variable(
@@ -229,7 +254,7 @@ def _trajectory_dataset(record: _Record, reader: MrecReader, info: BlockInfo) ->
         variables[column] = xr.Variable(
             (row_dim,) + trailing_dims, _lazy(_RowColumn(record, ("trajectory", block, column),
                                                          (total,) + tuple(c.trailing), dtype)),
-            _column_attrs(c.dtype, c.precision, c.target),
+            _column_attrs(c.dtype, c.precision, c.target, _unit(units, block, column)),
             encoding={"preferred_chunks": {row_dim: c.chunk_rows, **dict(zip(trailing_dims, c.trailing))}})
         if c.has_mask:
             variables[f"{column}_valid"] = xr.Variable(
@@ -248,6 +273,7 @@ def _trajectory_dataset(record: _Record, reader: MrecReader, info: BlockInfo) ->
 
 def _section_dataset(record: _Record, section: str, block: str) -> "xr.Dataset":
     found = record.section_block(section, block)
+    units = record.units()
     variables: Dict[str, Any] = {}
     from molrec_raw.record.columns import ZARR_TO_COLUMN
 
@@ -256,7 +282,7 @@ def _section_dataset(record: _Record, section: str, block: str) -> "xr.Dataset":
         variables[column] = xr.Variable(
             (block,) + trailing_dims, _lazy(_RowColumn(record, (section, block, column), arr.shape, arr.dtype)),
             _column_attrs(ZARR_TO_COLUMN[arr.metadata.dtype.name], found.precision.get(column),
-                          found.targets.get(column)),
+                          found.targets.get(column), _unit(units, block, column)),
             encoding={"preferred_chunks": {block: arr.chunks[0], **dict(zip(trailing_dims, arr.shape[1:]))}})
         if column in found.masks:
             variables[f"{column}_valid"] = xr.Variable(

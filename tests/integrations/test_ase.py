@@ -243,3 +243,71 @@ def test_precision_zip_and_refusals(tmp_path):
         MrecTrajectory(path).write(atoms)
     with pytest.raises(InvalidValueError, match="mode"):
         MrecTrajectory(path, "x")
+
+
+# -- units and one-frame records (frame-and-types §13.5, root-layout) ---------------------------------
+EV_IN_KCAL_PER_MOL = 96.485332123310018 / 4.184  # CODATA 2018, written out (not the package's table)
+
+
+def _water(units):
+    atoms = mr.Block({"element": np.array(["O", "H", "H"], dtype=object), "x": np.array([0.0, 0.96, -0.24]),
+                      "y": np.array([0.0, 0.0, 0.93]), "z": np.zeros(3), "fx": np.array([1.0, -0.5, -0.5]),
+                      "fy": np.zeros(3), "fz": np.zeros(3)})
+    return mr.Frame({"units": mr.MetaValue("json", units), "pe": -10.0}, {"atoms": atoms},
+                    mr.Box(np.diag([10.0, 11.0, 12.0])))
+
+
+def test_a_one_frame_record_reads_as_one_atoms_in_ase_units_13_5(tmp_path):
+    """A record with a frame section and no trajectory is one image: ``ase.io.read`` gives one
+    Atoms, ``index=":"`` a list of one; energy and forces via a SinglePointCalculator in eV and
+    eV/Å (converted from the frame's stated ``real`` units: Å, kcal/mol)."""
+    path = tmp_path / "one.mrec"
+    mr.write_mrec_frame(path, _water("real"))
+    image = ase.io.read(str(path), format="mrec")
+    assert isinstance(image, Atoms) and list(image.get_chemical_symbols()) == ["O", "H", "H"]
+    assert image.positions[1, 0] == 0.96 and np.array_equal(image.cell.array, np.diag([10.0, 11.0, 12.0]))
+    assert image.get_potential_energy() == pytest.approx(-10.0 / EV_IN_KCAL_PER_MOL, rel=1e-12)
+    assert image.get_forces()[0, 0] == pytest.approx(1.0 / EV_IN_KCAL_PER_MOL, rel=1e-12)
+    images = ase.io.read(str(path), index=":", format="mrec")
+    assert len(images) == 1 and np.array_equal(images[0].positions, image.positions)
+    assert len(MrecTrajectory(path)) == 1
+
+
+def test_a_system_and_one_frame_trajectory_reads_as_one_atoms_13_5(tmp_path):
+    """system (elements, units nm/kJ/mol) + a trajectory of one frame: one Atoms in Å, eV."""
+    from molrec_raw.integrations.conventions import start_trajectory
+    water = _water({"length": "nm", "energy": "kJ/mol"})
+    elements = water.blocks["atoms"].columns["element"]
+    system = mr.Frame({"units": water.meta["units"]}, {"atoms": mr.Block({"element": elements})})
+    frame = mr.Frame({"pe": -10.0}, {"atoms": mr.Block({c: v for c, v in water.blocks["atoms"].columns.items()
+                                                       if c != "element"})}, water.box)
+    with start_trajectory(tmp_path / "t.mrec", system, mr.SequenceSchema.from_frame(frame)) as w:
+        w.append(frame)
+    image = ase.io.read(str(tmp_path / "t.mrec"), format="mrec")
+    assert isinstance(image, Atoms) and image.positions[1, 0] == pytest.approx(9.6, rel=1e-15)
+    assert image.cell.array[2, 2] == pytest.approx(120.0, rel=1e-15)
+    assert image.get_potential_energy() == pytest.approx(-10.0 / 96.485332123310018, rel=1e-12)
+    assert image.get_forces()[0, 0] == pytest.approx(0.1 / 96.485332123310018, rel=1e-12)   # kJ/mol/nm -> eV/Å
+    assert len(ase.io.read(str(tmp_path / "t.mrec"), index=":", format="mrec")) == 1
+
+
+def test_the_readme_frame_gets_an_error_naming_what_is_missing_not_stop_iteration(tmp_path):
+    """The README's first record (x only, no units) cannot be an ASE image: a MolrecError
+    naming the unit, never a bare StopIteration."""
+    from molrec_raw.errors import MolrecError
+    atoms = mr.Block({"x": np.array([0.0, 0.96, -0.24]), "element": np.array(["O", "H", "H"], dtype=object)},
+                     precision={"x": 1e-3})
+    frame = mr.Frame({"title": "water"}, {"atoms": atoms}, mr.Box(np.eye(3) * 10.0))
+    mr.write_mrec_frame(tmp_path / "water.mrec", frame)
+    with pytest.raises(MolrecError, match="no image|y/z"):
+        ase.io.read(str(tmp_path / "water.mrec"), format="mrec")
+
+
+def test_the_demo_energy_reads_in_ev_not_kcal_per_mol_13_5(tmp_path):
+    """The demo states the ``real`` preset (kcal/mol): ASE gets eV."""
+    from molrec_raw.demo import write_demo
+    write_demo(tmp_path / "demo.mrec", frames=2, molecules=2)
+    with mr.MrecReader(tmp_path / "demo.mrec") as r:
+        stored = float(r[1].meta["pe"])
+    image = ase.io.read(str(tmp_path / "demo.mrec"), index=1, format="mrec")
+    assert image.get_potential_energy() == pytest.approx(stored / EV_IN_KCAL_PER_MOL, rel=1e-12)

@@ -6,7 +6,7 @@ import pytest
 import molrec_raw as mr
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError, UnsupportedFeatureError
 from molrec_raw.integrations.conventions import (
-    ASE_UNITS, DEFAULT_UNITS, MDANALYSIS_UNITS, MDTRAJ_UNITS, OPENMM_UNITS, Topology, Units, atoms_frame,
+    ASE_UNITS, MDANALYSIS_UNITS, NO_UNITS, MDTRAJ_UNITS, OPENMM_UNITS, Topology, Units, atoms_frame,
     box_from_rows, cell_rows, refuse_units_change, require, trajectory_schema, units_of, xyz_of,
 )
 
@@ -23,7 +23,22 @@ def test_units_factors_between_tools_13_5():
     assert OPENMM_UNITS.factor("force", MDANALYSIS_UNITS) == pytest.approx(0.1)      # kJ/mol/nm -> kJ/mol/Å
     assert ASE_UNITS.factor("energy", OPENMM_UNITS) == pytest.approx(96.4853321233)  # eV -> kJ/mol
     assert ASE_UNITS.factor("time", Units(time="fs")) == pytest.approx(10.1805055, rel=1e-7)
-    assert DEFAULT_UNITS is MDANALYSIS_UNITS
+    assert ASE_UNITS.factor("stress", MDANALYSIS_UNITS) == pytest.approx(96.4853321233)  # eV/Å³ -> kJ/mol/Å³
+    assert NO_UNITS.length is None and NO_UNITS.mass == "dalton" and NO_UNITS.charge == "e"   # §13.5 defaults only
+
+
+def test_derived_units_stated_directly_convert_13_5():
+    """A units object may state a derived quantity itself ("force": "eV/angstrom"): the one
+    table splits it into its base units; an unknown part is refused, naming the unit."""
+    from molrec_raw.record.units import unit_factor, unit_of
+    assert unit_of("force", {"energy": "kcal/mol", "length": "angstrom"}) == "kcal/mol/angstrom"
+    assert unit_of("volume", {"length": "nm"}) == "nm^3"
+    assert unit_factor("force", {"force": "eV/angstrom"}, {"energy": "kJ/mol", "length": "nm"}) == \
+        pytest.approx(964.853321233)
+    assert unit_factor("force", {"force": "kcal/mol/angstrom"}, {"force": "kJ/mol/nm"}) == pytest.approx(41.84)
+    assert unit_factor("stress", {"stress": "eV/angstrom^3"}, {"energy": "eV", "length": "nm"}) == pytest.approx(1e3)
+    with pytest.raises(UnsupportedFeatureError, match="furlong"):
+        unit_factor("force", {"force": "eV/furlong"}, {"force": "eV/angstrom"})
 
 
 def test_units_json_forms_13_5():
@@ -44,8 +59,10 @@ def test_unknown_unit_is_refused_never_guessed_13_5():
     assert odd.factor("length", Units(length="furlong")) == 1.0                     # same spelling: no conversion
     with pytest.raises(UnsupportedFeatureError, match="furlong"):
         odd.factor("length", MDANALYSIS_UNITS)
-    with pytest.raises(InvalidValueError, match="no length unit"):
+    with pytest.raises(UnsupportedFeatureError, match="states no length unit"):
         Units().factor("length", MDANALYSIS_UNITS)
+    with pytest.raises(UnsupportedFeatureError, match="states no time unit"):
+        Units(length="nm").factor("velocity", MDANALYSIS_UNITS)
 
 
 def test_refuse_appending_in_other_units():

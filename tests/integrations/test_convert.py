@@ -17,6 +17,7 @@ from MDAnalysisTests.datafiles import DCD, GRO, LAMMPSDUMP, NCDF, PRMncdf, PSF, 
 import molrec_raw as mr  # noqa: E402
 from molrec_raw.cli import main  # noqa: E402
 from molrec_raw.record.trajectory import MrecWriter, SequenceSchema  # noqa: E402
+from molrec_raw.integrations.conventions import start_trajectory  # noqa: E402
 
 XTC_PRECISION_ANGSTROM = 0.01  # XTC stores 1/1000 nm
 
@@ -95,7 +96,11 @@ def _ragged(path):
                                   "single-frame-format"])
 def test_errors_are_one_line_with_exit_status_2(tmp_path, capsys, case):
     plain = tmp_path / "plain.mrec"
-    mr.write_mrec_trajectory(plain, [mr.Frame({}, {"atoms": mr.Block({c: np.zeros(2) for c in "xyz"})})] * 2)
+    frame = mr.Frame({}, {"atoms": mr.Block({c: np.zeros(2) for c in "xyz"})})
+    with start_trajectory(plain, mr.Frame({"units": mr.MetaValue("json", {"length": "nm"})}),
+                          mr.SequenceSchema.from_frame(frame)) as w:
+        w.append(frame)
+        w.append(frame)
     args = {
         "unknown-format": (plain, tmp_path / "out.xyzzy"),
         "missing-topology": (plain, tmp_path / "out.pdb", "--frames", "0"),
@@ -155,3 +160,17 @@ def test_convert_streams_memory_does_not_grow_with_frames(tmp_path):
         peaks[frames] = int(run.stdout.split()[-1]) / 1024  # MiB (ru_maxrss is KiB on Linux)
     grown = 2700 * n_atoms * 3 * 8 / 2**20                    # what holding the extra frames would cost (f64)
     assert peaks[3000] - peaks[300] < grown / 4, (peaks, grown)
+
+
+def test_a_record_stating_no_units_is_refused_unless_assumed_13_5(tmp_path):
+    """convert reads a record through MDAnalysis (Å): a record whose length unit is stated
+    nowhere is refused, naming it; ``assume_units`` states it and the values convert."""
+    from molrec_raw.errors import MolrecError
+    from molrec_raw.integrations.convert import convert
+    plain = tmp_path / "plain.mrec"
+    mr.write_mrec_trajectory(plain, [mr.Frame({}, {"atoms": mr.Block({c: np.ones(2) for c in "xyz"})})] * 2)
+    with pytest.raises(MolrecError, match="states no length unit"):
+        convert(plain, tmp_path / "out.dcd")
+    assert not (tmp_path / "out.dcd").exists()
+    assert convert(plain, tmp_path / "out.dcd", assume_units={"length": "nm"}).frames == 2
+    assert mda.Universe(str(tmp_path / "out.dcd")).atoms.positions[0, 0] == pytest.approx(10.0)

@@ -225,18 +225,17 @@ def test_timeseries_through_the_engine_equals_mdanalysis_frame_by_frame(tmp_path
         u.trajectory.timeseries(order="ffc")
 
 
-def test_record_without_units_reads_in_the_assumed_units_13_5(tmp_path):
+def test_record_without_units_is_refused_unless_the_caller_states_them_13_5(tmp_path):
+    """§13.5: coordinates have no default unit — a reader needing one must find it declared;
+    the door refuses, naming the unit, and reads with the units the caller states."""
     path = tmp_path / "plain.mrec"
     frame = mr.Frame({}, {"atoms": mr.Block({c: np.array([1.0, 2.0]) for c in "xyz"})})
     mr.write_mrec_trajectory(path, [frame])
-    with pytest.warns(UserWarning, match="states no units"):
-        default = mda.Universe(str(path))
-    assert default.atoms.positions[1, 0] == 2.0                                # Å, documented default
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        nm = mda.Universe(str(path), assume_units={"length": "nm"}, to_guess=())
-    assert not [w for w in caught if "units" in str(w.message)]                # the caller chose: no warning
+    with pytest.raises(MolrecError, match="states no length unit.*assume_units"):
+        mda.Universe(str(path))
+    nm = mda.Universe(str(path), assume_units={"length": "nm"}, to_guess=())
     assert nm.atoms.positions[1, 0] == pytest.approx(20.0)
+    assert mda.Universe(str(path), assume_units={"length": "angstrom"}).atoms.positions[1, 0] == 2.0
 
 
 def test_frame_only_record_is_one_frame_without_cell(tmp_path):
@@ -295,3 +294,21 @@ def test_writer_refuses_steps_that_do_not_increase_and_wrong_sizes(tmp_path):
     with pytest.raises(ValueError, match="3341"):
         with MRECWriter(tmp_path / "n.mrec", 5) as w:
             w.write(u.atoms)
+
+
+def test_a_cell_the_tool_would_rotate_is_named_frame_and_types_10(tmp_path):
+    """MDAnalysis keeps lengths and angles only: a cell whose vectors are not a along x, b in
+    the xy plane (an fcc primitive cell, as ASE writes it) comes back rotated against the
+    positions — said in one warning, not silently."""
+    frame = mr.Frame({}, {"atoms": mr.Block({c: np.zeros(1) for c in "xyz"})},
+                     mr.Box(np.array([[0.0, 1.8, 1.8], [1.8, 0.0, 1.8], [1.8, 1.8, 0.0]]).T.copy()))
+    mr.write_mrec_frame(tmp_path / "fcc.mrec", mr.Frame({"units": mr.MetaValue("json", {"length": "angstrom"})},
+                                                        frame.blocks, frame.box))
+    with pytest.warns(UserWarning, match="rotated against the positions"):
+        mda.Universe(str(tmp_path / "fcc.mrec"), to_guess=())
+    upright = mr.Frame({"units": mr.MetaValue("json", {"length": "angstrom"})}, frame.blocks,
+                       mr.Box(np.diag([3.0, 4.0, 5.0])))
+    mr.write_mrec_frame(tmp_path / "box.mrec", upright)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        mda.Universe(str(tmp_path / "box.mrec"), to_guess=())

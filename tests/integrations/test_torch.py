@@ -180,3 +180,32 @@ def test_bench_torch_epochs_runs_small(tmp_path: Path) -> None:
     out = bench.torch_epochs(path, 16, 1, 1, 0)
     assert {"c.batch", "dataloader", "first", "dataset_in_process"} <= set(out) and out["records"] == 64
     assert "DataLoader(MrecDataset), num_workers=1" in bench.torch_report(out)
+
+
+@needs_torch
+def test_units_stated_or_converted_and_named_frame_and_types_13_5(tmp_path: Path) -> None:
+    """``ds.units`` names the unit of every key that has one; ``units=`` converts (through the
+    package's one table, checked here against constants written out); a key whose unit the
+    collection does not state is refused, naming it."""
+    import pickle
+    from molrec_raw.integrations.torch import MrecDataset
+    truth = write_set(tmp_path / "s.mrec.lmdb", [3, 2], [2, 1])
+    ds = MrecDataset(tmp_path / "s.mrec.lmdb")
+    assert ds.units == {"positions": "angstrom", "forces": "eV/angstrom", "energy": "eV", "cell": "angstrom"}
+    nm = MrecDataset(tmp_path / "s.mrec.lmdb", units={"length": "nm", "energy": "kJ/mol"})
+    assert nm.units == {"positions": "nm", "forces": "kJ/mol/nm", "energy": "kJ/mol", "cell": "nm"}
+    ev_in_kj_per_mol = 96.485332123310018
+    for j, (_, _, _, cols, pe, box) in enumerate(truth["items"]):
+        item = nm[j]
+        np.testing.assert_allclose(item["positions"].numpy()[:, 0], cols["x"] / 10, rtol=1e-15)
+        np.testing.assert_allclose(item["forces"].numpy()[:, 0], cols["fx"] * ev_in_kj_per_mol * 10, rtol=1e-12)
+        assert item["energy"].item() == pytest.approx(pe * ev_in_kj_per_mol, rel=1e-12)
+        if box is not None:
+            np.testing.assert_allclose(item["cell"].numpy(), box.vectors.T / 10, rtol=1e-15)
+    assert pickle.loads(pickle.dumps(nm)).units == nm.units
+    with mr.CollectionWriter(tmp_path / "l.mrec.lmdb", units={"length": "angstrom"}) as w:
+        w.add_record(system=mr.Frame({}, {"atoms": mr.Block({"element": SYMBOLS[:2]})}),
+                     frames=[mr.Frame({"pe": 1.0}, {"atoms": mr.Block({c: np.zeros(2) for c in "xyz"})})])
+    with pytest.raises(MolrecError, match="states no energy unit"):
+        MrecDataset(tmp_path / "l.mrec.lmdb")
+    assert MrecDataset(tmp_path / "l.mrec.lmdb", keys=["positions"]).units == {"positions": "angstrom"}

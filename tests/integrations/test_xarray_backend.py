@@ -135,3 +135,24 @@ def test_bad_groups_and_sources_are_refused(records):
         xr.open_dataset(mr.MrecReader, engine="mrec", group="trajectory/atoms")
     ds = xr.open_dataset(root / "m.mrec", engine="mrec", group="trajectory/atoms", drop_variables="pos")
     assert "pos" not in ds
+
+
+def test_frame_and_types_13_5_values_as_stored_with_units_as_attributes(tmp_path):
+    """Values are as stored; canonical columns and ``time`` name the record's units (derived
+    ones spelled from them), mass and charge the spec's defaults; an unstated unit is no
+    attribute, never a guess."""
+    from molrec_raw.integrations.conventions import start_trajectory
+    frame = mr.Frame({}, {"atoms": mr.Block({c: np.arange(3.0) for c in ("x", "y", "z", "fx", "fy", "fz")})})
+    system = mr.Frame({"units": mr.MetaValue("json", {"preset": "real"})},
+                      {"atoms": mr.Block({"mass": np.array([16.0, 1.0, 1.0])})})
+    with start_trajectory(tmp_path / "real.mrec", system, SequenceSchema.from_frame(frame)) as w:
+        w.append(frame, step=0, time=0.0)
+        w.append(frame, step=1, time=2.0)
+    with xr.open_dataset(tmp_path / "real.mrec", engine="mrec", group="trajectory/atoms") as ds:
+        assert ds["x"].attrs["units"] == "angstrom" and ds["fx"].attrs["units"] == "kcal/mol/angstrom"
+        assert ds["time"].attrs["units"] == "fs" and ds["x"].values[1, 2] == 2.0          # as stored
+    with xr.open_dataset(tmp_path / "real.mrec", engine="mrec", group="system/atoms") as ds:
+        assert ds["mass"].attrs["units"] == "dalton"
+    mr.write_mrec_trajectory(tmp_path / "plain.mrec", [frame])
+    with xr.open_dataset(tmp_path / "plain.mrec", engine="mrec", group="trajectory/atoms") as ds:
+        assert "units" not in ds["x"].attrs and "units" not in ds["fx"].attrs

@@ -1,0 +1,488 @@
+"""The unit matrix (frame-and-types §13.5): every writing door x every reading door.
+
+Each writer states its units in the record; each reader hands values over in its tool's units
+(ASE Å, eV, eV/Å; MDAnalysis Å, kJ/mol; mdtraj nm), as stored with the units beside them
+(xarray attributes, the torch dataset's ``units``), or converted to the units asked for (the
+torch dataset's ``units=``).  Positions, cells, energies and forces are compared with the
+values the writer was given, converted with constants written out here (not the package's
+table): exactly where the conversion is the identity, to float rounding otherwise.
+
+A combination a door cannot do is listed in ``CANNOT`` with the reason, and the test checks
+that the reader indeed hands nothing over there (never a silent gap either way).
+"""
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+import pytest
+
+import molrec_raw as mr
+from molrec_raw.errors import MolrecError
+
+QUANTITIES = ("positions", "cell", "energy", "forces")
+WRITERS = ("openmm", "ase", "mdanalysis", "mdtraj", "convert", "demo", "stated")
+READERS = ("ase", "mdanalysis", "mdtraj", "xarray", "torch", "torch-converted")
+
+#: (writer or "*", reader or "*", quantity) -> why the door cannot carry it.
+CANNOT: Dict[tuple, str] = {
+    ("*", "mdtraj", "energy"): "an mdtraj Trajectory holds no energies",
+    ("*", "mdtraj", "forces"): "an mdtraj Trajectory holds no forces",
+    ("*", "xarray", "cell"): "the xarray backend opens one block; the cell is no block",
+    ("*", "xarray", "energy"): "the xarray backend opens one block; per-step meta is no block",
+    ("mdtraj", "*", "energy"): "save_mrec writes what an mdtraj Trajectory holds: no energies",
+    ("mdtraj", "*", "forces"): "save_mrec writes what an mdtraj Trajectory holds: no forces",
+    ("convert", "*", "energy"): "convert goes through MDAnalysis from a TRR file, which holds no energies",
+    ("demo", "*", "forces"): "the demo run records no forces",
+}
+
+# Independent constants (CODATA 2018), not the package's table: Å per unit, kJ/mol per unit.
+LENGTH_IN_ANGSTROM = {"angstrom": 1.0, "nm": 10.0, "bohr": 0.529177210903}
+ENERGY_IN_KJ_PER_MOL = {"kJ/mol": 1.0, "kcal/mol": 4.184, "eV": 96.485332123310018,
+                        "hartree": 2625.4996394798254}
+
+
+def cannot(writer: str, reader: str, quantity: str) -> Optional[str]:
+    for w, r in ((writer, reader), ("*", reader), (writer, "*")):
+        if (w, r, quantity) in CANNOT:
+            return CANNOT[(w, r, quantity)]
+    return None
+
+
+def factor(quantity: str, source: Dict[str, str], target: Dict[str, str]) -> float:
+    """``quantity`` from ``source`` units ({"length", "energy"} or {"force"}) to ``target``."""
+    def size(units: Dict[str, str]) -> float:
+        if quantity in ("positions", "cell"):
+            return LENGTH_IN_ANGSTROM[units["length"]]
+        if quantity == "energy":
+            return ENERGY_IN_KJ_PER_MOL[units["energy"]]
+        if "force" in units:
+            energy, length = units["force"].rsplit("/", 1)
+        else:
+            energy, length = units["energy"], units["length"]
+        return ENERGY_IN_KJ_PER_MOL[energy] / LENGTH_IN_ANGSTROM[length]
+    return size(source) / size(target)
+
+
+@dataclass
+class Frames:
+    """What a door wrote or read: per frame, positions (n, 3), cell rows (3, 3) or None, energy
+    or None, forces (n, 3) or None; ``units`` the units they are in; ``single``: float32 values."""
+    units: Dict[str, str]
+    frames: List[Dict[str, Any]] = field(default_factory=list)
+    single: bool = False
+
+
+# -- writers ------------------------------------------------------------------------------------
+def _needs(module: str) -> None:
+    pytest.importorskip(module, reason=f"the {module} door needs {module}")
+
+
+def write_openmm(path: Path) -> Frames:
+    _needs("openmm")
+    import openmm as mm
+    import openmm.app as app
+    import openmm.unit as u
+    from molrec_raw.integrations.openmm import MrecReporter
+
+    top = app.Topology()
+    chain = top.addChain()
+    for _ in range(8):
+        top.addAtom("AR", app.Element.getBySymbol("Ar"), top.addResidue("AR", chain))
+    edge = 1.6
+    top.setPeriodicBoxVectors(np.eye(3) * edge * u.nanometer)
+    system = mm.System()
+    system.setDefaultPeriodicBoxVectors(*(mm.Vec3(*row) * edge for row in np.eye(3)))
+    nb = mm.NonbondedForce()
+    nb.setNonbondedMethod(mm.NonbondedForce.CutoffPeriodic)
+    nb.setCutoffDistance(0.7)
+    for _ in range(8):
+        system.addParticle(39.948)
+        nb.addParticle(0.0, 0.34, 0.99)
+    system.addForce(nb)
+    grid = np.array([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)], dtype=float) * 0.5 + 0.3
+    integrator = mm.LangevinMiddleIntegrator(120 * u.kelvin, 1 / u.picosecond, 0.002 * u.picoseconds)
+    integrator.setRandomNumberSeed(3)
+    sim = app.Simulation(top, system, integrator, mm.Platform.getPlatformByName("Reference"))
+    sim.context.setPositions(grid * u.nanometer)
+    sim.context.setVelocitiesToTemperature(120 * u.kelvin, 3)
+    seen = Frames({"length": "nm", "energy": "kJ/mol"})
+
+    class Capturing(MrecReporter):  # the state each report hands the reporter, as OpenMM gave it
+        def report(self, simulation: Any, state: Any) -> None:
+            seen.frames.append({
+                "positions": state.getPositions(asNumpy=True).value_in_unit(u.nanometer),
+                "cell": state.getPeriodicBoxVectors(asNumpy=True).value_in_unit(u.nanometer),
+                "energy": state.getPotentialEnergy().value_in_unit(u.kilojoule_per_mole),
+                "forces": state.getForces(asNumpy=True).value_in_unit(u.kilojoule_per_mole / u.nanometer)})
+            super().report(simulation, state)
+
+    with Capturing(str(path), 2, forces=True) as reporter:
+        sim.reporters.append(reporter)
+        sim.step(6)
+    return seen
+
+
+def write_ase(path: Path) -> Frames:
+    _needs("ase")
+    import ase
+    import ase.io
+    from ase.calculators.singlepoint import SinglePointCalculator
+
+    rng = np.random.default_rng(1)
+    cell = np.array([[5.0, 0.0, 0.0], [0.8, 6.0, 0.0], [0.3, 0.4, 7.0]])
+    images, seen = [], Frames({"length": "angstrom", "energy": "eV"})
+    for _ in range(3):
+        atoms = ase.Atoms("CuCuAuAu", positions=rng.uniform(0, 4, (4, 3)), cell=cell, pbc=True)
+        energy, forces = float(rng.normal()), rng.normal(size=(4, 3))
+        atoms.calc = SinglePointCalculator(atoms, energy=energy, forces=forces)
+        images.append(atoms)
+        seen.frames.append({"positions": atoms.positions.copy(), "cell": cell, "energy": energy, "forces": forces})
+    ase.io.write(str(path), images, format="mrec")
+    return seen
+
+
+def _mda_universe(n: int) -> Any:
+    import MDAnalysis as mda
+    u = mda.Universe.empty(n, n_residues=n, atom_resindex=np.arange(n), trajectory=True, forces=True)
+    u.add_TopologyAttr("names", [f"C{i}" for i in range(n)])
+    u.add_TopologyAttr("elements", ["C"] * n)
+    u.add_TopologyAttr("resnames", ["MOL"] * n)
+    u.add_TopologyAttr("resids", np.arange(1, n + 1))
+    return u
+
+
+def write_mdanalysis(path: Path) -> Frames:
+    _needs("MDAnalysis")
+    import MDAnalysis as mda
+    import molrec_raw.integrations.mdanalysis  # noqa: F401  (registers MREC)
+    from MDAnalysis.lib.mdamath import triclinic_vectors
+
+    rng = np.random.default_rng(2)
+    u = _mda_universe(5)
+    seen = Frames({"length": "angstrom", "energy": "kJ/mol"}, single=True)
+    with mda.Writer(str(path), n_atoms=5) as w:
+        for i in range(3):
+            u.atoms.positions = rng.uniform(0, 9, (5, 3))
+            u.atoms.forces = rng.normal(size=(5, 3))
+            u.dimensions = [10.0 + i, 11.0, 12.0, 80.0, 90.0, 100.0]
+            u.trajectory.ts.data["pe"] = float(rng.normal() * 100)
+            w.write(u.atoms)
+            seen.frames.append({"positions": u.atoms.positions.astype(float), "forces": u.atoms.forces.astype(float),
+                                "cell": triclinic_vectors(np.asarray(u.dimensions, float), dtype=np.float64),
+                                "energy": u.trajectory.ts.data["pe"]})
+    return seen
+
+
+def write_mdtraj(path: Path) -> Frames:
+    _needs("mdtraj")
+    import mdtraj as md
+    from mdtraj.utils import lengths_and_angles_to_box_vectors
+    from molrec_raw.integrations.mdtraj import save_mrec
+
+    top = md.Topology()
+    residue = top.add_residue("HOH", top.add_chain())
+    for name, element in (("O", md.element.oxygen), ("H1", md.element.hydrogen), ("H2", md.element.hydrogen)):
+        top.add_atom(name, element, residue)
+    xyz = np.random.default_rng(4).uniform(0, 1.5, (4, 3, 3)).astype(np.float32)
+    lengths, angles = np.array([[2.0, 2.5, 3.0]] * 4, np.float32), np.array([[80.0, 90.0, 100.0]] * 4, np.float32)
+    save_mrec(md.Trajectory(xyz, top, time=np.arange(4.0), unitcell_lengths=lengths, unitcell_angles=angles), path)
+    a, b, c = lengths_and_angles_to_box_vectors(*np.asarray(lengths, float).T, *np.asarray(angles, float).T)
+    cells = np.stack([a, b, c], axis=1)
+    return Frames({"length": "nm"}, [{"positions": xyz[i].astype(float), "cell": cells[i]} for i in range(4)],
+                  single=True)
+
+
+def write_convert(path: Path) -> Frames:
+    _needs("MDAnalysis")
+    import MDAnalysis as mda
+    from MDAnalysis.lib.mdamath import triclinic_vectors
+    from molrec_raw.integrations.convert import convert
+
+    rng = np.random.default_rng(5)
+    u = _mda_universe(4)
+    u.atoms.positions = rng.uniform(0, 9, (4, 3))
+    u.dimensions = [20.0, 20.0, 20.0, 90.0, 90.0, 90.0]
+    with warnings.catch_warnings():  # MDAnalysis names each PDB field this universe leaves at its default
+        warnings.simplefilter("ignore", UserWarning)
+        u.atoms.write(str(path.with_suffix(".pdb")))
+    with mda.Writer(str(path.with_suffix(".trr")), n_atoms=4) as w:
+        for i in range(3):
+            u.atoms.positions = rng.uniform(0, 9, (4, 3))
+            u.atoms.forces = rng.normal(size=(4, 3)) * 10
+            u.dimensions = [20.0 + i, 21.0, 22.0, 90.0, 90.0, 90.0]
+            u.trajectory.ts.data["step"] = 10 * i
+            w.write(u.atoms)
+    convert(path.with_suffix(".trr"), path, topology=str(path.with_suffix(".pdb")))
+    seen = Frames({"length": "angstrom", "energy": "kJ/mol"}, single=True)
+    for ts in mda.Universe(str(path.with_suffix(".pdb")), str(path.with_suffix(".trr"))).trajectory:
+        seen.frames.append({"positions": ts.positions.astype(float), "forces": ts.forces.astype(float),
+                            "cell": triclinic_vectors(np.asarray(ts.dimensions, float), dtype=np.float64)})
+    return seen
+
+
+def write_demo(path: Path) -> Frames:
+    from molrec_raw.demo import write_demo as demo
+
+    demo(path, frames=6, molecules=3)
+    seen = Frames({"length": "angstrom", "energy": "kcal/mol"})  # the demo's preset "real"
+    with mr.MrecReader(path) as r:
+        for frame in r:
+            atoms = frame.blocks["atoms"].columns
+            seen.frames.append({"positions": np.stack([atoms[c] for c in "xyz"], 1),
+                                "cell": np.asarray(frame.box.vectors).T, "energy": float(frame.meta["pe"])})
+    return seen
+
+
+def write_stated(path: Path) -> Frames:
+    """A record written with the core API whose ``system`` states its units itself."""
+    from molrec_raw.integrations.conventions import start_trajectory
+
+    rng = np.random.default_rng(6)
+    units = {"length": "bohr", "energy": "hartree", "time": "fs"}
+    system = mr.Frame({"units": mr.MetaValue("json", units)},
+                      {"atoms": mr.Block({"element": np.array(["O", "H", "H"], dtype=object)})})
+    seen = Frames(units)
+    frames = []
+    for _ in range(3):
+        cols = {c: rng.normal(size=3) * 3 for c in ("x", "y", "z", "fx", "fy", "fz")}
+        # rows a, b, c with a along x and b in the xy plane: the orientation MDAnalysis and mdtraj
+        # keep (they hold lengths and angles only, so any other orientation comes back rotated)
+        cell = np.diag([12.0, 13.0, 14.0]) + np.tril(rng.normal(size=(3, 3)), -1) * 0.5
+        energy = float(rng.normal()) - 76.0
+        frames.append(mr.Frame({"pe": energy}, {"atoms": mr.Block(cols)}, mr.Box(cell.T.copy())))
+        seen.frames.append({"positions": np.stack([cols[c] for c in "xyz"], 1), "cell": cell, "energy": energy,
+                            "forces": np.stack([cols[c] for c in ("fx", "fy", "fz")], 1)})
+    with start_trajectory(path, system, mr.SequenceSchema.from_frame(frames[0])) as w:
+        for frame in frames:
+            w.append(frame)
+    return seen
+
+
+WRITE: Dict[str, Callable[[Path], Frames]] = {
+    "openmm": write_openmm, "ase": write_ase, "mdanalysis": write_mdanalysis, "mdtraj": write_mdtraj,
+    "convert": write_convert, "demo": write_demo, "stated": write_stated}
+
+
+# -- readers -----------------------------------------------------------------------------------
+def read_ase(path: Path, tmp: Path) -> Frames:
+    _needs("ase")
+    import ase.io
+    import molrec_raw.integrations.ase  # noqa: F401
+
+    out = Frames({"length": "angstrom", "energy": "eV"})
+    for atoms in ase.io.read(str(path), index=":", format="mrec"):
+        results = {} if atoms.calc is None else atoms.calc.results
+        out.frames.append({"positions": atoms.positions, "cell": atoms.cell.array if atoms.cell.rank else None,
+                           "energy": results.get("energy"), "forces": results.get("forces")})
+    return out
+
+
+def read_mdanalysis(path: Path, tmp: Path) -> Frames:
+    _needs("MDAnalysis")
+    import MDAnalysis as mda
+    import molrec_raw.integrations.mdanalysis  # noqa: F401
+    from MDAnalysis.lib.mdamath import triclinic_vectors
+
+    out = Frames({"length": "angstrom", "energy": "kJ/mol"}, single=True)
+    for ts in mda.Universe(str(path), to_guess=()).trajectory:
+        out.frames.append({"positions": ts.positions.copy(), "energy": ts.data.get("pe"),
+                           "forces": ts.forces.copy() if ts.has_forces else None,
+                           "cell": None if ts.dimensions is None else triclinic_vectors(ts.dimensions)})
+    return out
+
+
+def read_mdtraj(path: Path, tmp: Path) -> Frames:
+    _needs("mdtraj")
+    from molrec_raw.integrations.mdtraj import load_mrec
+
+    traj = load_mrec(path)
+    cells = traj.unitcell_vectors
+    return Frames({"length": "nm"}, [{"positions": traj.xyz[i], "cell": None if cells is None else cells[i],
+                                      "energy": None, "forces": None} for i in range(traj.n_frames)], single=True)
+
+
+def read_xarray(path: Path, tmp: Path) -> Frames:
+    xr = pytest.importorskip("xarray", reason="the xarray door needs xarray")
+    from molrec_raw.integrations.xarray import MrecBackendEntrypoint
+
+    with xr.open_dataset(str(path), engine=MrecBackendEntrypoint, group="trajectory/atoms") as ds:
+        units = {"length": ds["x"].attrs["units"]}
+        assert ds["y"].attrs["units"] == ds["z"].attrs["units"] == units["length"]
+        forces = "fx" in ds
+        if forces:
+            units["force"] = ds["fx"].attrs["units"]
+        xyz = np.stack([ds[c].values for c in "xyz"], axis=-1)
+        fxyz = np.stack([ds[c].values for c in ("fx", "fy", "fz")], axis=-1) if forces else None
+    return Frames(units, [{"positions": xyz[i], "cell": None, "energy": None,
+                           "forces": None if fxyz is None else fxyz[i]} for i in range(len(xyz))])
+
+
+def _needs_torch() -> None:
+    pytest.importorskip("lmdb", reason="collections need the [lmdb] extra")
+    pytest.importorskip("torch", reason="the torch door needs torch (torch==2.13.0 under Python 3.11 here)")
+
+
+def _collection(path: Path, tmp: Path) -> Path:
+    from molrec_raw.integrations.frames_as_records import frames_as_records
+
+    target = tmp / f"{path.name}.lmdb"
+    if not target.exists():
+        frames_as_records(str(path), str(target))
+    return target
+
+
+def _torch_frames(ds: Any, energy_key: bool) -> List[Dict[str, Any]]:
+    frames = []
+    for j in range(len(ds)):
+        item = ds[j]
+        frames.append({"positions": item["positions"].numpy(),
+                       "cell": item["cell"].numpy() if bool(item["pbc"].any()) else None,
+                       "energy": float(item["energy"]) if "energy" in item else None,
+                       "forces": item["forces"].numpy() if "forces" in item else None})
+    return frames
+
+
+def read_torch(path: Path, tmp: Path) -> Frames:
+    """The collection's units as stored; ``ds.units`` says which."""
+    _needs_torch()
+    from molrec_raw.integrations.torch import MrecDataset
+
+    ds = MrecDataset(_collection(path, tmp))
+    try:
+        units = {"length": ds.units["positions"], **({"energy": ds.units["energy"]} if "energy" in ds.units else {}),
+                 **({"force": ds.units["forces"]} if "forces" in ds.units else {})}
+        assert ds.units["cell"] == units["length"]
+        return Frames(units, _torch_frames(ds, "energy" in ds.keys))
+    finally:
+        ds.close()
+
+
+def read_torch_converted(path: Path, tmp: Path) -> Frames:
+    """Converted to the units asked for (nm, kJ/mol), and ``ds.units`` says so."""
+    _needs_torch()
+    from molrec_raw.integrations.torch import MrecDataset
+
+    ds = MrecDataset(_collection(path, tmp), units={"length": "nm", "energy": "kJ/mol"})
+    try:
+        assert ds.units["positions"] == ds.units["cell"] == "nm"
+        assert ds.units.get("energy", "kJ/mol") == "kJ/mol" and ds.units.get("forces", "kJ/mol/nm") == "kJ/mol/nm"
+        return Frames({"length": "nm", "energy": "kJ/mol"}, _torch_frames(ds, "energy" in ds.keys))
+    finally:
+        ds.close()
+
+
+READ: Dict[str, Callable[[Path, Path], Frames]] = {
+    "ase": read_ase, "mdanalysis": read_mdanalysis, "mdtraj": read_mdtraj, "xarray": read_xarray,
+    "torch": read_torch, "torch-converted": read_torch_converted}
+
+
+# -- the matrix --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Any]:
+    made: Dict[str, Any] = {}
+    tmp = tmp_path_factory.mktemp("unit-matrix")
+
+    def get(writer: str) -> Any:
+        if writer not in made:
+            path = tmp / f"{writer}.mrec"
+            try:
+                made[writer] = (path, WRITE[writer](path), tmp)
+            except BaseException as exc:  # a skip (tool absent) or a failure: the same for every reader
+                made[writer] = exc
+        if isinstance(made[writer], BaseException):
+            raise made[writer]
+        return made[writer]
+    return get
+
+
+def _compare(got: Any, want: Any, f: float, single: bool, what: str) -> None:
+    want = np.asarray(want, dtype=np.float64) * f
+    got = np.asarray(got, dtype=np.float64)
+    assert got.shape == want.shape, what
+    if f == 1.0 and what.split()[0] != "cell":
+        expected = want.astype(np.float32).astype(np.float64) if single else want
+        np.testing.assert_array_equal(got, expected, err_msg=f"{what}: the identity conversion must be exact")
+    elif what.split()[0] == "cell" and single:
+        # cells through lengths and angles in float32 (MDAnalysis dimensions, mdtraj unit cells)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max(), err_msg=what)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-7 if single else 1e-12, atol=0, err_msg=what)
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("writer", WRITERS)
+def test_unit_matrix_values_in_the_readers_units_13_5(written: Any, writer: str, reader: str) -> None:
+    """frame-and-types#13.5: a record states its units; every reading door hands positions,
+    cells, energies and forces over in its tool's units (or as stored with the units named),
+    equal to what the writing door was given."""
+    path, truth, tmp = written(writer)
+    got = READ[reader](path, tmp)
+    assert len(got.frames) == len(truth.frames) > 0
+    single = got.single or truth.single and reader not in ("ase", "xarray", "torch", "torch-converted")
+    for k, (g, t) in enumerate(zip(got.frames, truth.frames)):
+        for quantity in QUANTITIES:
+            reason = cannot(writer, reader, quantity)
+            what = f"{quantity} of frame {k} ({writer} -> {reader})"
+            if reason is not None:
+                assert g.get(quantity) is None and (t.get(quantity) is None or reader in ("mdtraj", "xarray")), \
+                    f"{what}: listed as impossible ({reason}) but carried"
+                continue
+            assert g.get(quantity) is not None and t.get(quantity) is not None, f"{what}: missing, and not listed"
+            f = factor(quantity, truth.units, got.units)
+            _compare(g[quantity], t[quantity], f, single and quantity != "energy", what)  # energies stay f64
+
+
+def test_every_impossible_combination_names_a_reason() -> None:
+    """The list of what a door cannot carry is the whole list: each entry names writers,
+    readers and quantities that exist, with a reason."""
+    for (w, r, q), reason in CANNOT.items():
+        assert (w == "*" or w in WRITERS) and (r == "*" or r in READERS) and q in QUANTITIES and reason
+
+
+# -- the rows of the newcomer's table this matrix proves, and the refusals ------------------------
+def test_a_unit_stated_nowhere_is_refused_naming_it_13_5(tmp_path: Path) -> None:
+    """No door hands over numbers whose unit the record does not state: each refuses, naming
+    the unit (frame-and-types §13.5: coordinates have no default unit)."""
+    frame = mr.Frame({}, {"atoms": mr.Block({"x": np.ones(2), "y": np.zeros(2), "z": np.zeros(2),
+                                             "element": np.array(["H", "H"], dtype=object)})})
+    path = tmp_path / "plain.mrec"
+    mr.write_mrec_frame(path, frame)
+    refusals = 0
+    if importlib.util.find_spec("ase"):
+        import ase.io
+        import molrec_raw.integrations.ase  # noqa: F401
+        with pytest.raises(MolrecError, match="states no length unit"):
+            ase.io.read(str(path), format="mrec")
+        assert ase.io.read(str(path), format="mrec", assume_units={"length": "nm"}).positions[0, 0] == \
+            pytest.approx(10.0)
+        refusals += 1
+    if importlib.util.find_spec("mdtraj"):
+        from molrec_raw.integrations.mdtraj import load_mrec
+        with pytest.raises(MolrecError, match="states no length unit"):
+            load_mrec(path)
+        refusals += 1
+    if importlib.util.find_spec("MDAnalysis"):
+        import MDAnalysis as mda
+        import molrec_raw.integrations.mdanalysis  # noqa: F401
+        with pytest.raises(MolrecError, match="states no length unit"):
+            mda.Universe(str(path))
+        refusals += 1
+    if refusals == 0:
+        pytest.skip("no reading door with a tool installed")
+
+
+def test_an_unknown_unit_is_refused_naming_it_13_5(tmp_path: Path) -> None:
+    _needs("ase")
+    import ase.io
+    import molrec_raw.integrations.ase  # noqa: F401
+    frame = mr.Frame({"units": mr.MetaValue("json", {"length": "furlong"})},
+                     {"atoms": mr.Block({"x": np.ones(1), "y": np.zeros(1), "z": np.zeros(1),
+                                         "element": np.array(["H"], dtype=object)})})
+    mr.write_mrec_frame(tmp_path / "f.mrec", frame)
+    with pytest.raises(MolrecError, match="furlong"):
+        ase.io.read(str(tmp_path / "f.mrec"), format="mrec")
