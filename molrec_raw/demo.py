@@ -151,7 +151,7 @@ def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: 
                 metrics.log("thermo/pressure", 1.0 + 30.0 * rng.normal(), step=step)
 
     rec = read_mrec(target)
-    assert rec.trajectory is not None
+    assert isinstance(rec.trajectory, MrecReader)  # read_mrec's view of the section
     rec.observables = {"msd_oxygen": Observable(_oxygen_msd(rec.trajectory, oxygen), {
         "kind": "time_series", "description": "mean-square displacement of the oxygens from frame 0",
         "time_dependent": True, "unit": "angstrom^2"})}
