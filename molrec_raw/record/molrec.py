@@ -164,11 +164,10 @@ def _section_damage(group: Group, exc: MolrecError) -> List[Violation]:
     return damaged or [Violation(exc.rule or type(exc).__name__, exc.node or f"/{group.path}", exc.message)]
 
 
+# Fields whose wrong kind nothing further down names (the documents, the force field and the
+# observables are refused by their own checks, naming their rule or type).
 _TYPES: Tuple[Tuple[str, type, str], ...] = (
-    ("meta", dict, "a dict"), ("status", dict, "a dict or None"), ("method", dict, "a dict or None"),
-    ("frame", Frame, "a Frame or None"), ("system", Frame, "a Frame or None"),
-    ("forcefield", ForceFieldSection, "a ForceFieldSection or None"),
-    ("observables", dict, "a dict of name -> Observable, or None"), ("raw_sections", dict, "a dict"),
+    ("frame", Frame, "a Frame or None"), ("system", Frame, "a Frame or None"), ("raw_sections", dict, "a dict"),
     ("metrics", dict, "None, or the view read_mrec made"),
 )
 
@@ -180,9 +179,6 @@ def _check_fields(rec: MolRec) -> None:
         value = getattr(rec, name)
         if value is not None and not isinstance(value, kind):
             raise InvalidValueError(f"MolRec.{name} must be {what}, not {type(value).__name__}")
-    for key, value in (rec.observables or {}).items():
-        if not isinstance(value, Observable):
-            raise InvalidValueError(f"MolRec.observables[{key!r}] must be an Observable, not {type(value).__name__}")
     for key, value in rec.raw_sections.items():
         if not isinstance(value, (RawSection, Mapping)):
             raise InvalidValueError(f"MolRec.raw_sections[{key!r}] must be a RawSection or a mapping of key -> bytes, "
