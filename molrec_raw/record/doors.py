@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union, overload
 from urllib.parse import urlsplit
 
-from molrec_raw.errors import (NodeNotFoundError, NotARecordError, ReadOnlyError, RecordExistsError, SpecViolationError,
-                               StoreError, UnsupportedFeatureError)
+from molrec_raw.errors import (InvalidValueError, NodeNotFoundError, NotARecordError, ReadOnlyError, RecordExistsError,
+                               SpecViolationError, StoreError, UnsupportedFeatureError)
 from molrec_raw.record import documents
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, write_frame_group
@@ -65,6 +65,11 @@ def check_record_path(path: PathLike) -> Path:
     """The local path of a record to write (or read): not named ``*.zarr`` / ``*.zarr.zip``
     — that names a generic Zarr store, and tools discover records by the ``*.mrec`` suffix
     (root-layout invariant 1) — and not a URL: records named by URL are read-only."""
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        raise InvalidValueError(f"a {type(path).__name__} is not a path: a record in memory is written into a "
+                                "bytearray by the whole-record doors (write_mrec, write_mrec_frame, write_mrec_system, "
+                                "write_mrec_forcefield, write_mrec_trajectory) and read from bytes by the reading "
+                                "doors and MrecReader; this door takes a path")
     if is_url(path):
         raise ReadOnlyError(f"{redact(str(path))}: a record named by URL is read-only; writers take a local path "
                             "(write the record locally, pack it, then upload the *.mrec.zip)")

@@ -8,6 +8,7 @@ values and written back byte for byte (root-layout rule 5: preserve the unknown)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, overload
 
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
@@ -210,7 +211,7 @@ def _trajectory_to_write(rec: MolRec) -> Union[None, FrameSequence, RawSection]:
 
 @overload
 def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True, fileops: Optional[FileOps] = None,
-               overwrite: bool = False) -> None: ...
+               overwrite: bool = False) -> Path: ...
 
 
 @overload
@@ -219,12 +220,13 @@ def write_mrec(path: bytearray, rec: MolRec, *, durable: bool = True, fileops: O
 
 
 def write_mrec(path: RecordTarget, rec: MolRec, *, durable: bool = True, fileops: Optional[FileOps] = None,
-               overwrite: bool = False) -> Optional[bytearray]:
+               overwrite: bool = False) -> Union[Path, bytearray]:
     """Write ``rec`` as a record at ``path``; an existing record there is replaced (safely:
     built beside, swapped in) only with ``overwrite=True`` — ``rec`` may have been read from
     it (its carried sections are read before the swap).  A ``*.mrec.zip`` path is written as
-    a packed record; a ``bytearray`` receives the packed record (and is returned).  Every
-    field of ``rec`` is written or the call refused before anything is written."""
+    a packed record; a ``bytearray`` receives the packed record.  Returns where the record
+    went (the path, or the ``bytearray``).  Every field of ``rec`` is written or the call
+    refused before anything is written."""
     if not isinstance(rec, MolRec):
         raise TypeError(f"write_mrec needs a MolRec, got {type(rec).__name__}")
     _check_fields(rec)
@@ -261,10 +263,7 @@ def write_mrec(path: RecordTarget, rec: MolRec, *, durable: bool = True, fileops
         if isinstance(trajectory, FrameSequence):  # last: its writer reads the sections it refers to
             write_frame_sequence(root, trajectory)
 
-    if isinstance(path, bytearray):
-        return replace_record(path, build, durable, fileops, overwrite=overwrite)
-    replace_record(path, build, durable, fileops, overwrite=overwrite)
-    return None
+    return replace_record(path, build, durable, fileops, overwrite=overwrite)
 
 
 def validate(path: RecordInput, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
