@@ -416,3 +416,26 @@ def test_documents_9_1_a_refused_write_to_a_zip_target_leaves_nothing(tmp_path):
     with pytest.raises(MolrecError):
         mr.write_mrec_trajectory(path, [atoms_frame(0), atoms_frame(1, n=4)], steps=[1, 1])
     assert listing(tmp_path) == []
+
+
+def test_trajectory_15_streaming_writer_failing_before_a_commit_leaves_the_target_as_it_was(tmp_path):
+    path = tmp_path / "early.mrec.zip"
+    with pytest.raises(RuntimeError):
+        with MrecWriter(path, SequenceSchema.from_frames([atoms_frame(0)])):
+            raise RuntimeError("the tool failed before its first frame")
+    assert listing(tmp_path) == []
+    mr.write_mrec_system(path, system_section())
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError):
+        with MrecWriter(path, SequenceSchema.from_frames([atoms_frame(0)])) as writer:
+            writer.append(atoms_frame(0))  # buffered, never committed
+            raise RuntimeError("again")
+    assert path.read_bytes() == before and listing(tmp_path) == ["early.mrec.zip"]
+
+
+def test_trajectory_15_the_demo_says_it_writes_a_directory(tmp_path):
+    from molrec_raw.demo import write_demo
+
+    with pytest.raises(InvalidValueError, match="pack it afterwards"):
+        write_demo(tmp_path / "demo.mrec.zip", frames=2, molecules=1)
+    assert listing(tmp_path) == []

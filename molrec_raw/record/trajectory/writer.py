@@ -24,8 +24,9 @@ exception (record/live.py) — what a reader following the run stops on.
 
 A ``*.mrec.zip`` target is built in a hidden directory beside it (the packed record already
 there extracted into it) and packed over it by ``close()``, or when a ``with`` block exits by
-an exception (the committed frames, as a directory keeps them); a crash, ``abort()`` or a
-poisoned writer leave the target as it was and the directory (doors.PackedBuild).
+an exception after a commit (the committed frames, as a directory keeps them; before any
+commit the build is dropped); a crash, ``abort()`` or a poisoned writer leave the target as
+it was and the directory (doors.PackedBuild).
 """
 from __future__ import annotations
 
@@ -750,10 +751,13 @@ class MrecWriter:
                 except (MolrecError, OSError):
                     pass
             if self._packed is not None and self._guard.poisoned is None and not self._closed:
-                try:  # the committed frames, packed as a directory target keeps them
-                    self._packed.pack()
-                except (MolrecError, OSError):  # the build directory stays: nothing is lost
-                    pass
+                if self._nstep == 0:  # nothing committed: the target stays as it was
+                    self._packed.discard()
+                else:
+                    try:  # the committed frames, packed as a directory target keeps them
+                        self._packed.pack()
+                    except (MolrecError, OSError):  # the build directory stays: nothing is lost
+                        pass
         finally:
             self._release()
 
