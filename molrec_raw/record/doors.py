@@ -4,10 +4,11 @@ A record is a ``*.mrec`` directory whose root is a Zarr V3 group; readers also o
 ``*.mrec.zip``, and a packed record held in memory (``bytes``, ``bytearray``,
 ``memoryview``).  Writers build the record beside the target and swap it in, so an
 existing record is never half-replaced, and they never delete anything that is not a
-record or an empty directory.  A ``*.mrec.zip`` target is written as a packed record (built
-in a hidden directory beside it, packed by the one packer, renamed into place), and a
-``bytearray`` target receives the bytes of a packed record.  Write order: root ``zarr.json``, ``meta/`` (caller's
-document with ``molrec_version`` stamped), then the sections (root-layout invariant 6).
+record or an empty directory.  A ``*.mrec.zip`` target is written as a packed record
+(built in a hidden directory beside it, packed by the one packer, renamed into place), and
+a ``bytearray`` target receives the bytes of a packed record.  Write order: root
+``zarr.json``, ``meta/`` (caller's document with ``molrec_version`` stamped), then the
+sections (root-layout invariant 6).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ __all__ = [
     "read_mrec_system", "read_mrec_forcefield", "read_mrec_meta", "section_names",
     "check_record_path", "open_record", "opened_record", "record_source", "RecordSource", "RecordInput", "claim_target",
     "local_record_problem", "not_a_record", "require_record_directory",
-    "interrupted_swap", "swap_leftover", "settle_swap", "is_buffer", "packed_build", "PackedBuild",
+    "interrupted_swap", "swap_leftover", "settle_swap", "packed_build", "PackedBuild",
     "RecordTarget", "claim_packed_target",
 ]
 
@@ -117,11 +118,6 @@ _RECORD_IS = "a record is a *.mrec directory holding a root zarr.json, or a *.mr
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x06\x06")  # local header; empty archive; ZIP64 end
 
 
-def is_buffer(thing: object) -> bool:
-    """Whether ``thing`` is a record in memory (``bytes``, ``bytearray``, ``memoryview``)."""
-    return isinstance(thing, (bytes, bytearray, memoryview))
-
-
 def _buffer_store(data: Buffer) -> Store:
     """A read-only zip store over a packed record in memory, or the one answer to bytes that
     are not one (:func:`not_a_record`)."""
@@ -155,7 +151,7 @@ def local_record_problem(path: Path) -> Optional[str]:
     return None
 
 
-def not_a_record(path: Union[PathLike, str], why: str) -> NotARecordError:
+def not_a_record(path: PathLike, why: str) -> NotARecordError:
     """The one answer to a path that is not a record, whichever door or subcommand meets it:
     ``<path>: no such file or directory``, or ``<path>: not a MolRec record (<why>); a record
     is ...``."""

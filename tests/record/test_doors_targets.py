@@ -167,6 +167,20 @@ def test_root_layout_5_every_molrec_field_round_trips(tmp_path, target):
     back.trajectory.close()
 
 
+def test_root_layout_5_metrics_travel_with_the_section_they_view(tmp_path):
+    path = mr.write_mrec_system(tmp_path / "m.mrec", system_section())
+    with mr.MetricsWriter(path) as metrics:
+        for step in range(3):
+            metrics.log("loss", 1.0 / (step + 1), step=step)
+    rec = mr.read_mrec(path)
+    assert rec.metrics is not None and "metrics" in rec.raw_sections
+    mr.write_mrec(tmp_path / "copy.mrec.zip", rec)
+    assert list(mr.read_metrics(tmp_path / "copy.mrec.zip")["loss"].values) == [1.0, 0.5, 1.0 / 3]
+    del rec.raw_sections["metrics"]  # the view without its section: refused, not dropped
+    with pytest.raises(InvalidValueError, match="read-only view"):
+        mr.write_mrec(tmp_path / "view.mrec", rec)
+
+
 # -- *.mrec.zip targets: every writing door ---------------------------------------------------------
 def _frame_door(path):
     return mr.write_mrec_frame(path, atoms_frame(1), system=system_section())
