@@ -422,12 +422,27 @@ def _build_and_pack(target: Path, build: Callable[[Group], object], ops: FileOps
     return target
 
 
+class _Scratch(FileOps):
+    """The file operations of a private build that is read back and removed: nothing in it
+    needs to survive a power cut, so nothing is synced (an in-memory record costs no fsync)."""
+
+    def fsync(self, fd: int) -> None:
+        pass
+
+    def fsync_file(self, path: str) -> None:
+        pass
+
+    def fsync_dir(self, path: str) -> None:
+        pass
+
+
 def _build_into_buffer(sink: bytearray, build: Callable[[Group], object]) -> bytearray:
     """The ``bytearray`` body of :func:`replace_record`: build and pack in a private
-    temporary directory, then put the packed bytes into ``sink`` (only when all went well)."""
+    temporary directory (never synced), then put the packed bytes into ``sink`` (only when
+    all went well)."""
     with tempfile.TemporaryDirectory(prefix="molrec-raw-") as private:
         directory, archive = Path(private) / "record.mrec", Path(private) / "record.mrec.zip"
-        ops = FileOps()
+        ops = _Scratch()
         root = open_group(DirectoryStore(directory, fileops=ops), mode="w")
         build(root)
         root.store.close()
