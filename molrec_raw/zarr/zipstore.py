@@ -155,40 +155,32 @@ Buffer = Union[bytes, bytearray, memoryview]  # an archive held in memory
 class BytesSource:
     """An archive in memory as a range source.  ``bytes`` are read in place; a ``bytearray``
     or ``memoryview`` is copied once, so a caller changing its buffer afterwards changes
-    nothing read through the store."""
+    nothing read through the store.  ``close`` lets go of the bytes (the store refuses reads
+    once closed)."""
 
     immutable = True
     concurrency = 1
 
     def __init__(self, data: Buffer) -> None:
-        if isinstance(data, bytes):
-            self._data: Optional[bytes] = data
-        elif isinstance(data, (bytearray, memoryview)):
-            self._data = memoryview(data).tobytes()  # any layout: the bytes in C order
-        else:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"an archive in memory is bytes, bytearray or memoryview, not {type(data).__name__}")
+        self._data = data if isinstance(data, bytes) else memoryview(data).tobytes()  # any layout, C order
         self._name = f"<packed record in memory, {len(self._data)} bytes>"
 
     def describe(self) -> str:
         return self._name
 
-    def _bytes(self) -> bytes:
-        if self._data is None:
-            raise StoreError("zip store is closed", store=self._name)
-        return self._data
-
     def tail(self, length: int) -> Tuple[int, bytes]:
-        data = self._bytes()
-        return len(data), data[max(0, len(data) - length):]
+        return len(self._data), self._data[max(0, len(self._data) - length):]
 
     def read(self, offset: int, length: int) -> bytes:
-        return self._bytes()[offset:offset + length]
+        return self._data[offset:offset + length]
 
     def read_many(self, ranges: Sequence[Tuple[int, int]]) -> List[bytes]:
-        return [self.read(offset, length) for offset, length in ranges]
+        return [self._data[offset:offset + length] for offset, length in ranges]
 
     def close(self) -> None:
-        self._data = None
+        self._data = b""
 
 
 class _Entry:
