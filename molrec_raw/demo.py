@@ -33,6 +33,7 @@ from molrec_raw.record.metrics import MetricsWriter
 from molrec_raw.record.model import Block, Box, Frame
 from molrec_raw.record.molrec import MolRec, read_mrec, write_mrec
 from molrec_raw.record.observables import Observable
+from molrec_raw.record.packer import is_packed_name
 from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 from molrec_raw.zarr.store import PathLike
 
@@ -104,6 +105,9 @@ def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: 
     """Write the demo record at ``path`` (a ``*.mrec`` directory); an existing record there is
     replaced only with ``overwrite=True`` (``molrec-raw demo --force``), anything else never."""
     target = Path(path)
+    if is_packed_name(target):  # its run logs metrics, which only a directory takes
+        raise InvalidValueError(f"{target}: the demo writes a *.mrec directory (it logs metrics as it runs); "
+                                "pack it afterwards (molrec-raw pack)")
     if target.exists() and not overwrite:
         raise RecordExistsError(f"{target} exists; the demo writes a new record (--force replaces a record "
                                 "there)", store=str(target), rule="safety#overwrite")
@@ -151,7 +155,7 @@ def write_demo(path: PathLike, *, frames: int = 300, molecules: int = 32, seed: 
                 metrics.log("thermo/pressure", 1.0 + 30.0 * rng.normal(), step=step)
 
     rec = read_mrec(target)
-    assert rec.trajectory is not None
+    assert isinstance(rec.trajectory, MrecReader)  # read_mrec's view of the section
     rec.observables = {"msd_oxygen": Observable(_oxygen_msd(rec.trajectory, oxygen), {
         "kind": "time_series", "description": "mean-square displacement of the oxygens from frame 0",
         "time_dependent": True, "unit": "angstrom^2"})}

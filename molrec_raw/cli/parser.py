@@ -178,8 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "  molrec-raw convert run.mrec frames.mrec.lmdb --frames-as-records", "molrec_raw.cli.convert:run_convert")
     p.add_argument("source", help="input trajectory (XTC, TRR, DCD, NetCDF, GRO, PDB, XYZ, H5MD, *.mrec, ...), "
                    "extended XYZ or an ASE database (*.db) for a collection, or a collection (*.mrec.lmdb)")
-    p.add_argument("target", help="output: *.mrec, or any format MDAnalysis writes (by extension); a collection "
-                   "*.mrec.lmdb; extended XYZ (*.xyz, *.extxyz) from a collection")
+    p.add_argument("target", help="output: *.mrec (*.mrec.zip: a packed record), or any format MDAnalysis writes "
+                   "(by extension); a collection *.mrec.lmdb; extended XYZ (*.xyz, *.extxyz) from a collection")
     p.add_argument("--topology", default=None, help="topology file for inputs that carry none (PSF, PDB, GRO, ...)")
     p.add_argument("--precision", type=float, default=None, help="record output: round positions to this (default lossless)")
     p.add_argument("--stride", type=int, default=1, help="every N-th frame (default 1)")

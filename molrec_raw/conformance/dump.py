@@ -157,7 +157,7 @@ def dump_record(path: RecordSource) -> Dict[str, Any]:
                                   for n, o in rec.observables.items()}
         if rec.metrics is not None:
             doc["metrics"] = _metrics(rec.metrics)
-        if rec.trajectory is not None:
+        if isinstance(rec.trajectory, MrecReader):  # read_mrec's view of the section
             doc["trajectory"] = _trajectory(rec.trajectory)
         unknown = {name: _unknown_section(root, name) for name, value in sorted(rec.raw_sections.items())
                    if name not in _INTERPRETED and isinstance(value, RawSection)}
@@ -165,7 +165,7 @@ def dump_record(path: RecordSource) -> Dict[str, Any]:
             doc["unknown"] = unknown
         return doc
     finally:
-        if rec.trajectory is not None:
+        if isinstance(rec.trajectory, MrecReader):
             rec.trajectory.close()
         if not isinstance(path, Store):
             store.close()

@@ -6,7 +6,8 @@ topology parser under the format ``MREC``.
 ``mda.Writer("out.mrec", n_atoms)`` writes one.  Detection (``_format_hint``): a ``*.mrec``
 directory (a trailing slash too) or a ``*.mrec.zip`` file — MDAnalysis's extension guess
 would call ``x.mrec.zip`` "ZIP" and ``x.mrec/`` nothing.  Writers are chosen by extension
-only (MDAnalysis has no writer hints): ``out.mrec``, or ``format="MREC"``.
+only (MDAnalysis has no writer hints): ``out.mrec``, or ``format="MREC"``; ``out.mrec.zip``
+(a packed record) through the writer registered under ``ZIP``.
 
 Conventions (``integrations.conventions``): the record's cell holds lattice vectors as
 columns, MDAnalysis wants ``dimensions`` (lengths and angles), converted by MDAnalysis's own
@@ -40,7 +41,7 @@ from MDAnalysis.lib.mdamath import triclinic_box, triclinic_vectors  # noqa: E40
 from MDAnalysis.lib.util import store_init_arguments  # noqa: E402
 from MDAnalysis.topology.base import TopologyReaderBase  # noqa: E402
 
-__all__ = ["FORMAT", "is_record_path", "MRECReader", "MRECWriter", "MRECParser"]
+__all__ = ["FORMAT", "is_record_path", "MRECReader", "MRECWriter", "MRECZipWriter", "MRECParser"]
 
 FORMAT = "MREC"
 #: ``ts.data`` keys MDAnalysis itself manages; never written as per-step meta.
@@ -403,6 +404,21 @@ class MRECWriter(WriterBase):
             sink = self._sink = TrajectorySink(self.filename, self.n_atoms, MDANALYSIS_UNITS,
                                                precision=self.precision)  # no frame: the atom count only
         sink.close()
+
+
+class MRECZipWriter(MRECWriter):
+    """``mda.Writer("out.mrec.zip", n_atoms)``: MDAnalysis names a writer by the last
+    extension (``ZIP``), so the packed-record writer is registered under it; the record is
+    built beside and packed at close (``MrecWriter``).  A ``*.zip`` not named ``*.mrec.zip``
+    is refused (root-layout#1)."""
+
+    format = "ZIP"
+
+    def __init__(self, filename: Any, n_atoms: int, **kwargs: Any) -> None:
+        if not is_record_path(filename):
+            raise InvalidValueError(f"{os.fspath(filename)!r}: MDAnalysis writes a zip here only as a packed MolRec "
+                                    "record, named *.mrec.zip (root-layout#1)")
+        super().__init__(filename, n_atoms, **kwargs)
 
 
 def _per_step_key(key: str, value: Any) -> bool:

@@ -1,41 +1,52 @@
 """Whole-record doors (names as in the reference implementation, molrs 0.16).
 
 A record is a ``*.mrec`` directory whose root is a Zarr V3 group; readers also open a
-``*.mrec.zip``.  Writers build the record beside the target and swap it in, so an
+``*.mrec.zip``, and a packed record held in memory (``bytes``, ``bytearray``,
+``memoryview``).  Writers build the record beside the target and swap it in, so an
 existing record is never half-replaced, and they never delete anything that is not a
-record or an empty directory.  Write order: root ``zarr.json``, ``meta/`` (caller's
-document with ``molrec_version`` stamped), then the sections (root-layout invariant 6).
+record or an empty directory.  A ``*.mrec.zip`` target is written as a packed record
+(built in a hidden directory beside it, packed by the one packer, renamed into place), and
+a ``bytearray`` target receives the bytes of a packed record.  Write order: root
+``zarr.json``, ``meta/`` (caller's document with ``molrec_version`` stamped), then the
+sections (root-layout invariant 6).
 """
 from __future__ import annotations
 
 import errno
 import os
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union, overload
 from urllib.parse import urlsplit
 
-from molrec_raw.errors import (NodeNotFoundError, NotARecordError, ReadOnlyError, RecordExistsError, SpecViolationError,
-                               StoreError, UnsupportedFeatureError)
+from molrec_raw.errors import (InvalidValueError, NodeNotFoundError, NotARecordError, ReadOnlyError, RecordExistsError,
+                               SpecViolationError, StoreError, UnsupportedFeatureError)
 from molrec_raw.record import documents
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, write_frame_group
 from molrec_raw.record.model import Frame
+from molrec_raw.record.packer import is_packed_name, pack_directory
 from molrec_raw.record.violations import refuse
-from molrec_raw.zarr import DirectoryStore, Group, Store, open_group
+from molrec_raw.zarr import DirectoryStore, Group, Store, ZipStore, open_group
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 from molrec_raw.zarr.remote import is_url, redact, url_name
 from molrec_raw.zarr.store import PathLike, StoreLike
+from molrec_raw.zarr.zipstore import Buffer, BytesSource
 
-# What a reading door takes: a local path, a URL (read-only) or an open Store.
+# What a reading door takes: a local path, a URL (read-only) or an open Store; the whole-
+# record doors and MrecReader also take the bytes of a packed record (bytes, bytearray,
+# memoryview).
 RecordSource = Union[PathLike, Store]
+RecordInput = Union[PathLike, Store, Buffer]
 
 __all__ = [
     "write_mrec_frame", "write_mrec_system", "write_mrec_forcefield", "read_mrec_frame",
     "read_mrec_system", "read_mrec_forcefield", "read_mrec_meta", "section_names",
-    "check_record_path", "open_record", "opened_record", "record_source", "RecordSource", "claim_target",
+    "check_record_path", "open_record", "opened_record", "record_source", "RecordSource", "RecordInput", "claim_target",
     "local_record_problem", "not_a_record", "require_record_directory",
-    "interrupted_swap", "swap_leftover", "settle_swap",
+    "interrupted_swap", "swap_leftover", "settle_swap", "packed_build", "PackedBuild",
+    "RecordTarget", "claim_packed_target",
 ]
 
 _FRAME_SECTIONS = ("frame", "system")
@@ -55,6 +66,11 @@ def check_record_path(path: PathLike) -> Path:
     """The local path of a record to write (or read): not named ``*.zarr`` / ``*.zarr.zip``
     — that names a generic Zarr store, and tools discover records by the ``*.mrec`` suffix
     (root-layout invariant 1) — and not a URL: records named by URL are read-only."""
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        raise InvalidValueError(f"a {type(path).__name__} is not a path: a record in memory is written into a "
+                                "bytearray by the whole-record doors (write_mrec, write_mrec_frame, write_mrec_system, "
+                                "write_mrec_forcefield, write_mrec_trajectory) and read from bytes by the reading "
+                                "doors and MrecReader; this door takes a path")
     if is_url(path):
         raise ReadOnlyError(f"{redact(str(path))}: a record named by URL is read-only; writers take a local path "
                             "(write the record locally, pack it, then upload the *.mrec.zip)")
@@ -63,16 +79,20 @@ def check_record_path(path: PathLike) -> Path:
     return p
 
 
-def record_source(source: RecordSource) -> StoreLike:
+def record_source(source: RecordInput) -> StoreLike:
     """What a reading door opens: an open ``Store`` as given; a URL (``http(s)://``,
     ``s3://``, ``gs://``, ... — see ``molrec_raw.zarr.remote``) with its name checked like a
     path; else a local path (:func:`check_record_path`).  A directory record over plain HTTP
     is refused: HTTP has no listing, and a record's sections are found by listing.  A local
     path that does not exist is refused as such ("no such file or directory") — unless a
     crash interrupted a two-rename swap there: then the record it left (:func:`swap_leftover`)
-    is read, without renaming anything."""
+    is read, without renaming anything.  Bytes (``bytes``, ``bytearray``, ``memoryview``)
+    are a packed record in memory: a read-only zip store over them, through the same checks
+    as a ``*.mrec.zip`` file (a ``bytearray`` or ``memoryview`` is copied once)."""
     if isinstance(source, Store):
         return source
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return _buffer_store(source)
     if is_url(source):
         url = str(source)
         name = url_name(url)
@@ -96,6 +116,17 @@ def record_source(source: RecordSource) -> StoreLike:
 
 _RECORD_IS = "a record is a *.mrec directory holding a root zarr.json, or a *.mrec.zip archive"
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x06\x06")  # local header; empty archive; ZIP64 end
+
+
+def _buffer_store(data: Buffer) -> Store:
+    """A read-only zip store over a packed record in memory, or the one answer to bytes that
+    are not one (:func:`not_a_record`)."""
+    source = BytesSource(data)
+    head = source.read(0, 4)
+    problem = "empty bytes" if not head else (None if head in _ZIP_MAGIC else "bytes that are not a zip archive")
+    if problem is not None:
+        raise not_a_record(source.describe(), problem)
+    return ZipStore(source)
 
 
 def local_record_problem(path: Path) -> Optional[str]:
@@ -140,7 +171,7 @@ def require_record_directory(path: Path, what: str) -> None:
                          "(unpack it first)", store=str(path))
 
 
-def open_record(path: RecordSource) -> Group:
+def open_record(path: RecordInput) -> Group:
     """Open a record's root group read-only (directory, zip, URL or store) and check its version."""
     root = open_group(record_source(path), mode="r")
     refuse(documents.check_meta(_meta_attrs(root)))
@@ -148,7 +179,7 @@ def open_record(path: RecordSource) -> Group:
 
 
 @contextmanager
-def opened_record(path: RecordSource) -> Iterator[Group]:
+def opened_record(path: RecordInput) -> Iterator[Group]:
     """:func:`open_record` for one read: the store is closed afterwards unless the caller
     passed it in."""
     root = open_record(path)
@@ -177,19 +208,19 @@ def _rows_of(root: Group) -> RowsOf:
     return rows
 
 
-def section_names(path: RecordSource) -> List[str]:
+def section_names(path: RecordInput) -> List[str]:
     """The record's root sections (every child group, known or not), sorted."""
     with opened_record(path) as root:
         return [name for name, node in root.members() if isinstance(node, Group)]
 
 
-def read_mrec_meta(path: RecordSource) -> Dict[str, Any]:
+def read_mrec_meta(path: RecordInput) -> Dict[str, Any]:
     """The ``meta`` document exactly as stored (not re-stamped; README decision 1)."""
     with opened_record(path) as root:
         return _meta_attrs(root)
 
 
-def _read_section(path: RecordSource, name: str) -> Frame:
+def _read_section(path: RecordInput, name: str) -> Frame:
     with opened_record(path) as root:
         group = root.get(name)
         if not isinstance(group, Group):
@@ -197,7 +228,7 @@ def _read_section(path: RecordSource, name: str) -> Frame:
         return read_frame_group(group, rows_of=_rows_of(root))
 
 
-def read_mrec_forcefield(path: RecordSource) -> Any:
+def read_mrec_forcefield(path: RecordInput) -> Any:
     """The record's force field (values as stored, decisions 11 and 15), or None."""
     from molrec_raw.record.forcefield import read_forcefield_group
 
@@ -206,13 +237,15 @@ def read_mrec_forcefield(path: RecordSource) -> Any:
         return read_forcefield_group(group) if isinstance(group, Group) else None
 
 
-def read_mrec_frame(path: RecordSource) -> Frame:
-    """The record's ``frame`` section; ``path`` is a local path, a URL or an open store."""
+def read_mrec_frame(path: RecordInput) -> Frame:
+    """The record's ``frame`` section; ``path`` is a local path, a URL, an open store or a
+    packed record's bytes."""
     return _read_section(path, "frame")
 
 
-def read_mrec_system(path: RecordSource) -> Frame:
-    """The record's ``system`` section; ``path`` is a local path, a URL or an open store."""
+def read_mrec_system(path: RecordInput) -> Frame:
+    """The record's ``system`` section; ``path`` is a local path, a URL, an open store or a
+    packed record's bytes."""
     return _read_section(path, "system")
 
 
@@ -300,9 +333,21 @@ def settle_swap(target: Path, fileops: Optional[FileOps] = None) -> None:
             _remove(ops, target.parent / name)
 
 
+@overload
 def replace_record(path: PathLike, build: Callable[[Group], object], durable: bool = True,
                    fileops: Optional[FileOps] = None, *, overwrite: bool = False,
-                   lock: Optional[bool] = None) -> Path:
+                   lock: Optional[bool] = None) -> Path: ...
+
+
+@overload
+def replace_record(path: bytearray, build: Callable[[Group], object], durable: bool = True,
+                   fileops: Optional[FileOps] = None, *, overwrite: bool = False,
+                   lock: Optional[bool] = None) -> bytearray: ...
+
+
+def replace_record(path: Union[PathLike, bytearray], build: Callable[[Group], object], durable: bool = True,
+                   fileops: Optional[FileOps] = None, *, overwrite: bool = False,
+                   lock: Optional[bool] = None) -> Union[Path, bytearray]:
     """Build a record beside ``path`` with ``build(root_group)``, then swap it in, holding
     the record's writer lock exclusively from before the first look at ``path`` until after
     the swap (record/locking.py; ``lock`` False: the caller coordinates writers).
@@ -320,13 +365,137 @@ def replace_record(path: PathLike, build: Callable[[Group], object], durable: bo
     readers read through (:func:`swap_leftover`) and the next writer completes
     (:func:`settle_swap`) — the old record or the new one either way (spec-notes/record.md).
     Every file mutation goes through ``fileops`` (default: the system's calls).
+
+    A ``*.mrec.zip`` path is written as a packed record: built in
+    ``.<name>.molrec-new-<pid>`` beside it, packed by the one packer (a temporary zip,
+    fsynced, read back, renamed over ``path``, the directory synced), the build directory
+    removed; an existing packed record there is replaced only with ``overwrite=True``, and
+    anything else at that name (a directory, a file that is not a zip) is refused.  A
+    ``bytearray`` receives the bytes of the packed record (its content replaced), built in a
+    private temporary directory; nothing else is written.
     """
+    if isinstance(path, bytearray):
+        return _build_into_buffer(path, build)
     target = check_record_path(path).absolute()
     with lock_writer(target, writer="whole-record writer", lock=lock, fileops=fileops):
         with reported_io_failures(fileops, f"the whole-record writer of {target}") as ops:
             settle_swap(target, ops)
+            if is_packed_name(target):
+                claim_packed_target(target, overwrite)
+                return _build_and_pack(target, build, ops)
             claim_target(target, overwrite)
             return _build_and_swap(target, build, durable, ops)
+
+
+def claim_packed_target(target: Path, overwrite: bool) -> None:
+    """The overwrite policy for a ``*.mrec.zip`` target (spec-notes/safety.md): a missing
+    path is written; an existing packed record only with ``overwrite`` (``--force``), else
+    :class:`~molrec_raw.errors.RecordExistsError`; anything else (a directory under that
+    name, a file that is not a zip archive) never."""
+    if not (target.exists() or target.is_symlink()):
+        return
+    if target.is_dir() or local_record_problem(target) is not None:
+        raise StoreError("refusing to replace: a *.mrec.zip target is written as one zip file, and the path holds "
+                         f"{'a directory' if target.is_dir() else 'a file that is not a packed record'}",
+                         store=str(target), rule="trajectory#15")
+    if not overwrite:
+        raise RecordExistsError(f"{target} is an existing packed record; refusing to replace it (pass "
+                                "overwrite=True, or --force on the command line)", store=str(target),
+                                rule="safety#overwrite")
+
+
+def _build_and_pack(target: Path, build: Callable[[Group], object], ops: FileOps) -> Path:
+    """The zip-target body of :func:`replace_record`, under the lock: build in a hidden
+    directory beside the target, pack it over the target, remove the directory."""
+    staging = target.with_name(f".{target.name}{_NEW}{os.getpid()}")
+    ops.rmtree(str(staging))
+    try:
+        root = open_group(DirectoryStore(staging, fileops=ops), mode="w")
+        build(root)
+        root.store.close()
+        pack_directory(staging, target, None, ops, overwrite=True)  # the claim was checked under the lock
+    finally:
+        try:
+            ops.rmtree(str(staging))
+        except OSError:  # the first failure is what the caller hears of; the next writer removes it
+            pass
+    return target
+
+
+class _Scratch(FileOps):
+    """The file operations of a private build that is read back and removed: nothing in it
+    needs to survive a power cut, so nothing is synced (an in-memory record costs no fsync)."""
+
+    def fsync(self, fd: int) -> None:
+        pass
+
+    def fsync_file(self, path: str) -> None:
+        pass
+
+    def fsync_dir(self, path: str) -> None:
+        pass
+
+
+def _build_into_buffer(sink: bytearray, build: Callable[[Group], object]) -> bytearray:
+    """The ``bytearray`` body of :func:`replace_record`: build and pack in a private
+    temporary directory (never synced), then put the packed bytes into ``sink`` (only when
+    all went well)."""
+    with tempfile.TemporaryDirectory(prefix="molrec-raw-") as private:
+        directory, archive = Path(private) / "record.mrec", Path(private) / "record.mrec.zip"
+        ops = _Scratch()
+        root = open_group(DirectoryStore(directory, fileops=ops), mode="w")
+        build(root)
+        root.store.close()
+        pack_directory(directory, archive, None, ops, overwrite=False)
+        sink[:] = archive.read_bytes()
+    return sink
+
+
+class PackedBuild:
+    """Where a streaming writer builds a ``*.mrec.zip`` target (:func:`packed_build`): a
+    hidden directory ``.<name>.molrec-run-<random>`` beside it, holding the packed record
+    already there (extracted) if any; :meth:`pack` packs it over the target and removes it.
+    A crash before :meth:`pack` leaves the target as it was and the directory, a record
+    with every committed frame (spec-notes/safety.md, "Packed targets")."""
+
+    def __init__(self, target: Path, ops: FileOps) -> None:
+        self.target, self._ops = target, ops
+        if target.exists() or target.is_symlink():
+            if target.is_dir() or local_record_problem(target) is not None:
+                raise StoreError("a *.mrec.zip target is written as one zip file, and the path holds "
+                                 f"{'a directory' if target.is_dir() else 'a file that is not a packed record'}",
+                                 store=str(target), rule="trajectory#15")
+        self.directory = Path(tempfile.mkdtemp(prefix=f".{target.name}.molrec-run-", dir=target.parent))
+        try:
+            if target.exists():
+                with ZipStore(target) as archive:
+                    out = DirectoryStore(self.directory, fileops=ops)
+                    for key in archive.list(""):
+                        data = archive.get(key)
+                        if data is not None:
+                            out.set(key, data)
+        except BaseException:
+            self.discard()
+            raise
+
+    def pack(self) -> None:
+        """Pack the build over the target (durably: the zip fsynced, renamed, its directory
+        synced), then remove the build."""
+        pack_directory(self.directory, self.target, None, self._ops, overwrite=True)
+        self.discard()
+
+    def discard(self) -> None:
+        """Remove the build (what a failed run leaves is not packed)."""
+        try:
+            self._ops.rmtree(str(self.directory))
+        except OSError:
+            pass
+
+
+def packed_build(target: Path, ops: FileOps) -> Optional[PackedBuild]:
+    """The build directory of a streaming writer whose target is a ``*.mrec.zip`` (None for
+    a directory target)."""
+    return PackedBuild(target.absolute(), ops) if is_packed_name(target) else None
 
 
 @contextmanager
@@ -417,28 +586,73 @@ def write_sections(root: Group, meta: Optional[Dict[str, Any]], sections: Dict[s
         write_forcefield_group(root, forcefield)
 
 
+# A writing door's target: a local path (``*.mrec`` directory, ``*.mrec.zip`` packed record)
+# or a ``bytearray`` that receives the packed record.
+RecordTarget = Union[PathLike, bytearray]
+
+
+@overload
 def write_mrec_frame(path: PathLike, frame: Frame, system: Optional[Frame] = None,
                      meta: Optional[Dict[str, Any]] = None, forcefield: Any = None, *,
-                     durable: bool = True, fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path:
+                     durable: bool = True, fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path: ...
+
+
+@overload
+def write_mrec_frame(path: bytearray, frame: Frame, system: Optional[Frame] = None,
+                     meta: Optional[Dict[str, Any]] = None, forcefield: Any = None, *,
+                     durable: bool = True, fileops: Optional[FileOps] = None, overwrite: bool = False) -> bytearray: ...
+
+
+def write_mrec_frame(path: RecordTarget, frame: Frame, system: Optional[Frame] = None,
+                     meta: Optional[Dict[str, Any]] = None, forcefield: Any = None, *,
+                     durable: bool = True, fileops: Optional[FileOps] = None,
+                     overwrite: bool = False) -> Union[Path, bytearray]:
     """Write a record holding ``frame`` (and optionally ``system`` and a force field); an
-    existing record at ``path`` is replaced only with ``overwrite=True``."""
+    existing record at ``path`` is replaced only with ``overwrite=True``.  A ``*.mrec.zip``
+    path is written as a packed record; a ``bytearray`` receives one (:func:`replace_record`)."""
     return replace_record(path, lambda root: write_sections(
         root, meta, {"frame": frame, "system": system}, forcefield), durable, fileops, overwrite=overwrite)
 
 
+@overload
 def write_mrec_system(path: PathLike, system: Frame, meta: Optional[Dict[str, Any]] = None,
                       forcefield: Any = None, *, durable: bool = True, fileops: Optional[FileOps] = None,
-                      overwrite: bool = False) -> Path:
+                      overwrite: bool = False) -> Path: ...
+
+
+@overload
+def write_mrec_system(path: bytearray, system: Frame, meta: Optional[Dict[str, Any]] = None,
+                      forcefield: Any = None, *, durable: bool = True, fileops: Optional[FileOps] = None,
+                      overwrite: bool = False) -> bytearray: ...
+
+
+def write_mrec_system(path: RecordTarget, system: Frame, meta: Optional[Dict[str, Any]] = None,
+                      forcefield: Any = None, *, durable: bool = True, fileops: Optional[FileOps] = None,
+                      overwrite: bool = False) -> Union[Path, bytearray]:
     """Write a record holding ``system`` (and optionally a force field); an existing record
-    at ``path`` is replaced only with ``overwrite=True``."""
+    at ``path`` is replaced only with ``overwrite=True``.  A ``*.mrec.zip`` path is written
+    as a packed record; a ``bytearray`` receives one (:func:`replace_record`)."""
     return replace_record(path, lambda root: write_sections(root, meta, {"system": system}, forcefield),
                           durable, fileops, overwrite=overwrite)
 
 
+@overload
 def write_mrec_forcefield(path: PathLike, forcefield: Any, meta: Optional[Dict[str, Any]] = None, *,
-                          durable: bool = True, fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path:
+                          durable: bool = True, fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path: ...
+
+
+@overload
+def write_mrec_forcefield(path: bytearray, forcefield: Any, meta: Optional[Dict[str, Any]] = None, *,
+                          durable: bool = True, fileops: Optional[FileOps] = None,
+                          overwrite: bool = False) -> bytearray: ...
+
+
+def write_mrec_forcefield(path: RecordTarget, forcefield: Any, meta: Optional[Dict[str, Any]] = None, *,
+                          durable: bool = True, fileops: Optional[FileOps] = None,
+                          overwrite: bool = False) -> Union[Path, bytearray]:
     """Write a force-field package: ``meta`` + ``forcefield`` (a valid record on its own); an
-    existing record at ``path`` is replaced only with ``overwrite=True``."""
+    existing record at ``path`` is replaced only with ``overwrite=True``.  A ``*.mrec.zip``
+    path is written as a packed record; a ``bytearray`` receives one (:func:`replace_record`)."""
     if forcefield is None:
         raise SpecViolationError("a force-field record needs a force field", rule="documents#9.1")
     return replace_record(path, lambda root: write_sections(root, meta, {}, forcefield), durable, fileops,

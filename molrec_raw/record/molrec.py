@@ -2,25 +2,30 @@
 
 Sections this layer decodes become model objects; the trajectory (a lazy ``MrecReader``),
 metrics (a read-only view) and every unknown root section are also carried as raw store
-values and written back byte for byte (root-layout rule 5: preserve the unknown).
+values and written back byte for byte (root-layout rule 5: preserve the unknown).  What
+``write_mrec`` is given it writes or refuses: never a field dropped without a word.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, overload
 
-from molrec_raw.errors import MolrecError, SpecViolationError
+from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record import documents
 from molrec_raw.record.damage import arrays_under, damaged_chunks
-from molrec_raw.record.doors import RecordSource, _meta_attrs, _rows_of, record_source, replace_record, write_sections
+from molrec_raw.record.doors import (RecordInput, RecordTarget, _meta_attrs, _rows_of, record_source, replace_record,
+                                    write_sections)
 from molrec_raw.record.forcefield import ForceFieldSection, read_forcefield_group
 from molrec_raw.record.frame_io import read_frame_group
 from molrec_raw.record.metrics import Series, check_metrics_group, read_metrics_group
 from molrec_raw.record.model import Frame
 from molrec_raw.record.observables import Observable, read_observables_group, write_observables_group
-from molrec_raw.record.trajectory import MrecReader
+from molrec_raw.record.trajectory import MrecReader, Trajectory
+from molrec_raw.record.trajectory.writer import FrameSequence, frame_sequence, write_frame_sequence
 from molrec_raw.record.violations import Violation, refuse
 from molrec_raw.zarr import Group, PathLike, Store, open_group
+from molrec_raw.zarr.store import StoreLike
 from molrec_raw.zarr.fileops import FileOps
 
 __all__ = ["MolRec", "RawSection", "read_mrec", "write_mrec", "validate"]
@@ -49,7 +54,13 @@ class MolRec:
     """A whole record.  ``raw_sections`` maps a section written back unchanged to its store
     values (a :class:`RawSection`, or a dict of key relative to the record root → bytes):
     sections this layer does not interpret, and the trajectory and metrics sections, whose
-    typed views are ``trajectory`` (an :class:`MrecReader`) and ``metrics``."""
+    typed views are ``trajectory`` (an :class:`MrecReader`) and ``metrics``.
+
+    ``trajectory`` to write is a :class:`Trajectory` or a list of :class:`Frame` (written
+    through ``MrecWriter``, the schema derived from the frames), or an :class:`MrecReader`
+    (its record's section copied byte for byte, unless ``raw_sections`` carries the section
+    it views).  ``metrics`` is a read-only view: written only as the section it views in
+    ``raw_sections`` (log series with ``MetricsWriter``)."""
 
     meta: Dict[str, Any] = field(default_factory=dict)
     status: Optional[Dict[str, Any]] = None
@@ -62,7 +73,7 @@ class MolRec:
     # Read-only view of the metrics section (dense series + WAL tail); the section itself is
     # carried in raw_sections and written back byte for byte, WAL included.
     metrics: Optional[Dict[str, Series]] = None
-    trajectory: Optional[MrecReader] = None
+    trajectory: Union[None, MrecReader, Trajectory, Sequence[Frame]] = None
 
     def section_names(self) -> List[str]:
         """The root sections this record holds, sorted: ``meta`` always, each set document or
@@ -71,20 +82,22 @@ class MolRec:
         for name in ("status", "method", "frame", "system", "forcefield"):
             if getattr(self, name) is not None:
                 present.add(name)
-        if self.observables is not None:
-            present.add("observables")
+        for name in ("observables", "trajectory", "metrics"):
+            if getattr(self, name) is not None:
+                present.add(name)
         return sorted(present | set(self.raw_sections))
 
 
-def read_mrec(path: RecordSource) -> MolRec:
+def read_mrec(path: RecordInput) -> MolRec:
     """Read every section; refuse on the first violated reader rule.  The trajectory is a
     lazy reader handle; sections are carried for rewriting without being loaded.  ``path``
-    is a local path, a URL (``molrec_raw.zarr.remote``) or an open store."""
+    is a local path, a URL (``molrec_raw.zarr.remote``), an open store or the bytes of a
+    packed record (``bytes``, ``bytearray``, ``memoryview``)."""
     root = open_group(record_source(path), mode="r")
     return _read(path, root, None)
 
 
-def _read(path: RecordSource, root: Group, out: Optional[List[Violation]],
+def _read(path: RecordInput, root: Group, out: Optional[List[Violation]],
           progress: Optional[Callable[[int, int], None]] = None) -> MolRec:
     collect: List[Violation] = [] if out is None else out
     meta = _meta_attrs(root)
@@ -152,13 +165,72 @@ def _section_damage(group: Group, exc: MolrecError) -> List[Violation]:
     return damaged or [Violation(exc.rule or type(exc).__name__, exc.node or f"/{group.path}", exc.message)]
 
 
+# Fields whose wrong kind nothing further down names (the documents, the force field and the
+# observables are refused by their own checks, naming their rule or type).
+_TYPES: Tuple[Tuple[str, type, str], ...] = (
+    ("frame", Frame, "a Frame or None"), ("system", Frame, "a Frame or None"), ("raw_sections", dict, "a dict"),
+    ("metrics", dict, "None, or the view read_mrec made"),
+)
+
+
+def _check_fields(rec: MolRec) -> None:
+    """Every field of ``rec`` is of a kind ``write_mrec`` writes, or the call is refused
+    naming the field (nothing given is dropped without a word)."""
+    for name, kind, what in _TYPES:
+        value = getattr(rec, name)
+        if value is not None and not isinstance(value, kind):
+            raise InvalidValueError(f"MolRec.{name} must be {what}, not {type(value).__name__}")
+    for key, value in rec.raw_sections.items():
+        if not isinstance(value, (RawSection, Mapping)):
+            raise InvalidValueError(f"MolRec.raw_sections[{key!r}] must be a RawSection or a mapping of key -> bytes, "
+                                    f"not {type(value).__name__}")
+    if rec.metrics is not None and "metrics" not in rec.raw_sections:
+        raise InvalidValueError("MolRec.metrics is the read-only view of a metrics section that read_mrec carries in "
+                                "raw_sections; it is not written on its own (log series with MetricsWriter after "
+                                "writing the record)")
+
+
+def _trajectory_to_write(rec: MolRec) -> Union[None, FrameSequence, RawSection]:
+    """What ``write_mrec`` writes for ``rec.trajectory``: frames through ``MrecWriter``, the
+    section an :class:`MrecReader` reads copied byte for byte, or nothing more when the
+    reader is the view of the section carried in ``raw_sections`` (or there is none)."""
+    given = rec.trajectory
+    carried = "trajectory" in rec.raw_sections
+    if given is None:
+        return None
+    if isinstance(given, MrecReader):
+        return None if carried else RawSection(given._origin.store, "trajectory")  # the store it reads
+    if carried:
+        raise InvalidValueError("MolRec.trajectory holds frames and raw_sections carries a trajectory section: a "
+                                "record holds one trajectory (drop one of them)", rule="root-layout#5")
+    if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, (Trajectory, Sequence)):
+        raise InvalidValueError("MolRec.trajectory must be a Trajectory, a list of Frame or an MrecReader, not "
+                                f"{type(given).__name__}")
+    return frame_sequence(given)
+
+
+@overload
 def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True, fileops: Optional[FileOps] = None,
-               overwrite: bool = False) -> None:
+               overwrite: bool = False) -> Path: ...
+
+
+@overload
+def write_mrec(path: bytearray, rec: MolRec, *, durable: bool = True, fileops: Optional[FileOps] = None,
+               overwrite: bool = False) -> bytearray: ...
+
+
+def write_mrec(path: RecordTarget, rec: MolRec, *, durable: bool = True, fileops: Optional[FileOps] = None,
+               overwrite: bool = False) -> Union[Path, bytearray]:
     """Write ``rec`` as a record at ``path``; an existing record there is replaced (safely:
     built beside, swapped in) only with ``overwrite=True`` — ``rec`` may have been read from
-    it (its carried sections are read before the swap)."""
+    it (its carried sections are read before the swap).  A ``*.mrec.zip`` path is written as
+    a packed record; a ``bytearray`` receives the packed record.  Returns where the record
+    went (the path, or the ``bytearray``).  Every field of ``rec`` is written or the call
+    refused before anything is written."""
     if not isinstance(rec, MolRec):
         raise TypeError(f"write_mrec needs a MolRec, got {type(rec).__name__}")
+    _check_fields(rec)
+    trajectory = _trajectory_to_write(rec)
     refuse(documents.check_sections(rec.section_names()))
     for name, doc in (("status", rec.status), ("method", rec.method)):
         if doc is not None:
@@ -168,9 +240,14 @@ def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True, fileops: Op
     clash = set(rec.raw_sections) & set(_KNOWN)
     if clash:
         raise SpecViolationError(f"raw sections {sorted(clash)} have a typed field in MolRec", rule="root-layout#5")
+    raw: Dict[str, Union[RawSection, Mapping[str, bytes]]] = dict(rec.raw_sections)
+    if isinstance(trajectory, RawSection):
+        raw["trajectory"] = trajectory
 
     def build(root: Group) -> None:
-        later = [n for n in _DOCUMENTS if getattr(rec, n) is not None] + list(rec.raw_sections)
+        later = [n for n in _DOCUMENTS if getattr(rec, n) is not None] + list(raw)
+        if isinstance(trajectory, FrameSequence):
+            later.append("trajectory")
         write_sections(root, rec.meta, {"frame": rec.frame, "system": rec.system}, rec.forcefield, later)
         for name in _DOCUMENTS:
             doc = getattr(rec, name)
@@ -178,16 +255,18 @@ def write_mrec(path: PathLike, rec: MolRec, *, durable: bool = True, fileops: Op
                 root.create_group(name, attributes=doc)
         if rec.observables is not None:
             write_observables_group(root, rec.observables)
-        for name, values in sorted(rec.raw_sections.items()):
+        for name, values in sorted(raw.items()):
             for key, value in values.items():
                 if not key.startswith(f"{name}/"):
                     raise SpecViolationError(f"raw section {name!r} holds a key outside it: {key!r}")
                 root.store.set(key, value)
+        if isinstance(trajectory, FrameSequence):  # last: its writer reads the sections it refers to
+            write_frame_sequence(root, trajectory)
 
-    replace_record(path, build, durable, fileops, overwrite=overwrite)
+    return replace_record(path, build, durable, fileops, overwrite=overwrite)
 
 
-def validate(path: RecordSource, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
+def validate(path: RecordInput, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
     """Every violated reader rule of the record at ``path``, without stopping at the first;
     a trajectory is checked frame by frame (``progress(done, total)`` follows that walk).
 
@@ -200,7 +279,7 @@ def validate(path: RecordSource, *, progress: Optional[Callable[[int, int], None
     except MolrecError as exc:  # corrupt bytes beneath a rule check: report, do not stop
         out.append(Violation(exc.rule or type(exc).__name__, exc.node or "/", exc.message))
     else:
-        if rec.trajectory is not None:
+        if isinstance(rec.trajectory, MrecReader):
             rec.trajectory.close()
     finally:
         if not isinstance(path, Store):

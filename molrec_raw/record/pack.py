@@ -1,10 +1,10 @@
 """Packed records: ``<stem>.mrec/`` ⇄ ``<stem>.mrec.zip`` (trajectory §15, decision 12).
 
 Packing first validates the record (a record that fails validation is refused unless
-``check=False`` / ``--force``), then writes one STORED entry per file, names relative to the
-record root with ``/``, sorted, ZIP64 where needed, no directory entries — to a temporary name
-beside the target, verifies the central directory and every entry's CRC by reading the archive
-back, renames it into place, and only then (when asked) removes the source directory.  An
+``check=False`` / ``--force``), then packs it with the one packer (record/packer.py: a
+temporary zip beside the target, read back, renamed into place), and only then (when asked)
+removes the source directory.  A source already named as a packed record (``*.mrec.zip``) is
+refused: packing takes a directory.  An
 existing zip is replaced only with ``overwrite=True``.  Files are found and read through the
 record's DirectoryStore, so a symbolic link out of the record is refused, never packed.  The
 zip is locked while it is written, and with ``remove_source`` the record too, from before
@@ -17,26 +17,18 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Optional
 
 from molrec_raw.errors import CorruptDataError, RecordExistsError, SpecViolationError, StoreError
 from molrec_raw.record.doors import (PACKED, check_record_path, local_record_problem, not_a_record, replace_record,
                                     reported_io_failures, require_record_directory)
 from molrec_raw.record.locking import lock_writer
-from molrec_raw.zarr import DirectoryStore, Group, ZipStore
+from molrec_raw.record.packer import is_packed_name, pack_directory
+from molrec_raw.zarr import Group, ZipStore
 from molrec_raw.zarr.fileops import FileOps
-from molrec_raw.zarr.store import TEMP_MARKER, PathLike
-from molrec_raw.zarr.zipstore import write_zip
+from molrec_raw.zarr.store import PathLike
 
 __all__ = ["pack_mrec_zip", "unpack_mrec_zip"]
-
-
-def _record_files(root: Path) -> List[Tuple[str, Path]]:
-    """Every file of the record as ``(entry name, local path)``, sorted, through the record's
-    store: its listing skips a crashed writer's temporary files, and its path resolution
-    refuses a symbolic link that leads out of the record (StoreError naming the link)."""
-    store = DirectoryStore(root, read_only=True)
-    return sorted((key, Path(store.path_of(key))) for key in store.list(""))
 
 
 def _check_valid(source: Path) -> None:
@@ -64,6 +56,12 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
     mutation goes through ``fileops`` (default: the system's calls).
     """
     source = check_record_path(path)
+    if is_packed_name(source):
+        hint = (f" (a directory under that name: rename it to {source.name[:-4]} and pack that)"
+                if source.is_dir() else "")
+        raise StoreError(f"{source} is already named as a packed record (*.mrec.zip); pack takes a record directory "
+                         f"<stem>.mrec and writes <stem>.mrec.zip beside it{hint}", store=str(source),
+                         rule="trajectory#15")
     target = source.with_name(source.name + ".zip") if source.name.endswith(".mrec") else source.with_suffix(".mrec.zip")
     with ExitStack() as locks:
         if remove_source:  # the record is going away: no writer may be at work in it
@@ -76,53 +74,13 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
                                     "--force)", store=str(target), rule="safety#overwrite")
         if check:
             _check_valid(source)
-        _pack(source, target, progress, ops, overwrite)
+        pack_directory(source, target, progress, ops, overwrite)
         if remove_source:  # one rename retires the whole source: never half a record under its name
             retired = source.with_name(f".{source.name}{PACKED}{os.getpid()}")
             ops.replace(str(source), str(retired))
             ops.fsync_dir(str(source.parent))
             ops.rmtree(str(retired))  # what a failure leaves here, the next writer of the path removes
     return target
-
-
-def _pack(source: Path, target: Path, progress: Optional[Callable[[int, int], object]], ops: FileOps,
-          overwrite: bool) -> None:
-    files = _record_files(source)
-    staging = target.with_name(f".{target.name}{TEMP_MARKER}{os.getpid()}")
-    total, done = sum(full.stat().st_size for _, full in files), 0
-
-    def advance(nbytes: int) -> None:
-        nonlocal done
-        done += nbytes
-        if progress is not None:
-            progress(done, total)
-
-    try:
-        write_zip(staging, files, progress=advance, fileops=ops)
-        _verify(staging, files)
-        if target.exists() and not overwrite:
-            raise RecordExistsError("refusing to overwrite an existing zip", store=str(target))
-        ops.replace(str(staging), str(target))  # the zip's bytes were fsynced by write_zip
-        ops.fsync_dir(str(target.parent))  # ... and now its name: only then may the source go
-    except BaseException:
-        try:
-            if staging.exists():
-                ops.unlink(str(staging))
-        except OSError:  # the first failure is what the caller hears of
-            pass
-        raise
-
-
-def _verify(archive: Path, files: List[Tuple[str, Path]]) -> None:
-    """Read the archive back: same names, same sizes, every CRC-32 checked."""
-    with ZipStore(archive) as store:
-        names = list(store.list(""))
-        if names != [name for name, _ in files]:
-            raise CorruptDataError("packed archive does not list the record's files", store=str(archive))
-        for name, full in files:
-            data = store.get(name)  # verifies the entry's CRC-32
-            if data is None or len(data) != full.stat().st_size:
-                raise CorruptDataError(f"packed entry {name!r} differs from its file", store=str(archive))
 
 
 def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,

@@ -8,7 +8,8 @@ must be a safe store key or the archive is refused at open.  Only STORED
 central-directory record; directory entries are not keys.
 
 The bytes come from a *range source* — a local file (``os.pread`` on one descriptor,
-so concurrent reads are safe) or a remote object (``HttpFile``, ``FsspecFile``) — so one
+so concurrent reads are safe), an archive in memory (``BytesSource``: ``bytes``,
+``bytearray``, ``memoryview``) or a remote object (``HttpFile``, ``FsspecFile``) — so one
 parser serves every place an archive can lie.  Opening costs one read of the archive's
 last 64 KiB (a suffix range), which usually holds the central directory too; an entry's
 local header is read together with the first bytes asked of it.
@@ -32,7 +33,7 @@ from molrec_raw.zarr.fileops import FileOps
 from molrec_raw.zarr.parts import Part, ZipRecord, struct_parts
 from molrec_raw.zarr.store import ReadOnlyStore, _slice_range, _validate_prefix, list_dir_of_keys, validate_key
 
-__all__ = ["ZipStore", "RangeSource", "FileSource", "write_zip"]
+__all__ = ["ZipStore", "RangeSource", "FileSource", "BytesSource", "Buffer", "write_zip"]
 
 _RULE = "zarr-v3-subset#9.2"
 _EOCD = struct.Struct("<IHHHHIIH")  # sig disk cd_disk n_disk n_total cd_size cd_offset comment_len
@@ -148,6 +149,40 @@ class FileSource:
             os.close(fd)
 
 
+Buffer = Union[bytes, bytearray, memoryview]  # an archive held in memory
+
+
+class BytesSource:
+    """An archive in memory as a range source.  ``bytes`` are read in place; a ``bytearray``
+    or ``memoryview`` is copied once, so a caller changing its buffer afterwards changes
+    nothing read through the store.  ``close`` lets go of the bytes (the store refuses reads
+    once closed)."""
+
+    immutable = True
+    concurrency = 1
+
+    def __init__(self, data: Buffer) -> None:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"an archive in memory is bytes, bytearray or memoryview, not {type(data).__name__}")
+        self._data = data if isinstance(data, bytes) else memoryview(data).tobytes()  # any layout, C order
+        self._name = f"<packed record in memory, {len(self._data)} bytes>"
+
+    def describe(self) -> str:
+        return self._name
+
+    def tail(self, length: int) -> Tuple[int, bytes]:
+        return len(self._data), self._data[max(0, len(self._data) - length):]
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self._data[offset:offset + length]
+
+    def read_many(self, ranges: Sequence[Tuple[int, int]]) -> List[bytes]:
+        return [self._data[offset:offset + length] for offset, length in ranges]
+
+    def close(self) -> None:
+        self._data = b""
+
+
 class _Entry:
     __slots__ = ("flags", "method", "crc", "csize", "usize", "offset", "name_len", "data_start", "central_at")
 
@@ -161,12 +196,13 @@ class _Entry:
 
 class ZipStore(ReadOnlyStore):
     """A read-only store over a zip archive with STORED entries (zarr-v3-subset#9.2): a
-    local path, or any :class:`RangeSource` (``ZipStore(HttpFile(url))`` reads a remote
-    archive by ranges; the source is closed with the store)."""
+    local path, an archive in memory (``bytes``, ``bytearray``, ``memoryview``: a
+    :class:`BytesSource`), or any :class:`RangeSource` (``ZipStore(HttpFile(url))`` reads a
+    remote archive by ranges; the source is closed with the store)."""
 
     immutable = True
 
-    def __init__(self, source: Union[str, "os.PathLike[str]", RangeSource], *,
+    def __init__(self, source: Union[str, "os.PathLike[str]", Buffer, RangeSource], *,
                  layout: Optional[List[ZipRecord]] = None) -> None:
         """``layout``: a list that receives every record as it is parsed (end records,
         central directory headers with their fields and offsets), so a caller that explains
@@ -174,8 +210,14 @@ class ZipStore(ReadOnlyStore):
         self.duplicate_names: Set[str] = set()  # names with more than one central record
         self._layout = layout
         self._source: Optional[RangeSource] = None
-        self._path = str(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else source.describe()
-        opened = FileSource(source) if isinstance(source, (str, os.PathLike)) else source
+        opened: RangeSource
+        if isinstance(source, (str, os.PathLike)):
+            opened = FileSource(source)
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            opened = BytesSource(source)
+        else:
+            opened = source
+        self._path = opened.describe()
         self._source = opened
         self.concurrency = opened.concurrency
         try:

@@ -18,7 +18,7 @@ import numpy as np
 
 from molrec_raw.errors import CorruptDataError, InvalidValueError, MolrecError, StoreError
 from molrec_raw.record import live
-from molrec_raw.record.doors import RecordSource
+from molrec_raw.record.doors import RecordInput
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory import recovery
 from molrec_raw.record.trajectory.blockread import BlockArrays, BlockInfo, ColumnInfo, FrameSelection, frame_indices
@@ -62,7 +62,7 @@ class MrecReader(BlockArrays):
     :meth:`iter_frames`) gives read-only views of decoded chunks (spec-notes/trajectory.md,
     "Read engine")."""
 
-    def __init__(self, path: RecordSource, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(self, path: RecordInput, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         owns = not isinstance(path, Store)
         root = open_root(path, "r")  # R1 version check
         try:
@@ -487,7 +487,7 @@ def _retry_pause(attempt: int) -> float:
     return 0.001 * float(4 ** (attempt - 1))
 
 
-def read_mrec_trajectory(path: RecordSource) -> Trajectory:
+def read_mrec_trajectory(path: RecordInput) -> Trajectory:
     """The whole trajectory (0 frames when the record has no trajectory section)."""
     with MrecReader(path) as reader:
         frames = list(reader)

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, List, Tuple
 import numpy as np
 
 from molrec_raw.record import documents
-from molrec_raw.record.doors import RecordSource, check_record_path, record_source
+from molrec_raw.record.doors import RecordInput, check_record_path, record_source
 from molrec_raw.record.trajectory.common import PROGRESSIONS, spec_error
 from molrec_raw.zarr import Array, Group, PathLike, Store, open_group
 from molrec_raw.zarr.array import prepare_landings
@@ -118,7 +118,7 @@ def prefix_below(ordinals: np.ndarray, nstep: int) -> int:
     return int(beyond[0]) if beyond.size else int(ordinals.size)
 
 
-def open_root(path: RecordSource, mode: str) -> Group:
+def open_root(path: RecordInput, mode: str) -> Group:
     """The record root (one thread per array read: frames are small, a pool per read costs
     more than it saves) with its version checked (``trajectory#R1``); ``path`` may be a URL
     or an open store when reading."""
@@ -126,7 +126,7 @@ def open_root(path: RecordSource, mode: str) -> Group:
     if mode == "r":
         root = open_group(record_source(path), mode=mode, threads=1)
     else:
-        assert not isinstance(path, Store), "writers take a path"
+        assert not isinstance(path, (Store, bytes, bytearray, memoryview)), "writers take a path"
         root = open_group(check_record_path(path), mode=mode, threads=1)
     meta = root.get("meta")
     refuse(documents.check_meta(dict(meta.attrs) if isinstance(meta, Group) else {}))

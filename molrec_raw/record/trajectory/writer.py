@@ -21,17 +21,23 @@ The run's lifecycle goes into the record's ``status`` document (documents §2; u
 ``status=False``): ``running`` at creation and reopening, ``succeeded`` after the last
 commit of ``close()``, ``failed`` / ``cancelled`` when a ``with`` block exits by an
 exception (record/live.py) — what a reader following the run stops on.
+
+A ``*.mrec.zip`` target is built in a hidden directory beside it (the packed record already
+there extracted into it) and packed over it by ``close()``, or when a ``with`` block exits by
+an exception after a commit (the committed frames, as a directory keeps them; before any
+commit the build is dropped); a crash, ``abort()`` or a poisoned writer leave the target as
+it was and the directory (doors.PackedBuild).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, Union, overload
 
 import numpy as np
 
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError, StoreError
 from molrec_raw.record import documents, live
-from molrec_raw.record.doors import check_record_path, replace_record, settle_swap
+from molrec_raw.record.doors import check_record_path, packed_build, replace_record, settle_swap
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory import extents as ext
@@ -51,7 +57,7 @@ from molrec_raw.record.trajectory.storage import (align_tails, born, delete_node
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 
-__all__ = ["MrecWriter", "write_mrec_trajectory"]
+__all__ = ["MrecWriter", "write_mrec_trajectory", "FrameSequence", "frame_sequence", "write_frame_sequence"]
 
 # No Python thread pool for encoding: a streaming commit encodes ~K small inner chunks per
 # column, and measured on 2 cores a pool made appends 20-25 % slower (GIL hand-offs outweigh
@@ -87,8 +93,11 @@ class MrecWriter:
         target = check_record_path(path)
         self._take_lock(target, lock, fileops)
         try:
-            self._create(target, meta)
+            self._packed = packed_build(target, self._guard)
+            self._create(target if self._packed is None else self._packed.directory, meta)
         except BaseException as exc:  # no writer: the lock goes; an I/O failure is named as such
+            if self._packed is not None:
+                self._packed.discard()
             self._lock.release()
             self._guard.fail(exc)
 
@@ -145,6 +154,7 @@ class MrecWriter:
         self._nstep = 0  # committed
         self._buffered = 0
         self._timed: Optional[bool] = None
+        self._packed = None  # the build of a *.mrec.zip target (packed_build)
 
     def _setup_state(self) -> None:
         self._blocks = {name: BlockWriter(name, self._schema.block_spec(name)) for name in self._schema.block_names()}
@@ -186,7 +196,8 @@ class MrecWriter:
         settle_swap(target.absolute(), self._guard)  # under the lock: the record a reader sees
         durable = self._durable
         if target.suffix == ".zip" or not target.is_dir():
-            raise StoreError("only a directory record can be reopened for append", store=str(target))
+            raise StoreError("only a directory record can be reopened for append (a packed record: unpack it, "
+                             "append, pack it again)", store=str(target))
         root = open_group(DirectoryStore(target, fileops=self._guard), mode="r+", threads=WRITE_THREADS)
         meta = root.get("meta")
         doc = dict(meta.attrs) if isinstance(meta, Group) else {}
@@ -721,6 +732,8 @@ class MrecWriter:
                 self._grown.clear()
             if self._status:  # after the last commit: a reader that sees it then sees every frame
                 live.record_state(self._root, live.SUCCEEDED, durable=self._durable)
+            if self._packed is not None:
+                self._packed.pack()
         except BaseException as exc:
             self._release()
             self._guard.fail(exc)
@@ -737,6 +750,14 @@ class MrecWriter:
                     live.record_state(self._root, state, error=exc, durable=self._durable)
                 except (MolrecError, OSError):
                     pass
+            if self._packed is not None and self._guard.poisoned is None and not self._closed:
+                if self._nstep == 0:  # nothing committed: the target stays as it was
+                    self._packed.discard()
+                else:
+                    try:  # the committed frames, packed as a directory target keeps them
+                        self._packed.pack()
+                    except (MolrecError, OSError):  # the build directory stays: nothing is lost
+                        pass
         finally:
             self._release()
 
@@ -758,11 +779,20 @@ def _refuse_existing_sequence(target: Path) -> None:
         raise spec_error("W12", 'a frame sequence already exists at "/trajectory"; refusing to overwrite it')
 
 
-def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
-                          times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None, *,
-                          fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path:
-    """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames) as a
-    new record; an existing record at ``path`` is replaced only with ``overwrite=True``."""
+class FrameSequence(NamedTuple):
+    """A whole frame sequence ready to write: frames, their numbering, the derived pin."""
+
+    frames: List[Frame]
+    steps: Optional[List[int]]
+    times: Optional[List[float]]
+    schema: SequenceSchema
+
+
+def frame_sequence(frames: Union[Trajectory, Iterable[Frame]], steps: Optional[Sequence[int]] = None,
+                   times: Optional[Sequence[float]] = None) -> FrameSequence:
+    """``frames`` (a :class:`Trajectory`, whose numbering is used unless ``steps`` /
+    ``times`` are given, or any iterable of :class:`Frame`) checked and pinned: one step and
+    one time per frame, the schema derived from the frames."""
     given_steps: Any = steps
     given_times: Any = times
     if isinstance(frames, Trajectory):  # a whole Trajectory carries its own numbering
@@ -770,22 +800,51 @@ def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Option
         given_times = frames.time if times is None else times
         frames = frames.frames
     frame_list = list(frames)
+    for i, frame in enumerate(frame_list):
+        if not isinstance(frame, Frame):
+            raise InvalidValueError(f"trajectory frame {i} is a {type(frame).__name__}, not a Frame")
     step_list = None if given_steps is None else [int(v) for v in given_steps]
     time_list = None if given_times is None else [float(v) for v in given_times]
     if step_list is not None and len(step_list) != len(frame_list):
         raise InvalidValueError(f"{len(step_list)} steps for {len(frame_list)} frames")
     if time_list is not None and len(time_list) != len(frame_list):
         raise InvalidValueError(f"{len(time_list)} times for {len(frame_list)} frames")
-    schema = SequenceSchema.from_frames(frame_list)
+    return FrameSequence(frame_list, step_list, time_list, SequenceSchema.from_frames(frame_list))
 
-    def build(root: Group) -> None:  # written beside the target, then swapped in (doors.replace_record)
-        store = root.store
-        assert isinstance(store, DirectoryStore), "replace_record builds in a directory"
-        with MrecWriter(store.root, schema, flush_every=max(1, len(frame_list)), meta=meta, durable=False,
-                        fileops=store.fileops, status=False, lock=False) as writer:  # a finished sequence, no run;
-            # the staging directory is private and the door holds the record's lock
-            for i, frame in enumerate(frame_list):
-                writer.append(frame, None if step_list is None else step_list[i],
-                              None if time_list is None else time_list[i])
 
-    return replace_record(path, build, fileops=fileops, overwrite=overwrite)
+def write_frame_sequence(root: Group, sequence: FrameSequence, meta: Optional[Dict[str, Any]] = None) -> None:
+    """Write ``sequence`` as the trajectory of the record being built under ``root`` (a
+    private directory a door holds the lock of, doors.replace_record): through
+    ``MrecWriter``, one commit, no run state (a finished sequence, not a run)."""
+    store = root.store
+    assert isinstance(store, DirectoryStore), "replace_record builds in a directory"
+    frames, steps, times = sequence.frames, sequence.steps, sequence.times
+    with MrecWriter(store.root, sequence.schema, flush_every=max(1, len(frames)), meta=meta, durable=False,
+                    fileops=store.fileops, status=False, lock=False) as writer:
+        for i, frame in enumerate(frames):
+            writer.append(frame, None if steps is None else steps[i], None if times is None else times[i])
+
+
+@overload
+def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
+                          times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None, *,
+                          fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path: ...
+
+
+@overload
+def write_mrec_trajectory(path: bytearray, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
+                          times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None, *,
+                          fileops: Optional[FileOps] = None, overwrite: bool = False) -> bytearray: ...
+
+
+def write_mrec_trajectory(path: Union[PathLike, bytearray], frames: Iterable[Frame],
+                          steps: Optional[Sequence[int]] = None, times: Optional[Sequence[float]] = None,
+                          meta: Optional[Dict[str, Any]] = None, *, fileops: Optional[FileOps] = None,
+                          overwrite: bool = False) -> Union[Path, bytearray]:
+    """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames) as a
+    new record; an existing record at ``path`` is replaced only with ``overwrite=True``.  A
+    ``*.mrec.zip`` path is written as a packed record, a ``bytearray`` receives one
+    (doors.replace_record)."""
+    sequence = frame_sequence(frames, steps, times)
+    return replace_record(path, lambda root: write_frame_sequence(root, sequence, meta), fileops=fileops,
+                          overwrite=overwrite)
