@@ -12,7 +12,6 @@ import os
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
-from molrec_raw.molrs import _memory
 from molrec_raw.molrs._errors import as_molrs, refuse_str_path
 from molrec_raw.molrs.core import Frame, Trajectory, _json_value
 
@@ -56,38 +55,23 @@ def write_mrec(sink: Union["os.PathLike[str]", bytearray], *, meta: Optional[Map
     sections = {"frame": _raw_frame(frame, "frame"), "system": _raw_frame(system, "system"),
                 "forcefield": None if forcefield is None else forcefield._raw}
 
-    def write(path: "os.PathLike[str]") -> None:
-        with as_molrs():
-            _write(path, document, sections, trajectory)
-
-    if isinstance(sink, bytearray):
-        _memory.write_packed(sink, write)
-    else:
-        write(refuse_str_path(sink, "sink", reader=False))
+    target: Union["os.PathLike[str]", bytearray] = (
+        sink if isinstance(sink, bytearray) else refuse_str_path(sink, "sink", reader=False))
+    with as_molrs():
+        _write(target, document, sections, trajectory)
 
 
-def _write(path: "os.PathLike[str]", meta: dict[str, Any], sections: dict[str, Any],
+def _write(target: Union["os.PathLike[str]", bytearray], meta: dict[str, Any], sections: dict[str, Any],
            trajectory: Optional[Trajectory]) -> None:
-    """One record at ``path``: the state sections through ``write_mrec`` (replacing a record
-    there), the trajectory through ``MrecWriter`` — alone, ``write_mrec_trajectory``."""
+    """One record at ``target`` (a path, replacing a record there, or a ``bytearray`` that
+    receives the packed record): every section through molrec_raw's ``write_mrec``, the
+    trajectory's frames through its one trajectory writer."""
     from molrec_raw.record.molrec import MolRec, write_mrec as write_record
-    from molrec_raw.record.trajectory import MrecWriter, SequenceSchema, write_mrec_trajectory
     from molrec_raw.record.trajectory import Trajectory as RawTrajectory
 
-    frames = [] if trajectory is None else [f._raw for f in trajectory.frames]
-    step = None if trajectory is None else trajectory.step
-    time = None if trajectory is None else trajectory.time
-    if trajectory is not None and all(v is None for v in sections.values()):
-        whole: Any = RawTrajectory(frames, step, time)  # the door takes a Trajectory with its labels
-        write_mrec_trajectory(path, whole, meta=meta, overwrite=True)
-        return
-    write_record(path, MolRec(meta=meta, **sections), overwrite=True)
-    if trajectory is None:
-        return
-    with MrecWriter(path, SequenceSchema.from_frames(frames), flush_every=max(1, len(frames)),
-                    status=False) as writer:
-        for i, raw_frame in enumerate(frames):
-            writer.append(raw_frame, None if step is None else int(step[i]), None if time is None else float(time[i]))
+    frames = None if trajectory is None else RawTrajectory([f._raw for f in trajectory.frames], trajectory.step,
+                                                           trajectory.time)
+    write_record(target, MolRec(meta=meta, trajectory=frames, **sections), overwrite=True)
 
 
 from molrec_raw.molrs.io import mrec  # noqa: E402  (the submodule needs write_mrec's module first)

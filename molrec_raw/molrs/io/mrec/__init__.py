@@ -17,7 +17,6 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
 import numpy as np
 
-from molrec_raw.molrs import _memory
 from molrec_raw.molrs._errors import as_molrs, refuse_str_path
 from molrec_raw.molrs.core import Block, Box, Frame, Trajectory, _json_value
 from molrec_raw.molrs.io.mrec import validation
@@ -32,22 +31,23 @@ __all__ = ["ForceFieldSection", "MrecFile", "MrecReader", "MrecWriter", "Sequenc
 Source = Union["os.PathLike[str]", bytes]
 
 
-def _opened(source: Any) -> Tuple[Any, Path]:
-    """(keep-alive handle, path) of a reader's source: an ``os.PathLike`` or the ``bytes``
-    of a packed record; a ``str``, a ``bytearray`` or a ``memoryview`` is refused as molrs
-    refuses it (``TypeError``)."""
-    if isinstance(source, bytearray):
-        raise TypeError("argument 'source': a reader takes bytes, not a bytearray: pass bytes(buffer)")
+def _opened(source: Any) -> Tuple[Any, str]:
+    """(what a molrec_raw reading door opens, how messages name it) for a reader's source: an
+    ``os.PathLike``, or the ``bytes`` of a packed record (read in memory by the doors); a
+    ``str``, a ``bytearray`` or a ``memoryview`` is refused as molrs refuses it (``TypeError``)."""
+    if isinstance(source, (bytearray, memoryview)):
+        raise TypeError(f"argument 'source': a reader takes bytes, not a {type(source).__name__}: pass bytes(buffer)")
     if isinstance(source, bytes):
-        return _memory.record_source(source)
-    return None, Path(refuse_str_path(source, "source", reader=True))
+        return source, "the packed record in memory"
+    path = Path(refuse_str_path(source, "source", reader=True))
+    return path, str(path)
 
 
 class MrecFile:
     """A record opened for its sections; each read decodes only the section it names."""
 
     def __init__(self, source: Source) -> None:
-        self._keep, self._path = _opened(source)
+        self._path, self._name = _opened(source)
         with as_molrs():
             self._sections = doors.section_names(self._path)
 
@@ -91,11 +91,11 @@ class MrecReader:
     """A lazy one-frame cursor over a record's ``trajectory`` section (trajectory §9)."""
 
     def __init__(self, source: Source) -> None:
-        self._keep, self._path = _opened(source)
+        self._path, self._name = _opened(source)
         with as_molrs():
             sections = doors.section_names(self._path)
             if "trajectory" not in sections:
-                raise ValueError(f"{self._path}: the record has no 'trajectory' section (its sections: "
+                raise ValueError(f"{self._name}: the record has no 'trajectory' section (its sections: "
                                  f"{', '.join(s for s in sections)}); read the others with MrecFile")
             self._raw = raw_traj.MrecReader(self._path)
         self._cursor = 0
