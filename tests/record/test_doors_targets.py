@@ -338,7 +338,9 @@ def test_trajectory_15_pack_of_a_packed_name_says_so(tmp_path):
 
 def test_trajectory_15_convert_to_a_zip_target_writes_a_packed_record(tmp_path):
     pytest.importorskip("MDAnalysis", reason="convert needs MDAnalysis (pip install 'molrec-raw[mdanalysis]')")
-    mr.write_mrec(tmp_path / "src.mrec", mr.MolRec(system=system_section(), trajectory=[atoms_frame(i) for i in range(4)]))
+    system = system_section()
+    system.meta["units"] = "real"  # convert reads through MDAnalysis, which needs the record's units (§13.5)
+    mr.write_mrec(tmp_path / "src.mrec", mr.MolRec(system=system, trajectory=[atoms_frame(i) for i in range(4)]))
     done = _cli("convert", "src.mrec", "out.mrec.zip", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out.mrec.zip").is_file() and zipfile.is_zipfile(tmp_path / "out.mrec.zip")
