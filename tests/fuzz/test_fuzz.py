@@ -63,9 +63,9 @@ def test_seed_files_this_package_writes_read_without_any_error(name) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("scale", [1, pytest.param(10, marks=pytest.mark.campaign)])
+@pytest.mark.parametrize("scale", [1, pytest.param(5, marks=pytest.mark.campaign)])
 def test_fixed_seed_fuzz_run_raises_only_molrec_errors(name, scale) -> None:
-    """``scale`` 1: the default run's share; 10: ten times as many further inputs (``-m campaign``)."""
+    """``scale`` 1: the default run's share; 5: five times as many further inputs (``-m campaign``)."""
     target = _target(name)
     count = SUITE_INPUTS[name] * scale
     report = run_campaign(target, SUITE_SEED, 0 if scale == 1 else SUITE_INPUTS[name], count)
