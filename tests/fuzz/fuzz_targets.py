@@ -27,6 +27,7 @@ once per process.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
 from random import Random
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import orjson
@@ -879,6 +880,42 @@ def memory_kib() -> Tuple[int, int]:
     return found["VmRSS"], found["VmHWM"]
 
 
+ADDRESS_SPACE_MARGIN = 4 << 30  # a campaign may map this much beyond what the process had
+
+
+@contextlib.contextmanager
+def address_space_cap(margin: int = ADDRESS_SPACE_MARGIN) -> Iterator[None]:
+    """Cap the process's address space (``RLIMIT_AS``, Linux) at its current size plus
+    ``margin`` while a campaign runs: an input whose few bytes make a reader allocate gigabytes
+    raises ``MemoryError`` (an escape, with its input number) instead of calling the machine's
+    OOM killer; the limit is restored afterwards."""
+    try:
+        import resource
+    except ImportError:
+        yield
+        return
+    size = 0
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    size = int(line.split()[1]) << 10
+    except OSError:
+        pass
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = size + margin
+    if not size or (soft != resource.RLIM_INFINITY and soft <= cap):
+        yield
+        return
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def reset_peak_rss() -> bool:
     """Reset the kernel's peak-RSS mark (Linux ≥ 4.0) so the peak measured is this campaign's."""
     try:
@@ -964,22 +1001,29 @@ def run_campaign(target: Target, seed: int, start: int, count: int, *, save: Opt
     previous = signal.signal(signal.SIGALRM, _raise_hang) if alarm else None
     report.begin()
     try:
-        for index in range(start, start + count):
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            data = make_input(target, seed, index)
-            if alarm:
-                signal.setitimer(signal.ITIMER_REAL, hang_seconds)
-            result = outcome(target, data)
-            if alarm:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            report.add(index, result, data, save, f"{seed}-{index}.bin")
+        with address_space_cap():
+            _run_inputs(target, seed, start, count, report, save, hang_seconds, deadline, alarm)
     finally:
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     report.end()
     return report
+
+
+def _run_inputs(target: Target, seed: int, start: int, count: int, report: "CampaignReport", save: Optional[Path],
+                hang_seconds: float, deadline: Optional[float], alarm: bool) -> None:
+    """The inputs of :func:`run_campaign`, one by one, into ``report``."""
+    for index in range(start, start + count):
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        data = make_input(target, seed, index)
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, hang_seconds)
+        result = outcome(target, data)
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        report.add(index, result, data, save, f"{seed}-{index}.bin")
 
 
 def _raise_hang(signum: int, frame: Any) -> None:

@@ -20,6 +20,7 @@ its file (``Unnamed``).
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import shutil
 import tempfile
@@ -141,11 +142,12 @@ def _named(path: Path, exc: MolrecError) -> None:
 
 
 class _Scratch:
-    """A directory of its own for the collection copies of a process (removed at exit)."""
+    """A directory of its own for the collection copies of a process (removed at its exit)."""
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="molrec-fuzz-lmdb-"))
         self.count = 0
+        atexit.register(shutil.rmtree, self.folder, True)
 
     def path(self) -> Path:
         self.count += 1
@@ -346,7 +348,3 @@ def _collection_values(seed: bytes, keys: List[bytes]) -> Dict[bytes, bytes]:
         env.close()
     return values
 
-
-def remove_scratch() -> None:
-    """Remove the scratch directory of this process (the suite calls it at the end)."""
-    shutil.rmtree(_scratch().folder, ignore_errors=True)
