@@ -161,3 +161,26 @@ def test_every_input_of_a_source_cutting_reads_short_must_be_refused() -> None:
     short = next(i for i, slot in enumerate(target.slots) if slot.refused)
     assert outcome(Target("zip", target.slots, lambda context, payload: None), bytes([short]) + b"x").kind \
         == "accepted, a rule due"
+
+
+def test_zip_a_tail_that_comes_back_short_is_refused_not_read_as_another_archive() -> None:
+    """Found by the oracle above (zip input 29086 of the campaign run): an end record followed by
+    one stray byte is no archive, but through a source whose tail read came back one byte short
+    it looked like a valid empty one.  A tail shorter than asked is refused (the source's
+    contract: the last ``min(n, size)`` bytes)."""
+    from fuzz_targets import BytesSource
+    from molrec_raw.zarr import ZipStore
+
+    class OneShort(BytesSource):
+        def tail(self, length):
+            size, data = super().tail(length)
+            return size, data[:-1]
+
+    damaged = b"PK\x05\x06" + bytes(18) + b"h"
+    with pytest.raises(CorruptDataError) as caught:
+        ZipStore(OneShort(damaged, "file"))
+    assert "a short read" in caught.value.message and caught.value.rule
+    with pytest.raises(CorruptDataError):
+        ZipStore(BytesSource(damaged, "file"))  # read honestly, the stray byte is refused too
+    with ZipStore(BytesSource(damaged[:-1], "file")) as store:  # the empty archive itself is fine
+        assert list(store.list()) == []
