@@ -184,3 +184,15 @@ def test_zip_a_tail_that_comes_back_short_is_refused_not_read_as_another_archive
         ZipStore(BytesSource(damaged, "file"))  # read honestly, the stray byte is refused too
     with ZipStore(BytesSource(damaged[:-1], "file")) as store:  # the empty archive itself is fine
         assert list(store.list()) == []
+
+
+def test_validate_calling_valid_a_record_a_read_refuses_is_an_escape(monkeypatch) -> None:
+    """The whole-record oracle: were ``validate`` to find nothing in a record ``read_mrec``
+    refuses (here made so), the documents target reports it."""
+    import fuzz_whole
+    target = targets()["documents"]
+    meta = next(i for i, slot in enumerate(target.slots) if slot.label == "meta/zarr.json")
+    broken = target.join(meta, b"{")
+    assert outcome(target, broken).kind is None  # validate lists the violation, read_mrec refuses
+    monkeypatch.setattr(fuzz_whole, "validate", lambda store: [])
+    assert outcome(target, broken).kind == "validate calls valid what a read refuses"
