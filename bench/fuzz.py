@@ -7,9 +7,21 @@ records, ZIP64, central and local headers, over honest and lying range sources),
 ``chunk`` / ``shard`` / ``vlen_utf8`` (stored values through every codec chain: gzip and
 zstd bombs, lying sizes, shard indexes and written-rows stamps), ``wal`` (metrics WAL lines),
 ``typed_meta``, ``sequence_schema``, ``checkpoint`` (a live trajectory's recovery snapshot,
-read back through its view) and ``frame_bytes`` (a collection's MRF1 values, decoded fresh and
-through a layout cache, lmdb#L9-#L17).  Inputs are seed files this package writes, mutated by bit flips,
-truncation, splicing and structure-aware edits of length fields.
+read back through its view), ``frame_bytes`` (a collection's MRF1 values, decoded fresh and
+through a layout cache, lmdb#L9-#L17), and whole doors (tests/fuzz/fuzz_whole.py):
+``documents`` (the metadata and small values of a record's meta, status, method, observables,
+force field, system and frame, through ``read_mrec`` and ``validate``), ``trajectory_layout``
+(the trajectory's nodes, through ``MrecReader``), ``collection_values`` (a collection's ``meta``
+and per-record values, through ``read_collection``) and ``lmdb_file`` (a ``*.mrec.lmdb`` file
+with bytes changed, read in a separate process: a crash is counted, every error must name the
+file).  Inputs are seed files this package writes, mutated by bit flips, truncation, splicing
+and structure-aware edits of length fields.
+
+An escape is anything raised that is not a ``MolrecError`` naming its rule, and also an input an
+edit knows to be invalid (a shard index entry past the end, a fixed-size chunk cut short, any
+read through a source cutting reads short) that is read without an error or refused under
+another rule; ``validate`` calling valid what a read refuses; a collection error not naming
+the file.
 
 Input ``i`` of campaign ``--seed s`` is a pure function of (target, s, i), so a campaign
 runs in chunks of ``--chunk`` inputs, each in a fresh process (its RSS is its own); the
@@ -43,7 +55,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests" / "fuzz"), str(HERE.parent)]
 
 NAMES = ("zip", "zarr_json", "chunk", "shard", "vlen_utf8", "wal", "typed_meta", "sequence_schema", "checkpoint",
-         "frame_bytes")
+         "frame_bytes", "documents", "trajectory_layout", "collection_values", "lmdb_file")
 
 
 def _report_line(report: Any, engine: str) -> Dict[str, Any]:
@@ -83,8 +95,11 @@ def _atheris_worker(args: argparse.Namespace) -> int:
     save = args.out / "escapes"
     report.begin()
 
+    marks: Dict[bytes, Any] = {}  # inputs our mutator knew invalid (libFuzzer hands back plain bytes)
+
     def one(data: bytes) -> None:
         index = args.start + report.count
+        data = marks.pop(data, data)
         report.add(index, fuzz_targets.outcome(target, data), data, save, f"atheris-{args.seed}-{index}.bin")
         if report.count >= args.count:
             report.end()
@@ -95,7 +110,12 @@ def _atheris_worker(args: argparse.Namespace) -> int:
         rng = Random(seed)
         if rng.random() < 0.2:  # libFuzzer's own byte mutator, now and then
             return bytes(atheris.Mutate(data, max_size))
-        return fuzz_targets.mutate_input(target, rng, data)[:max_size]
+        made = fuzz_targets.mutate_input(target, rng, data)
+        if len(made) <= max_size and hasattr(made, "rule"):
+            if len(marks) > 4096:
+                marks.clear()
+            marks[bytes(made)] = made
+        return made[:max_size]
 
     corpus = Path(tempfile.mkdtemp(prefix=f"molrec-atheris-{target.name}-"))
     for number, data in enumerate(target.seed_inputs() + target.seed_inputs(valid=False)):

@@ -21,6 +21,6 @@ def run_demo(args: argparse.Namespace) -> int:
     except ImportError:  # the core installs without matplotlib; the record is complete anyway
         print(f"\n{image} not drawn: the picture needs matplotlib ({plot.EXTRA_HINT})")
     print(f"wrote {path} in {time.monotonic() - started:.1f} s; try: molrec-raw validate {path}, "
-          f"molrec-raw metrics {path}, molrec-raw plot {path}, molrec-raw cat {path} --frame -1 --block bonds, "
+          f"molrec-raw metrics {path}, molrec-raw cat {path} --frame -1 --block bonds, "
           f"molrec-raw pack {path}")
     return 0

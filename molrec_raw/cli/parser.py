@@ -256,14 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk", default=None, metavar="COORDS", help="a chunk of the array NODE: grid coordinates "
                    "(0, 0.1) or its key (c/0)")
     p.add_argument("--frame", type=int, default=None, metavar="I", help="how trajectory frame I is resolved")
-    p.add_argument("--json", action="store_true", help="the explanation as a JSON document (spec-notes/cli.md)")
+    p.add_argument("--json", action="store_true", help="the explanation as a JSON document (its fields: the docs' page \"A reference kit for implementers\")")
     p.add_argument("--rule", default=None, metavar="ID",
                    help="print the catalogue's entry for a rule id (trajectory#W18, documents#9.15, ...) instead; "
                         "a chapter name (trajectory) prints its every rule")
 
     p = command("dump", "a record's decoded content in the canonical JSON form (conformance corpus)",
                 "Print a record's decoded content as the canonical JSON document the conformance corpus "
-                "compares (spec-notes/conformance.md); a record a reader must refuse is a one-line error naming "
+                "compares (described in the corpus's README, molrec_raw/conformance/README.md); a record a reader must refuse is a one-line error naming "
                 "its rule, exit 2.  A collection (*.mrec.lmdb) dumps its document, declaration, index, force field "
                 "and every record.", "molrec_raw.cli.kit:run_dump")
     p.add_argument("path", help=_WHERE + _OR_COLLECTION)

@@ -363,7 +363,7 @@ def _entries_parts(index: np.ndarray, codec: ShardingCodec, start: int) -> List[
 _UNUSED_NOTE = ("no index entry points here: superseded inner chunks (positional writes append, never rewrite), "
                 "and the zero bytes with which a durable point ended the shard at a 4096-byte boundary (so that no "
                 "later write shares a sector with durable bytes: power cuts without powersafe overwrite, "
-                "spec-notes/zarr.md); readers skip them")
+                "the docs' page \"What is guaranteed\"); readers skip them")
 
 
 def _gaps(covered: List[Tuple[int, int]], size: int, data: bytes, page_end: Optional[int]) -> List[Section]:
@@ -376,7 +376,7 @@ def _gaps(covered: List[Tuple[int, int]], size: int, data: bytes, page_end: Opti
             if page_end is not None and at < page_end <= lo and not any(data[at:page_end]):
                 out.append(Section("index page padding", at, page_end - at,
                                    "zero bytes up to a 4096-byte boundary: the index page owns its sectors, so "
-                                   "rewriting it in place never touches chunk data (spec-notes/zarr.md)"))
+                                   "rewriting it in place never touches chunk data (the docs' page \"What is guaranteed\")"))
                 at = page_end
             if lo > at:
                 out.append(Section("unused bytes", at, lo - at, _UNUSED_NOTE if lo < size else
@@ -391,7 +391,7 @@ def _stamp_section(codec: ShardingCodec, data: bytes, first_chunk: Optional[int]
         return None
     at = codec.index_size
     note = ("molrec_raw extra, ignored by other readers (they read only the indexed ranges): the "
-            "leading-axis rows landed when this index was written (spec-notes/zarr.md, written-rows stamp)"
+            "leading-axis rows landed when this index was written (the docs' page \"What is guaranteed\")"
             if stamp.valid else f"not a stamp: {stamp.why}")
     if not stamp.valid and first_chunk is not None and first_chunk < at + STAMP_SIZE:
         return None  # chunk data: shown with its chunk

@@ -222,6 +222,9 @@ class ZipStore(ReadOnlyStore):
         self.concurrency = opened.concurrency
         try:
             self._size, tail = opened.tail(_EOCD.size + _MAX_COMMENT)
+            if len(tail) != min(_EOCD.size + _MAX_COMMENT, self._size):  # the source's contract: a short read lies
+                raise self._corrupt(f"the last {min(_EOCD.size + _MAX_COMMENT, self._size)} bytes of a "
+                                    f"{self._size}-byte archive came back as {len(tail)} (a short read)")
             self._tail_at, self._tail = self._size - len(tail), tail
             self._entries = self._load()
         except MolrecError:

@@ -10,10 +10,13 @@ import gc
 import os
 from pathlib import Path
 
+import pytest
+
 import molrec_raw as mr
 from collection_helpers import UNITS, molecule
 
 
+@pytest.mark.forks
 def test_lmdb_L1_the_parent_reads_on_after_a_forked_child_read(path: Path) -> None:
     with mr.CollectionWriter(path, units=UNITS) as w:
         for r in range(6):

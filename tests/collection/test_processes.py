@@ -45,7 +45,7 @@ def _read_given(c: mr.CollectionReader) -> str:
     return digest(c, list(range(len(c))))
 
 
-@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
+@pytest.mark.parametrize("method", ["spawn", pytest.param("fork", marks=pytest.mark.forks), "forkserver"])
 def test_readers_in_many_processes_each_open_their_own_environment(written: Path, method: str) -> None:
     if method not in multiprocessing.get_all_start_methods():
         pytest.skip(f"{method} is not a start method here")
@@ -77,6 +77,7 @@ def _child(conn: "multiprocessing.connection.Connection", c: mr.CollectionReader
     os._exit(0)
 
 
+@pytest.mark.forks
 def test_a_reader_carried_across_fork_is_reopened_in_the_child_never_shared(written: Path, tmp_path: Path) -> None:
     c = mr.read_collection(written)
     expected = digest(c, list(range(len(c))))

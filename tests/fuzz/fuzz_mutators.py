@@ -7,6 +7,11 @@ Structure-aware edits keep an input deep: a checksum layer is recomputed after t
 under it change (crc32c of a chunk, of a shard index), a compressed layer is decompressed,
 edited and compressed again, so the parser below sees a lying length instead of stopping
 at the first checksum.
+
+Some edits know that what they made is invalid (a shard index entry pointing past the end of
+its shard, a fixed-size chunk cut short): they return :class:`Invalid`, bytes carrying the
+rule a reader must refuse them with — the oracle of the campaign (``fuzz_targets.outcome``)
+then fails an input that is read without an error, or refused under another rule.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from molrec_raw.zarr.codecs import CodecPipeline
 from molrec_raw.zarr.codecs.sharding import EMPTY, STAMP_SIZE, ShardingCodec
 
 __all__ = [
-    "mutate_bytes", "edit_json", "edit_zarr_json", "edit_wal_lines", "edit_zip", "edit_value", "edit_checkpoint",
+    "Invalid", "mutate_bytes", "edit_json", "edit_zarr_json", "edit_wal_lines", "edit_zip", "edit_value", "edit_checkpoint",
     "Bombs", "MAX_INPUT",
 ]
 
@@ -34,6 +39,27 @@ MAX_INPUT = 4 << 20  # no mutated input grows beyond this
 _U64 = (1 << 64) - 1
 _INTERESTING_BYTES = (0x00, 0x01, 0x7F, 0x80, 0xFF, 0x20, 0x0A, 0x22, 0x2C, 0x5C, 0x7B, 0x5B)
 _DEEP = "\x00molrec-fuzz-deep\x00"  # replaced by deeply nested brackets in the JSON text
+
+
+class Invalid(bytes):
+    """Bytes an edit knows to be invalid: a reader must refuse them, naming ``rule`` or one of
+    its sub-rules (``#5`` covers ``#5.1``; ``why`` says what the edit broke).  Slicing or concatenating gives plain bytes: an edit after it
+    drops the mark, so only the last edit of an input marks it."""
+
+    rule: str
+    why: str
+
+    def __new__(cls, data: bytes, rule: str, why: str) -> "Invalid":
+        made = super().__new__(cls, data)
+        made.rule, made.why = rule, why
+        return made
+
+
+def marked(data: bytes, like: bytes) -> bytes:
+    """``data`` with the mark of ``like`` (when ``like`` is :class:`Invalid`): an honest
+    re-encoding of a known-invalid value (a checksum recomputed, a layer compressed again)
+    is just as invalid."""
+    return Invalid(data, like.rule, like.why) if isinstance(like, Invalid) else data
 
 
 def interesting_int(rng: Random, width: int, size: int, current: Optional[int] = None) -> int:
@@ -496,10 +522,21 @@ def edit_value(rng: Random, pipeline: CodecPipeline, value: bytes, bombs: Bombs)
     producer = layers[len(layers) - 1 - depth]
     edit = _EDITS.get(producer.name)
     edited = edit(rng, producer, exposed, bombs) if edit is not None and rng.random() < 0.8 else None
+    if edited is None and producer.name == "bytes" and exposed and rng.random() < 0.3 and all(
+            codec.name in _LENGTH_BLIND for codec in pipeline.bytes_codecs):
+        cut = rng.randint(1, min(len(exposed), 9))  # a fixed-size chunk cut short (a short read)
+        # refused by the first layer that knows the size it must decode to (#5.x: bytes, gzip, zstd, crc32c)
+        edited = Invalid(exposed[:-cut], "zarr-v3-subset#5", f"a chunk of {len(exposed)} bytes cut by {cut}")
     if edited is None:
         edited = mutate_bytes(rng, exposed)
     wrapped = _wrap(pipeline, edited, depth)
-    return edited if wrapped is None else wrapped[:MAX_INPUT]
+    if wrapped is None or len(wrapped) > MAX_INPUT:
+        return edited[:MAX_INPUT]
+    return marked(wrapped, edited)
+
+
+# bytes -> bytes codecs that pass any length through (a cut under them reaches the bytes codec)
+_LENGTH_BLIND = ("gzip", "zstd", "crc32c")
 
 
 def _edit_zstd(rng: Random, codec: Any, data: bytes, bombs: Bombs) -> Optional[bytes]:
@@ -612,7 +649,8 @@ def _edit_shard(rng: Random, codec: ShardingCodec, data: bytes, bombs: Bombs) ->
             data[int(o):int(o) + int(s)] if o != EMPTY and int(o) + int(s) <= len(data) else None for o, s in index]
         i = rng.choice(present)
         values[i] = edit_value(rng, codec.inner, values[i] or b"", bombs)
-        return codec._assemble(values) or None  # the writer's own layout and index encoding
+        assembled = codec._assemble(values)  # the writer's own layout and index encoding
+        return marked(assembled, values[i]) if assembled else None
     if op == 1:
         i = rng.randrange(n)
         which = rng.randrange(2)
@@ -630,8 +668,20 @@ def _edit_shard(rng: Random, codec: ShardingCodec, data: bytes, bombs: Bombs) ->
     encoded = bytes(memoryview(codec.index_pipeline.encode(index.reshape(codec.chunks_per_shard + (2,)))).cast("B"))
     if codec.index_location == "start":
         edited = encoded + data[codec.index_size:]
-        return _restamp(codec, edited) if stamped and rng.random() < 0.5 else edited
-    return data[:start] + encoded
+        edited = _restamp(codec, edited) if stamped and rng.random() < 0.5 else edited
+    else:
+        edited = data[:start] + encoded
+    return _past_the_end(index, len(edited), edited)
+
+
+def _past_the_end(index: np.ndarray, size: int, shard: bytes) -> bytes:
+    """``shard`` marked invalid when an entry of its index is present (its offset not the
+    empty sentinel) and its range is not inside the shard's ``size`` bytes (zarr-v3-subset#7)."""
+    for i, (offset, nbytes) in enumerate(index.tolist()):
+        if offset != int(EMPTY) and offset + nbytes > size:
+            return Invalid(shard, "zarr-v3-subset#7",
+                           f"shard index entry {i}: {nbytes} bytes at {offset}, in a shard of {size} bytes")
+    return shard
 
 
 def _restamp(codec: ShardingCodec, data: bytes) -> bytes:

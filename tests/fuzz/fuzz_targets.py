@@ -13,7 +13,12 @@ the library does, and the outcome is either
   a caller's safety net (``Array``'s "cannot decode chunk: ...", ``ZipStore``'s "unreadable zip
   archive (...)": the parser itself should have named the rule), or a read-back that
   disagrees with what was read (``RoundTripError``), or a numpy ``RuntimeWarning`` (an
-  overflow or invalid cast done silently).
+  overflow or invalid cast done silently); or
+- a missed refusal: an input known to be invalid — marked by the edit that made it
+  (:class:`fuzz_mutators.Invalid`: a shard index entry past the end of its shard, a
+  fixed-size chunk cut short), or run in a slot whose every input must be refused (a range
+  source cutting every read short) — that was read without an error, or refused under
+  another rule than the one it breaks.
 
 Seeds come from one small record written here (the demo record with deterministic metrics),
 its packed ``*.mrec.zip``, zips written by ``write_zip`` (also ZIP64), synthetic arrays for
@@ -22,6 +27,7 @@ once per process.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -36,15 +42,16 @@ from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
 from random import Random
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import orjson
 
 from fuzz_mutators import (
-    Bombs, MAX_INPUT, edit_checkpoint, edit_frame_bytes, edit_json, edit_value, edit_wal_lines, edit_zarr_json,
+    Bombs, Invalid, MAX_INPUT, edit_checkpoint, edit_frame_bytes, edit_json, edit_value, edit_wal_lines, edit_zarr_json,
     edit_zip, mutate_bytes,
 )
+from fuzz_whole import Disagreement, Unnamed, whole_targets
 from molrec_raw import Block, Box, Frame, MetaValue, MetricsWriter, MrecWriter, pack_mrec_zip
 from molrec_raw.demo import write_demo
 from molrec_raw.errors import MolrecError, StoreError
@@ -86,6 +93,7 @@ class Slot:
     context: Any
     seeds: List[bytes]
     valid: bool = True  # False: the context itself is faulty (a lying source), seeds may be refused
+    refused: bool = False  # every input of this slot must be refused with a MolrecError naming a rule
 
 
 @dataclass
@@ -105,7 +113,8 @@ class Target:
         self.donors = [seed for slot in self.slots for seed in slot.seeds]
 
     def join(self, slot: int, payload: bytes) -> bytes:
-        return bytes([slot]) + payload if self.slotted else payload
+        joined = bytes([slot]) + payload if self.slotted else payload
+        return Invalid(joined, payload.rule, payload.why) if isinstance(payload, Invalid) else joined
 
     def split(self, data: bytes) -> Tuple[Slot, bytes]:
         if not self.slotted:
@@ -139,7 +148,10 @@ class Outcome:
 
 
 def _where(exc: BaseException) -> str:
-    """The innermost frame of molrec_raw in the traceback: ``module.py:line``."""
+    """The innermost frame of molrec_raw in the traceback: ``module.py:line`` (or where the
+    exception says it was raised, for one carried over from another process)."""
+    if isinstance(getattr(exc, "where", None), str):
+        return exc.where  # type: ignore[attr-defined]
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "molrec_raw" in f.filename]
     if not frames:
         return "outside molrec_raw"
@@ -147,11 +159,23 @@ def _where(exc: BaseException) -> str:
     return f"{Path(last.filename).name}:{last.lineno}"
 
 
+def due_refusal(target: Target, data: bytes) -> Optional[Tuple[str, str]]:
+    """``(rule, why)`` when ``data`` is known to be invalid: marked by the edit that made it
+    (the rule it breaks: that rule or a sub-rule of it must be named), or an input of a slot
+    whose every input must be refused (any rule: ``""``); None when it may be valid."""
+    if isinstance(data, Invalid):
+        return data.rule, data.why
+    if target.split(data)[0].refused:
+        return "", f"every input of slot {target.split(data)[0].label!r} must be refused"
+    return None
+
+
 def outcome(target: Target, data: bytes) -> Outcome:
     """Run one input and classify what happened (see the module docstring)."""
     start = time.perf_counter()
     kind: Optional[str] = None
     detail = ""
+    due = due_refusal(target, data)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", RuntimeWarning)
@@ -160,13 +184,22 @@ def outcome(target: Target, data: bytes) -> Outcome:
         if numeric:
             kind = f"RuntimeWarning at {Path(numeric[0].filename).name}:{numeric[0].lineno}"
             detail = str(numeric[0].message)
+        elif due is not None:
+            kind, detail = f"accepted, {due[0] or 'a rule'} due", due[1]
     except MolrecError as exc:
         if exc.message.startswith(NETTED):
             kind, detail = f"netted {exc.message.split(':')[0]} at {_where(exc)}", str(exc)
+        elif due is not None and not (exc.rule and (not due[0] or exc.rule == due[0] or exc.rule.startswith(f"{due[0]}."))):
+            kind = f"refused under {exc.rule or 'no rule'}, {due[0] or 'a rule'} due, at {_where(exc)}"
+            detail = f"{due[1]}: {exc}"[:500]
     except _Hang:
         kind = "hang"
     except RoundTripError as exc:
         kind, detail = f"round trip at {_where(exc)}", str(exc)
+    except Disagreement as exc:
+        kind, detail = "validate calls valid what a read refuses", str(exc)[:500]
+    except Unnamed as exc:
+        kind, detail = f"an error not naming the collection's file ({type(exc.__cause__).__name__})", str(exc)[:500]
     except Exception as exc:  # MemoryError and RecursionError are Exceptions too
         kind, detail = f"{type(exc).__name__} at {_where(exc)}", f"{type(exc).__name__}: {exc}"[:500]
     return Outcome(kind, time.perf_counter() - start, detail)
@@ -179,12 +212,15 @@ def mutate_input(target: Target, rng: Random, data: bytes) -> bytes:
     structure-aware ``edits`` in the share ``target.structured``, byte mutations otherwise."""
     number = data[0] % len(target.slots) if target.slotted and data else 0
     slot, payload = target.split(data)
-    for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 5))):
+    stacked = rng.choice((1, 1, 1, 2, 2, 3, 5))
+    for _ in range(stacked):
         if target.edits and rng.random() < target.structured:
             payload = rng.choice(target.edits)(rng, payload, slot, target.donors)
         else:
             payload = mutate_bytes(rng, payload, target.donors)
-    return target.join(number, payload[:MAX_INPUT])
+    if stacked > 1 or len(payload) > MAX_INPUT:  # an earlier edit may break something the reader meets first
+        payload = bytes(payload[:MAX_INPUT])
+    return target.join(number, payload)
 
 
 def make_input(target: Target, seed: int, index: int) -> bytes:
@@ -299,7 +335,7 @@ def _run_zip(behaviour: str, payload: bytes) -> None:
 
 
 def _zip_target(c: Corpus) -> Target:
-    slots = [Slot(b, b, c.zips, valid=b == "file") for b in ("file", "short", "long", "lying")]
+    slots = [Slot(b, b, c.zips, valid=b == "file", refused=b == "short") for b in ("file", "short", "long", "lying")]
     return Target("zip", slots, _run_zip, edits=(lambda rng, data, slot, donors: edit_zip(rng, data, donors),))
 
 
@@ -730,33 +766,10 @@ def _frame_bytes_seeds() -> List[bytes]:
         import lmdb  # noqa: F401  (the [lmdb] extra, installed by the test extra)
     except ImportError:
         return []
-    from molrec_raw import CollectionWriter, ForceFieldSection
     from molrec_raw.collection import binding
     from molrec_raw.collection.frame_bytes import encode_frame
     with tempfile.TemporaryDirectory(prefix="molrec-fuzz-mrf1-") as tmp:
-        path = Path(tmp) / "seed.mrec.lmdb"
-        schema = (SequenceSchema().declare_column("atoms", "x", "f64").declare_column("atoms", "q", "f64")
-                  .declare_nullable("atoms", "q").declare_column("atoms", "label", "string")
-                  .declare_column("bonds", "atomi", "u64").declare_target("bonds", "atomi", "atoms")
-                  .declare_meta("pe", "f64").declare_meta_with_fill("n", 0, "u32"))
-        ff = ForceFieldSection({"name": "ff", "units": {"length": "nm", "energy": "kJ/mol"},
-                                "styles": [{"category": "atom", "style": "full"}]},
-                               {"atom.full": Block({"name": np.array(["a", "b"], dtype=object), "mass": np.array([1.0, 2.0])})})
-        with CollectionWriter(path, units={"length": "nm"}, schema=schema, forcefield=ff,
-                              index_schema={"code": {"dtype": "string", "nullable": True}, "e": {"dtype": "f64", "precision": 0.01}}) as w:
-            for r in range(3):
-                system = Frame({"smiles": "CCO", "total_charge": MetaValue("i32", -1)},
-                               {"atoms": Block({"element": np.array(["C", "C", "O"], dtype=object),
-                                                "id": np.arange(3, dtype=np.uint64)})})
-                frames = [Frame({"pe": -1.0 * k, **({"n": k} if k else {})},
-                                {"atoms": Block({"x": np.arange(3.0) + k, "q": np.full(3, 0.5),
-                                                 "label": np.array(["a", "b", "c"], dtype=object)},
-                                                masks={"q": np.array([True, k % 2 == 0, True])}),
-                                 **({"bonds": Block({"atomi": np.array([0, 1], np.uint64)})} if k != 1 else {})},
-                                Box(np.eye(3) * (5.0 + k)))
-                          for k in range(3)]
-                w.add_record(system=system, frames=frames, times=[0.5 * k for k in range(3)],
-                             index={"code": None if r == 1 else f"c{r}", "e": 0.123 * r})
+        path = write_seed_collection(Path(tmp) / "seed.mrec.lmdb")
         handle = binding.acquire(path)
         try:
             with handle.env.begin() as txn:
@@ -768,6 +781,35 @@ def _frame_bytes_seeds() -> List[bytes]:
                               meta={"k": [1, {"a": None}]}, step=2**60, time=-0.0))
     seeds.append(encode_frame({}))
     return seeds
+
+
+def write_seed_collection(path: Path) -> Path:
+    """A small collection (3 records of 3 frames): typed system meta, strings, a nullable
+    column, bonds with targets, cells, an index with a null, a force field."""
+    from molrec_raw import CollectionWriter, ForceFieldSection
+    schema = (SequenceSchema().declare_column("atoms", "x", "f64").declare_column("atoms", "q", "f64")
+              .declare_nullable("atoms", "q").declare_column("atoms", "label", "string")
+              .declare_column("bonds", "atomi", "u64").declare_target("bonds", "atomi", "atoms")
+              .declare_meta("pe", "f64").declare_meta_with_fill("n", 0, "u32"))
+    ff = ForceFieldSection({"name": "ff", "units": {"length": "nm", "energy": "kJ/mol"},
+                            "styles": [{"category": "atom", "style": "full"}]},
+                           {"atom.full": Block({"name": np.array(["a", "b"], dtype=object), "mass": np.array([1.0, 2.0])})})
+    with CollectionWriter(path, units={"length": "nm"}, schema=schema, forcefield=ff,
+                          index_schema={"code": {"dtype": "string", "nullable": True}, "e": {"dtype": "f64", "precision": 0.01}}) as w:
+        for r in range(3):
+            system = Frame({"smiles": "CCO", "total_charge": MetaValue("i32", -1)},
+                           {"atoms": Block({"element": np.array(["C", "C", "O"], dtype=object),
+                                            "id": np.arange(3, dtype=np.uint64)})})
+            frames = [Frame({"pe": -1.0 * k, **({"n": k} if k else {})},
+                            {"atoms": Block({"x": np.arange(3.0) + k, "q": np.full(3, 0.5),
+                                             "label": np.array(["a", "b", "c"], dtype=object)},
+                                            masks={"q": np.array([True, k % 2 == 0, True])}),
+                             **({"bonds": Block({"atomi": np.array([0, 1], np.uint64)})} if k != 1 else {})},
+                            Box(np.eye(3) * (5.0 + k)))
+                      for k in range(3)]
+            w.add_record(system=system, frames=frames, times=[0.5 * k for k in range(3)],
+                         index={"code": None if r == 1 else f"c{r}", "e": 0.123 * r})
+    return path
 
 
 def _run_frame_bytes(cache: Any, payload: bytes) -> None:
@@ -817,6 +859,7 @@ def targets() -> Dict[str, Target]:
         _schema_target(c),
         _checkpoint_target(),
         _frame_bytes_target(),
+        *whole_targets(c.record),
     ]
     return {t.name: t for t in targets}
 
@@ -835,6 +878,42 @@ def memory_kib() -> Tuple[int, int]:
     except OSError:
         pass
     return found["VmRSS"], found["VmHWM"]
+
+
+ADDRESS_SPACE_MARGIN = 4 << 30  # a campaign may map this much beyond what the process had
+
+
+@contextlib.contextmanager
+def address_space_cap(margin: int = ADDRESS_SPACE_MARGIN) -> Iterator[None]:
+    """Cap the process's address space (``RLIMIT_AS``, Linux) at its current size plus
+    ``margin`` while a campaign runs: an input whose few bytes make a reader allocate gigabytes
+    raises ``MemoryError`` (an escape, with its input number) instead of calling the machine's
+    OOM killer; the limit is restored afterwards."""
+    try:
+        import resource
+    except ImportError:
+        yield
+        return
+    size = 0
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    size = int(line.split()[1]) << 10
+    except OSError:
+        pass
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = size + margin
+    if not size or (soft != resource.RLIM_INFINITY and soft <= cap):
+        yield
+        return
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def reset_peak_rss() -> bool:
@@ -922,22 +1001,29 @@ def run_campaign(target: Target, seed: int, start: int, count: int, *, save: Opt
     previous = signal.signal(signal.SIGALRM, _raise_hang) if alarm else None
     report.begin()
     try:
-        for index in range(start, start + count):
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            data = make_input(target, seed, index)
-            if alarm:
-                signal.setitimer(signal.ITIMER_REAL, hang_seconds)
-            result = outcome(target, data)
-            if alarm:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            report.add(index, result, data, save, f"{seed}-{index}.bin")
+        with address_space_cap():
+            _run_inputs(target, seed, start, count, report, save, hang_seconds, deadline, alarm)
     finally:
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     report.end()
     return report
+
+
+def _run_inputs(target: Target, seed: int, start: int, count: int, report: "CampaignReport", save: Optional[Path],
+                hang_seconds: float, deadline: Optional[float], alarm: bool) -> None:
+    """The inputs of :func:`run_campaign`, one by one, into ``report``."""
+    for index in range(start, start + count):
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        data = make_input(target, seed, index)
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, hang_seconds)
+        result = outcome(target, data)
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        report.add(index, result, data, save, f"{seed}-{index}.bin")
 
 
 def _raise_hang(signum: int, frame: Any) -> None:

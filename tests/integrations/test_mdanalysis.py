@@ -63,8 +63,8 @@ class MRECReference(BaseReference):
 class TestMRECReaderHarness(MultiframeReaderTest):
     """MDAnalysis's reader test base, as its own formats pass it."""
 
-    @staticmethod
     @pytest.fixture()
+    @staticmethod
     def ref(reference_record):
         return MRECReference(reference_record)
 
@@ -72,8 +72,8 @@ class TestMRECReaderHarness(MultiframeReaderTest):
 class TestMRECWriterHarness(BaseWriterTest):
     """MDAnalysis's writer test base (AtomGroup, Universe, selections, changing boxes)."""
 
-    @staticmethod
     @pytest.fixture()
+    @staticmethod
     def ref(reference_record):
         return MRECReference(reference_record)
 
@@ -269,7 +269,15 @@ def test_pickled_reader_reopens_by_path_and_parallel_analysis_matches_serial(tmp
     assert clone.ts.frame == 10 and np.array_equal(clone.ts.positions, u.trajectory.ts.positions)
     assert clone.next().frame == 11
     serial = rms.RMSD(u, select="name CA").run().results.rmsd
-    parallel = rms.RMSD(u, select="name CA").run(backend="multiprocessing", n_workers=2).results.rmsd
+    # MDAnalysis's pool takes the default start method; forkserver workers inherit nothing (the
+    # universe reaches them pickled, its reader by path) and the suite's threads are not forked
+    import multiprocessing
+    previous = multiprocessing.get_start_method(allow_none=True)
+    multiprocessing.set_start_method("forkserver", force=True)
+    try:
+        parallel = rms.RMSD(u, select="name CA").run(backend="multiprocessing", n_workers=2).results.rmsd
+    finally:
+        multiprocessing.set_start_method(previous, force=True)
     assert np.array_equal(serial, parallel)
 
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import live_campaign
 
 
+@pytest.mark.campaign
 def test_live_campaign_no_wrong_frames_and_no_foreign_errors(tmp_path: Path) -> None:
     report = live_campaign.run(tmp_path, seconds=3.0, readers=2)
     print({k: v for k, v in report.items() if k != "details"})

@@ -31,6 +31,8 @@ SEED = 20261211
 JOBS = 2  # the machine's cores; the checkers run in forked processes
 
 
+@pytest.mark.campaign
+@pytest.mark.forks
 def test_powercut_campaign_every_promise_holds_without_powersafe_overwrite(tmp_path: Path) -> None:
     results = campaign(list(SUITE_STATES), SEED, tmp_path, device=TORN_4096, budget=SUITE_STATES, deep_every=0,
                        jobs=JOBS)
@@ -95,6 +97,8 @@ def _hole_campaign(tmp_path: Path, device: Device, aligned: bool, monkeypatch: p
     return outcome
 
 
+@pytest.mark.campaign
+@pytest.mark.forks
 def test_powercut_without_alignment_a_torn_sector_breaks_durable_frames(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The hole issue 23 closes, found by the pre-PSOW model (and only by it): an append that

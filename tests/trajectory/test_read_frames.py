@@ -155,7 +155,7 @@ def server(tmp_path_factory):
         yield served, root
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=specs, data=st.data())
 def test_trajectory_9_read_frames_equals_reading_each_frame(tmp_path_factory, server, spec, data):
     """Locally, from a zip and over HTTP: ``read_frames(idx) == [r[i] for i in idx]`` and both
