@@ -199,21 +199,53 @@ class MrecReader(BlockArrays):
         return found
 
     def _wanted(self, pairs: Iterable[Tuple[str, str]]) -> Dict[str, List[str]]:
+        """Block -> the columns named; a block a named column references or is aligned with
+        is planned too, with no column (its row count is what ``trajectory#R17``/``#R16``
+        check a frame against: nothing of it is decoded)."""
         wanted: Dict[str, List[str]] = {}
         schema = self._layout.schema
         for block, column in pairs:
             if not schema.has_block(block) or column not in schema.column_names(block):
                 raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
             wanted.setdefault(block, []).append(column)
+        todo = list(wanted)
+        while todo:
+            block = todo.pop()
+            spec = schema.block_spec(block)
+            related = [t for c, t in spec.targets.items() if c in wanted[block] and not t.startswith("/")]
+            if spec.aligned_with is not None:
+                related.append(spec.aligned_with)
+            for target in related:
+                if schema.has_block(target) and target not in wanted:
+                    wanted[target] = []
+                    todo.append(target)
         return wanted
+
+    @staticmethod
+    def _named(frames: List[Frame], pairs: Dict[str, List[str]]) -> List[Frame]:
+        """``frames`` without the blocks planned only for their row counts (``_wanted``)."""
+        for frame in frames:
+            for name in [n for n in frame.blocks if not pairs.get(n)]:
+                del frame.blocks[name]
+        return frames
 
     def read_columns(self, i: int, pairs: Iterable[Tuple[str, str]]) -> Frame:
         """Frame ``i`` with only the named ``(block, column)`` pairs decoded (its cell and
-        meta too), as arrays the caller owns."""
+        meta too), as arrays the caller owns.  A row reference among them is checked
+        against its target block's row count at that frame (``trajectory#R17``), whether
+        or not that block's columns are named."""
+        pairs = list(pairs)
         wanted = self._wanted(pairs)
         j = self._index(i)
-        found: Frame = self._read_retrying(lambda: self._engine.read(np.asarray([j], np.int64), wanted)[0])
-        return found
+        found: List[Frame] = self._read_retrying(lambda: self._engine.read(np.asarray([j], np.int64), wanted))
+        return self._named(found, self._requested(pairs))[0]
+
+    @staticmethod
+    def _requested(pairs: Iterable[Tuple[str, str]]) -> Dict[str, List[str]]:
+        out: Dict[str, List[str]] = {}
+        for block, column in pairs:
+            out.setdefault(block, []).append(column)
+        return out
 
     def read_frames(self, indices: FrameSelection, columns: Optional[Iterable[Tuple[str, str]]] = None) -> List[Frame]:
         """Frames ``indices`` (a slice or a 1-D array of indices: any order, duplicates
@@ -221,10 +253,11 @@ class MrecReader(BlockArrays):
         fetched and decoded once, neighbouring chunks in one ``pread`` (one request over
         HTTP).  Equal to ``[reader[i] for i in indices]``; arrays the caller owns.
         ``columns``: only these ``(block, column)`` pairs, as :meth:`read_columns`."""
-        wanted = None if columns is None else self._wanted(columns)
+        pairs = None if columns is None else list(columns)
+        wanted = None if pairs is None else self._wanted(pairs)
         idx = frame_indices(indices, self._layout.nstep)
         found: List[Frame] = self._read_retrying(lambda: self._engine.read(idx, wanted))
-        return found
+        return found if pairs is None else self._named(found, self._requested(pairs))
 
     def __getitem__(self, i: int) -> Frame:
         return self.read_frame(i)
@@ -239,9 +272,14 @@ class MrecReader(BlockArrays):
         share it; a frame that fills an inner chunk alone gets that chunk, writable).
         ``columns``: only these ``(block, column)`` pairs."""
         n = self._layout.nstep
-        wanted = None if columns is None else self._wanted(columns)
+        pairs = None if columns is None else list(columns)
+        wanted = None if pairs is None else self._wanted(pairs)
         first, last, _ = slice(start, stop).indices(n)
-        return self._engine.iterate(first, max(first, last), wanted)
+        frames = self._engine.iterate(first, max(first, last), wanted)
+        if pairs is None:
+            return frames
+        requested = self._requested(pairs)
+        return (self._named([frame], requested)[0] for frame in frames)
 
     def _read_retrying(self, read: Callable[[], Any]) -> Any:
         """``read()``, again when it meets bytes a writer is rewriting in place (a shard
