@@ -100,7 +100,14 @@ def run_cat(args: argparse.Namespace) -> int:
             if not -n <= args.frame < n:
                 raise InvalidValueError(f"--frame {args.frame}: {args.path} has {n} committed frame(s)"
                                         + (f" (0 to {n - 1}, or -1 to -{n} from the end)" if n else ""))
-            frame = reader[args.frame]
+            if args.block is None:
+                frame = reader[args.frame]
+            elif args.block not in reader.block_names():
+                raise NodeNotFoundError(f"the trajectory has no block {args.block!r}; its blocks: "
+                                        f"{', '.join(reader.block_names()) or 'none'}")
+            else:  # that block alone: damage elsewhere costs it nothing
+                columns = reader.schema.column_names(args.block)
+                frame = reader.read_columns(args.frame, [(args.block, c) for c in columns])
     if args.block is not None and args.block not in frame.blocks:
         raise NodeNotFoundError(f"the frame has no block {args.block!r}; its blocks: "
                                 f"{', '.join(frame.blocks) or 'none'}")

@@ -115,6 +115,13 @@ class MrecReader(BlockArrays):
     def __len__(self) -> int:
         return self._layout.nstep
 
+    def damaged(self) -> Dict[str, MolrecError]:
+        """Store path -> the damage met when the reader opened (a block whose metadata does
+        not parse, a column whose array is gone or unreadable, an array whose shard index
+        pages fail): the reads that need one refuse with its error, the others read
+        (spec-notes/safety.md "Damage costs only the reads that need it")."""
+        return self._layout.damage()
+
     @property
     def root(self) -> Group:
         """The record root this reader reads: the live store, or a read-only view of the
@@ -303,13 +310,19 @@ class MrecReader(BlockArrays):
         """A summary for people and tools (``molrec-raw inspect``): frames, step and time
         ranges, and per block its layout, committed updates, the rows of its last update
         and the rows stored past the committed ones (an uncommitted tail, ``trajectory#N1``);
-        the cell's updates and the per-step meta keys."""
+        the cell's updates and the per-step meta keys.  A block found damaged when the
+        reader opened says so (``damaged``: column, or "" for the whole block -> why; its
+        reads refuse, the other blocks' read)."""
         layout = self._layout
         n = layout.nstep
         blocks: Dict[str, Any] = {}
         tail = False
         for name in layout.schema.block_names():
             b = layout.blocks.get(name)
+            if name in layout.damaged:
+                blocks[name] = {"layout": "damaged", "updates": None, "last_rows": None, "uncommitted_rows": 0,
+                                "damaged": {"": str(layout.damaged[name])}}
+                continue
             if b is None:
                 blocks[name] = {"layout": "none", "updates": 0, "last_rows": None, "uncommitted_rows": 0}
                 continue
@@ -320,6 +333,11 @@ class MrecReader(BlockArrays):
             lo, hi = b.rows(updates - 1) if updates else (0, 0)
             blocks[name] = {"layout": b.kind, "updates": updates, "last_rows": hi - lo if updates else None,
                             "uncommitted_rows": extra}
+            damaged = {c: str(e) for c, e in b.damaged.items()}
+            damaged.update((a.basename, str(layout.damaged_arrays[a.path])) for a in b.columns.values()
+                           if a.path in layout.damaged_arrays)
+            if damaged:
+                blocks[name]["damaged"] = damaged
         series_lengths = [arr.shape[0] for _, arr in layout.meta.values() if arr is not None]
         tgroup = layout.root.get(TRAJ)
         if isinstance(tgroup, Group):
