@@ -103,7 +103,7 @@ def run_cat(args: argparse.Namespace) -> int:
             if args.block is None:
                 frame = reader[args.frame]
             elif args.block not in reader.block_names():
-                raise NodeNotFoundError(f"the trajectory has no block {args.block!r}; its blocks: "
+                raise NodeNotFoundError(f"the frame has no block {args.block!r}; its blocks: "
                                         f"{', '.join(reader.block_names()) or 'none'}")
             else:  # that block alone: damage elsewhere costs it nothing
                 columns = reader.schema.column_names(args.block)

@@ -60,6 +60,8 @@ def test_cat_of_a_collection_names_collections(tmp_path: Path) -> None:
         assert "not a zip archive" not in err and "molrec-raw inspect" in err
     for command in ("metrics", "plot", "pack"):
         assert main([command, str(train)]) == 2
+    status, _, err = core("inspect", str(train), cwd=tmp_path)  # a core install: names collections and the extra
+    assert status == 2 and "collections (*.mrec.lmdb) need py-lmdb: pip install 'molrec-raw[lmdb]'" in err, err
 
 
 def test_plot_names_a_missing_path_before_matplotlib(tmp_path: Path) -> None:

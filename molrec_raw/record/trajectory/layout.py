@@ -114,8 +114,15 @@ class TrajectoryLayout:
 
     @property
     def has_damage(self) -> bool:
-        """A block, or a column of one, was found damaged when the layout was loaded."""
-        return bool(self.damaged) or any(b.damaged for b in self.blocks.values())
+        """A block, a column or an array was found damaged when the layout was loaded."""
+        return bool(self.damaged) or bool(self.damaged_arrays) or any(b.damaged for b in self.blocks.values())
+
+    def refuse_damaged_arrays(self, arrays: Iterable[Array]) -> None:
+        """Raise the damage of the first of ``arrays`` whose shard index pages failed (a copy)."""
+        for arr in arrays:
+            found = self.damaged_arrays.get(arr.path)
+            if found is not None:
+                raise copy.copy(found)
 
     def damage(self) -> Dict[str, MolrecError]:
         """Node path -> the damage found when the layout was loaded: whole blocks, columns,
@@ -136,6 +143,9 @@ class TrajectoryLayout:
             found = b.damaged[next(iter(names))] if names else None
         if found is not None:
             raise copy.copy(found)
+        if b is not None and self.damaged_arrays:
+            names = list(b.columns) if columns is None else list(columns)
+            self.refuse_damaged_arrays([a for c in names for a in (b.columns.get(c), b.masks.get(c)) if a is not None])
 
     def read_arrays(self) -> Dict[str, Array]:
         """Path -> array of every array frames are read from (columns, masks, meta)."""

@@ -89,6 +89,8 @@ class FramePlan:
                                  [c for c in b.spec.columns if c in wanted[name]], frames, nstep)
                        for name, b in layout.blocks.items() if wanted is None or name in wanted]
         self.meta = [MetaPlan(key, tag, arr) for key, (tag, arr) in layout.meta.items()]
+        if layout.damaged_arrays:
+            layout.refuse_damaged_arrays(mp.array for mp in self.meta if mp.array is not None)
         box = layout.box
         if not box.cells:
             self.cells = [-1] * len(self.frame_list)

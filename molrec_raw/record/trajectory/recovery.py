@@ -190,11 +190,12 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
     # durable point can have changed — its tail shard, and with a checkpoint every shard
     # from the checkpoint's on; older shards were durable and untouched since, and their
     # stamps are checked when a read first reads their index (zarr/chunkread.py)
-    # a commit with a manifest was written by a writer that stores every shard it lands rows
-    # in: a shard of committed rows that is not stored was deleted since, never fill values
-    stored_all = manifest is not None or (not strict and Manifest.from_attrs(dict(tgroup.attrs)) is not None)
     if indexes is not None:
-        indexes.strict = stored_all
+        indexes.strict = manifest is not None
+    # a commit with a manifest was written by a writer that stores every positional shard it
+    # lands rows in: such a shard of committed rows that is not stored was deleted since (its
+    # rows are never fill values); with ``damaged`` the array's reads refuse, the others read
+    stored_all = manifest is not None or (damaged is not None and Manifest.from_attrs(dict(tgroup.attrs)) is not None)
     pages = ranges if ranges is not None else range_reader(tgroup.store)
     try:
         for path, rows in logical.items():
