@@ -10,11 +10,11 @@ import json
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from molrec_raw.errors import MolrecError
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError, MolrecError
 from molrec_raw.record.damage import members_or_damage, structure_damage
-from molrec_raw.record.doors import open_record
+from molrec_raw.record.doors import open_record, record_source
 from molrec_raw.record.trajectory import MrecReader
-from molrec_raw.zarr import Array, Group
+from molrec_raw.zarr import Array, Group, open_group
 
 
 def _array_info(array: Array) -> Dict[str, Any]:
@@ -108,7 +108,10 @@ def _trajectory_lines(t: Dict[str, Any]) -> List[str]:
 
 
 def inspect_lines(path: str, as_json: bool) -> List[str]:
-    root = open_record(path)
+    try:
+        root = open_record(path)
+    except (InvalidMetadataError, CorruptDataError):  # meta/ damaged: the tree is still listed, marked
+        root = open_group(record_source(path), mode="r")
     report: Dict[str, Any] = {"path": path, "tree": _tree(root)}
     member = report["tree"]["members"].get("trajectory")
     if member is not None and "members" in member:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from molrec_raw.errors import MolrecError
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError, MolrecError
 from molrec_raw.record.damage import Damage, as_damage, layout_damage, record_damage, structure_damage
 from molrec_raw.record.doors import check_record_path, open_record, require_record_directory, settle_swap
 from molrec_raw.record.locking import lock_writer
@@ -99,11 +99,15 @@ def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[File
 def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> RepairReport:
     require_record_directory(target, "repair")
     report = RepairReport(str(target), dry_run=dry_run)
-    open_record(target)  # the version check of a read
+    found: List[Damage] = []  # damage met on the way: reported, never "repaired"
+    try:
+        open_record(target)  # the version check of a read
+    except (InvalidMetadataError, CorruptDataError) as exc:  # meta/ damaged: its version unknown
+        found.append(as_damage(exc, "meta"))
     store = DirectoryStore(target, read_only=dry_run, fileops=fileops)
     root = open_group(store, mode="r" if dry_run else "r+", threads=1)
     view: Optional[Tuple[Group, Dict[str, int]]] = None  # the trajectory as readers read it
-    found: List[Damage] = structure_damage(root)  # damage met on the way: reported, never "repaired"
+    found += structure_damage(root)
     if store.size(recovery.CHECKPOINT) is not None or store.size(f"{TRAJ}/zarr.json") is not None:
         try:
             state = recovery.open_state(root)

@@ -162,3 +162,51 @@ def test_damage_truncated_shard_costs_only_its_reads(pristine: Path, tmp_path: P
         with pytest.raises(Exception) as caught:
             reader[0]
         assert "trajectory/atoms/x" in str(caught.value)
+
+
+# The same kinds of node outside the trajectory: a section's group, an array's metadata, an
+# unsharded chunk (a deleted one reads as its fill value, as Zarr says a missing chunk does:
+# nothing outside a trajectory's commit says it was written, so it is not a cell here), and
+# the meta section, without which no version is known (the trajectory's reads refuse too).
+SECTION_NODES: Dict[str, Tuple[str, str]] = {
+    "section-group": ("system/zarr.json", "system"),
+    "section-array-metadata": ("system/atoms/mass/zarr.json", "system/atoms/mass"),
+    "section-chunk": ("system/atoms/mass/c/0", "system/atoms/mass"),
+    "meta-group": ("meta/zarr.json", "meta"),
+}
+SECTION_CELLS = [(kind, mutation) for kind in SECTION_NODES for mutation in MUTATIONS
+                 if (kind, mutation) not in {("section-chunk", "delete"), ("meta-group", "delete")}]
+
+
+@pytest.mark.parametrize("kind,mutation", SECTION_CELLS)
+def test_damage_matrix_section_cell(pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    kind: str, mutation: str) -> None:
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    relative, node = SECTION_NODES[kind]
+    target = record / relative
+    data = bytearray(target.read_bytes())
+    if mutation == "delete":
+        target.unlink()
+    elif mutation == "truncate":
+        target.write_bytes(bytes(data[:len(data) // 2]))
+    elif mutation == "zero":
+        target.write_bytes(bytes(len(data)))
+    else:  # a zarr.json carries no checksum: a bit flipped inside one of its strings is a
+        # different value, found by no one; a flip of its structure is what can be found
+        data[0 if relative.endswith("zarr.json") else len(data) // 2] ^= 0x10
+        target.write_bytes(bytes(data))
+
+    status, out = run(capsys, "validate", str(record))
+    assert status == 1 and node in out, out
+    status, out = run(capsys, "repair", "--dry-run", str(record))
+    assert status == 1 and "damaged: " in out and node in out, out
+    status, out = run(capsys, "inspect", str(record))
+    assert status == 0 and "forcefield/" in out, out
+    if kind != "section-chunk":
+        assert "DAMAGED" in out, out
+    status, out = run(capsys, "cat", str(record), "--frame", "0", "--block", "bonds")
+    if kind == "meta-group":
+        assert status == 2, out  # no version known: the record is not read
+    else:
+        assert status == 0 and "[bonds]" in out, out

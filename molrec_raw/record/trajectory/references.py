@@ -78,6 +78,8 @@ def check_resolved(schema: SequenceSchema, rows: Dict[str, int], values: Any, se
 
 def refuse_aligned_system_names(schema: SequenceSchema, root: Group, rule_id: str) -> None:
     """An aligned block never shares a name with a ``system/`` block (``#W13``/``#R16``)."""
+    if not any(schema.aligned_with(name) is not None for name in schema.block_names()):
+        return  # nothing to check: the system section is not read (a damaged one costs nothing here)
     system = root.get("system")
     if not isinstance(system, Group):
         return
