@@ -210,3 +210,31 @@ def test_damage_matrix_section_cell(pristine: Path, tmp_path: Path, capsys: pyte
         assert status == 2, out  # no version known: the record is not read
     else:
         assert status == 0 and "[bonds]" in out, out
+
+
+def test_damage_deleted_older_shard_is_refused_not_fill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard of committed rows deleted from a record closed cleanly, not the tail one (the
+    one opening checks): its reads refuse (zarr-v3-subset#7), validate and repair name it —
+    never fill values (trajectory#10: the commit's writer stores every shard it lands in)."""
+    import numpy as np
+
+    import molrec_raw as mr
+    from molrec_raw.errors import CorruptDataError
+    from molrec_raw.record.trajectory import extents
+
+    monkeypatch.setattr(extents, "INDEX_PAGE_CHUNKS", 1)  # one inner chunk per shard: many shards
+    path = tmp_path / "s.mrec"
+    schema = mr.SequenceSchema().declare_column("atoms", "x", "f64").declare_column("atoms", "y", "f64")
+    with mr.MrecWriter(path, schema) as w:
+        for i in range(60):
+            w.append(mr.Frame({}, {"atoms": mr.Block({"x": np.arange(100.0) + i, "y": np.zeros(100)})}))
+    shards = sorted((path / "trajectory/atoms/x/c").iterdir())
+    assert len(shards) >= 3, shards
+    shards[0].unlink()
+    with MrecReader(path) as reader:
+        assert reader.read_columns(0, [("atoms", "y")])["atoms"]["y"].shape == (100,)
+        with pytest.raises(CorruptDataError, match="never written"):
+            reader[0]
+        assert reader[59]["atoms"]["x"][0] == 59.0  # a frame in a shard that is there
+    found = validate(path)
+    assert ("trajectory#10", "trajectory/atoms/x") in [(v.rule, v.node) for v in found], found

@@ -190,12 +190,14 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
     # durable point can have changed — its tail shard, and with a checkpoint every shard
     # from the checkpoint's on; older shards were durable and untouched since, and their
     # stamps are checked when a read first reads their index (zarr/chunkread.py)
-    if indexes is not None:
-        indexes.strict = manifest is not None
     # a commit with a manifest was written by a writer that stores every positional shard it
     # lands rows in: such a shard of committed rows that is not stored was deleted since (its
-    # rows are never fill values); with ``damaged`` the array's reads refuse, the others read
+    # rows are never fill values); with ``damaged`` the array's reads refuse, the others read.
+    # Reads take the same rule when every array read is still as that writer made it
+    # (start-indexed shards); a store rewritten by another writer keeps Zarr's fill values.
     stored_all = manifest is not None or (damaged is not None and Manifest.from_attrs(dict(tgroup.attrs)) is not None)
+    if indexes is not None:
+        indexes.strict = manifest is not None or (stored_all and _positional(tgroup, logical, opened))
     pages = ranges if ranges is not None else range_reader(tgroup.store)
     try:
         for path, rows in logical.items():
@@ -217,6 +219,19 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
     if manifest is not None and since is not None:
         for rel, rows in manifest.arrays.items():
             _decode_rows(opened[f"{TRAJ}/{rel}"], since.get(rel, 0), rows)
+
+
+def _positional(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array]) -> bool:
+    """Every array read is stored in start-indexed shards (the positional writer's form)."""
+    for path in logical:
+        array = opened.get(path)
+        if array is None:
+            node = tgroup.get(path[len(TRAJ) + 1:])
+            array = node if isinstance(node, Array) else None
+        sharding = None if array is None else array.pipeline.sharding
+        if sharding is None or sharding.index_location != "start":
+            return False
+    return True
 
 
 def _first_changed_shard(array: Array, rows: int, path: str, since: Optional[Dict[str, int]]) -> int:
