@@ -297,6 +297,8 @@ class MrecReader(BlockArrays):
             try:
                 return read()
             except CorruptDataError as exc:
+                if (exc.node or "").strip("/") in self._layout.damage():
+                    raise  # damage found when the reader opened: reading again changes nothing
                 if attempt == attempts - 1:
                     if attempts > 1:
                         exc.message = f"{exc.message} (read {attempts} times)"
