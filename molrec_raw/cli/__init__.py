@@ -11,10 +11,12 @@ progress bar on stderr when stderr is a terminal.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
+import re
 import sys
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from molrec_raw.cli.parser import build_parser, parse_args
 from molrec_raw.cli.progress import ProgressBar
@@ -31,16 +33,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     module, _, function = args.run.partition(":")
     try:
+        _refuse_collection(args)
         return int(getattr(importlib.import_module(module), function)(args))
     except BrokenPipeError:  # e.g. `molrec-raw inspect big.mrec | head`: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
     except (MolrecError, OSError) as exc:
-        print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)
+        print(f"molrec-raw {args.command}: error: {for_command_line(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:  # a bug, or a library's error that slipped through: still one line, exit 2
         if isinstance(exc, ImportError) and "pip install 'molrec-raw[" in str(exc):
             print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)  # a missing extra, named
+            return 2
+        lmdb = sys.modules.get("lmdb")
+        if lmdb is not None and isinstance(exc, getattr(lmdb, "Error", ())):  # a read the library did not wrap
+            from molrec_raw.collection.binding import read_failure
+
+            print(f"molrec-raw {args.command}: error: {read_failure(exc, str(getattr(args, 'path', '')))}",
+                  file=sys.stderr)
             return 2
         if os.environ.get("MOLREC_RAW_TRACEBACK"):
             raise
@@ -48,6 +58,46 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"molrec-raw {args.command}: internal error: {type(exc).__name__}: {text} (a bug: please "
               "report it; MOLREC_RAW_TRACEBACK=1 shows where)", file=sys.stderr)
         return 2
+
+
+# The library's messages name its Python arguments (``overwrite=True``); on the command line
+# the same advice is a flag or the environment.  One table, applied to every error printed
+# (spec-notes/cli.md "Messages name command-line flags").
+_FLAGS: Tuple[Tuple[str, str], ...] = (
+    (r"\(pass overwrite=True,? or --force(?: on the command line)?\)", "(--force replaces it)"),
+    (r"--force / overwrite=True replaces it", "--force replaces it"),
+    (r"--force / check=False packs it", "--force packs it"),
+    (r"pass lock=False \(or set (\w+)=off\)", r"set \1=off"),
+    (r"\boverwrite=True\b", "--force"),
+    (r"\bcheck=False\b", "--force"),
+    (r"\block=False\b", "MOLREC_RAW_LOCKING=off"),
+)
+
+
+def for_command_line(message: str) -> str:
+    """An error message as the command line says it: Python arguments the library suggests
+    (``overwrite=True``, ``check=False``, ``lock=False``) become the flag or setting that
+    does the same (``--force``, ``MOLREC_RAW_LOCKING=off``)."""
+    for pattern, flag in _FLAGS:
+        message = re.sub(pattern, flag, message)
+    return message
+
+
+# Subcommands that read a record only (a collection has its own answers in inspect, validate,
+# explain, dump, convert and repair).
+_RECORD_ONLY = ("cat", "metrics", "plot", "pack")
+
+
+def _refuse_collection(args: argparse.Namespace) -> None:
+    """A collection given to a subcommand that reads records: say what it is and what reads it."""
+    from molrec_raw.collection.binding import SUFFIX
+
+    path = getattr(args, "path", None)
+    if args.command in _RECORD_ONLY and isinstance(path, str) and path.rstrip("/").endswith(SUFFIX):
+        raise MolrecError(f"{path} is a collection ({SUFFIX}, lmdb#L1), not a record: '{args.command}' reads "
+                          "records; look into a collection with 'molrec-raw inspect', 'validate', 'dump' or "
+                          "'explain PATH r/N' (record N's meta; s/N its system, f/J a frame), or convert it "
+                          "to extended XYZ with 'molrec-raw convert'", store=path, rule="lmdb#L1")
 
 
 if __name__ == "__main__":

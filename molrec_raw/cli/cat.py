@@ -60,6 +60,11 @@ def _no_frame_section(path: str, root: Group) -> MolrecError:
                              node="frame")
 
 
+def _span_text(rows: slice) -> str:
+    """``--rows`` as the user wrote it (``A:B``, either side may be empty)."""
+    return f"{'' if rows.start is None else rows.start}:{'' if rows.stop is None else rows.stop}"
+
+
 def _print_block(name: str, block: Any, rows: slice) -> None:
     """A block's header, column names and the rows ``rows`` selects (Python slice rules)."""
     print(f"[{name}] {block.count} rows")
@@ -69,7 +74,9 @@ def _print_block(name: str, block: Any, rows: slice) -> None:
     for row in shown:
         print("\t".join(str(np.asarray(block.columns[c][row]).tolist()) for c in columns))
     hidden = block.nrows - len(shown)
-    if hidden and (not shown or (shown.start == 0 and shown.step == 1)):
+    if block.nrows and not shown:  # a range past the block's rows (or empty once negatives are counted)
+        print(f"(--rows {_span_text(rows)} selects none of its {block.nrows} rows)")
+    elif hidden and shown.start == 0 and shown.step == 1:
         print(f"… {hidden} more rows")
     elif hidden:
         print(f"… rows {shown.start}:{shown.stop} of {block.nrows} shown")
@@ -93,7 +100,14 @@ def run_cat(args: argparse.Namespace) -> int:
             if not -n <= args.frame < n:
                 raise InvalidValueError(f"--frame {args.frame}: {args.path} has {n} committed frame(s)"
                                         + (f" (0 to {n - 1}, or -1 to -{n} from the end)" if n else ""))
-            frame = reader[args.frame]
+            if args.block is None:
+                frame = reader[args.frame]
+            elif args.block not in reader.block_names():
+                raise NodeNotFoundError(f"the frame has no block {args.block!r}; its blocks: "
+                                        f"{', '.join(reader.block_names()) or 'none'}")
+            else:  # that block alone: damage elsewhere costs it nothing
+                columns = reader.schema.column_names(args.block)
+                frame = reader.read_columns(args.frame, [(args.block, c) for c in columns])
     if args.block is not None and args.block not in frame.blocks:
         raise NodeNotFoundError(f"the frame has no block {args.block!r}; its blocks: "
                                 f"{', '.join(frame.blocks) or 'none'}")

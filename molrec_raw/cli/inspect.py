@@ -1,5 +1,8 @@
 """``molrec-raw inspect``: a readable tree of a record (arrays, chunks, codecs, sizes) and its
-trajectory summary; ``--follow`` redraws it after every commit."""
+trajectory summary; ``--follow`` redraws it after every commit.  Damage met without decoding a
+chunk is marked where it lies (a node whose zarr.json does not parse, a trajectory block or
+column a reader cannot read, nodes no group reaches, committed data that is gone); the rest
+of the record is listed (``validate`` decodes every chunk)."""
 from __future__ import annotations
 
 import argparse
@@ -7,9 +10,11 @@ import json
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from molrec_raw.record.doors import open_record
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError, MolrecError
+from molrec_raw.record.damage import members_or_damage, structure_damage
+from molrec_raw.record.doors import open_record, record_source
 from molrec_raw.record.trajectory import MrecReader
-from molrec_raw.zarr import Array, Group
+from molrec_raw.zarr import Array, Group, open_group
 
 
 def _array_info(array: Array) -> Dict[str, Any]:
@@ -27,7 +32,6 @@ def _array_info(array: Array) -> Dict[str, Any]:
 def _decoded_name(path: Tuple[str, ...], name: str) -> Optional[str]:
     """The name a percent-encoded node stands for, when it is one and differs: a force-field
     table ``pair.lj%2Fcut`` (documents#9.35), a metrics series ``train%2Floss`` (documents#4.3)."""
-    from molrec_raw.errors import MolrecError
     from molrec_raw.record.forcefield import parse_block_name
     from molrec_raw.record.metrics.safe_name import decode_safe_name
 
@@ -46,7 +50,10 @@ def _decoded_name(path: Tuple[str, ...], name: str) -> Optional[str]:
 
 def _tree(group: Group, path: Tuple[str, ...] = ()) -> Dict[str, Any]:
     node: Dict[str, Any] = {"attributes": dict(group.attrs), "members": {}}
-    for name, member in group.members():
+    for name, member in members_or_damage(group):
+        if isinstance(member, MolrecError):  # listed, marked, and the siblings still shown
+            node["members"][name] = {"damaged": str(member)}
+            continue
         child = _tree(member, path + (name,)) if isinstance(member, Group) else _array_info(member)
         decoded = _decoded_name(path, name)
         if decoded is not None:
@@ -57,7 +64,9 @@ def _tree(group: Group, path: Tuple[str, ...] = ()) -> Dict[str, Any]:
 
 def _print_tree(name: str, node: Dict[str, Any], indent: str, out: List[str]) -> None:
     shown = f"{node['decoded_name']} (stored {name})" if "decoded_name" in node else name
-    if "members" in node:
+    if "damaged" in node:
+        out.append(f"{indent}{shown}: DAMAGED: {node['damaged']}")
+    elif "members" in node:
         keys = ", ".join(list(node["attributes"])[:6]) + (", …" if len(node["attributes"]) > 6 else "")
         out.append(f"{indent}{shown}/" + (f"  [{keys}]" if keys else ""))
         for child, sub in node["members"].items():
@@ -70,34 +79,53 @@ def _print_tree(name: str, node: Dict[str, Any], indent: str, out: List[str]) ->
 
 
 def _trajectory_summary(path: str) -> Optional[Dict[str, Any]]:
-    with MrecReader(path) as reader:
-        summary = reader.describe()
+    """The reader's summary; a trajectory that cannot be opened at all, the reason (marked)."""
+    try:
+        with MrecReader(path) as reader:
+            summary = reader.describe()
+    except MolrecError as exc:
+        return {"damaged": str(exc)}
     return summary if summary["nstep"] or summary["blocks"] else None
 
 
 def _trajectory_lines(t: Dict[str, Any]) -> List[str]:
+    if "damaged" in t:
+        return [f"trajectory: DAMAGED, cannot be read: {t['damaged']}"]
     lines = [f"trajectory: {t['nstep']} committed frames, steps {t['steps']}, times {t['times']}, "
              f"{t['box_updates']} cell update(s), per-step meta {', '.join(t['meta_keys']) or '-'}"]
     for name, b in t["blocks"].items():
         tail = f", {b['uncommitted_rows']} uncommitted row(s) past nstep" if b["uncommitted_rows"] else ""
         rows = f", last update {b['last_rows']} rows" if b["last_rows"] is not None else ""
+        if b["layout"] == "damaged":
+            lines.append(f"  block {name}: DAMAGED, its reads refuse: {b['damaged']['']}")
+            continue
         lines.append(f"  block {name}: {b['layout']}, {b['updates']} update(s){rows}{tail}")
+        for column, why in b.get("damaged", {}).items():
+            lines.append(f"    column {column}: DAMAGED, its reads refuse (the other columns read): {why}")
     if t["uncommitted_tail"]:
         lines.append("  uncommitted tail: arrays hold data past nstep (an interrupted commit); readers ignore it")
     return lines
 
 
 def inspect_lines(path: str, as_json: bool) -> List[str]:
-    root = open_record(path)
+    try:
+        root = open_record(path)
+    except (InvalidMetadataError, CorruptDataError):  # meta/ damaged: the tree is still listed, marked
+        root = open_group(record_source(path), mode="r")
     report: Dict[str, Any] = {"path": path, "tree": _tree(root)}
-    if isinstance(root.get("trajectory"), Group):
+    member = report["tree"]["members"].get("trajectory")
+    if member is not None and "members" in member:
         report["trajectory"] = _trajectory_summary(path)
+    report["damage"] = [{"node": d.node, "key": d.key, "message": d.message, "rule": d.rule}
+                        for d in structure_damage(root)]
     if as_json:
         return [json.dumps(report, indent=2, default=str)]
     lines: List[str] = []
     _print_tree(path, report["tree"], "", lines)
     if report.get("trajectory"):
         lines.extend(_trajectory_lines(report["trajectory"]))
+    for d in report["damage"]:
+        lines.append(f"DAMAGED {d['node']}: {d['message']} ({d['rule']})")
     return lines
 
 
@@ -105,7 +133,6 @@ def _inspect_collection(args: argparse.Namespace) -> int:
     """``inspect`` of a ``*.mrec.lmdb``: the collection at a glance (no ``--follow``: a
     collection is complete once it exists, its ``meta`` written last)."""
     from molrec_raw.collection.inspection import describe, describe_lines
-    from molrec_raw.errors import MolrecError
 
     if args.follow:
         raise MolrecError("--follow follows a record as its run commits; a collection is complete once it exists "

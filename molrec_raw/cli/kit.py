@@ -100,10 +100,17 @@ def run_conform(args: argparse.Namespace) -> int:
     if not (Path(corpus) / "index.json").is_file():
         raise MolrecError(f"{corpus}: not a conformance corpus (no index.json)")
     shown = (lambda o: print(o.line(), flush=True)) if args.verbose else (
-        lambda o: None if o.passed else print(o.line(), flush=True))
+        lambda o: None if not o.failed else print(o.line(), flush=True))
     outcomes = run_corpus(Path(corpus), command_reader(args.reader, args.timeout), only=args.case,
                           strict_rules=args.strict_rules, progress=shown)
-    failed = sum(not o.passed for o in outcomes)
+    failed = sum(o.failed for o in outcomes)
+    skipped = [o for o in outcomes if o.skipped is not None]
+    ran = len(outcomes) - len(skipped)
     cases = len({o.case for o in outcomes})
-    print(f"{len(outcomes) - failed}/{len(outcomes)} passed ({cases} cases: valid ones as a directory and a zip)")
+    line = f"{ran - failed}/{ran} passed ({cases} cases: valid ones as a directory and a zip)"
+    if skipped:
+        extras = sorted({str(o.skipped) for o in skipped})
+        line += (f"; {len(skipped)} skipped: the dumper lacks the extra(s) "
+                 + ", ".join(f"[{e}] (pip install 'molrec-raw[{e}]')" for e in extras))
+    print(line)
     return 1 if failed else 0

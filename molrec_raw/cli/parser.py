@@ -48,6 +48,9 @@ def _rows(text: str) -> slice:
             raise argparse.ArgumentTypeError(f"--rows N takes a count of rows (N >= 0), not {text!r}; "
                                              "A:B selects rows A to B")
         return slice(0, start)
+    if start is not None and stop is not None and (start >= 0) == (stop >= 0) and stop <= start:
+        raise argparse.ArgumentTypeError(f"--rows {text} selects no rows ({stop} is not past {start}); "
+                                         "A:B selects rows A to B-1")
     return slice(start, stop)
 
 

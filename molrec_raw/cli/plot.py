@@ -2,11 +2,23 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Dict
 
 
+def _check_source(path: str) -> None:
+    """The source named on the command line exists (a local one): an argument error is said
+    before a missing extra (matplotlib) is."""
+    from molrec_raw.record.doors import not_a_record
+    from molrec_raw.zarr.remote import is_url
+
+    if not is_url(path) and not os.path.lexists(path):
+        raise not_a_record(path, "no such file or directory")
+
+
 def run_plot(args: argparse.Namespace) -> int:
+    _check_source(args.path)
     from molrec_raw import plot
 
     log_y = None if args.log_y is None else [k for k in args.log_y if k != "none"]

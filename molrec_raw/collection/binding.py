@@ -20,11 +20,14 @@ without it.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+import sys
 import weakref
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar, cast
 
 import orjson
 
@@ -33,6 +36,7 @@ from molrec_raw.errors import CorruptDataError, MolrecError, SpecViolationError,
 __all__ = [
     "LAYOUT", "LAYOUT_VERSION", "NEWEST_LAYOUT_VERSION", "META_KEY", "INDEX_KEY", "FF_KEY", "RECORD_META", "SYSTEM",
     "FRAME", "INDEX_BLOCK", "SUFFIX", "key", "key_name", "import_lmdb", "Handle", "acquire", "meta_value",
+    "read_failure", "lmdb_errors",
 ]
 
 LAYOUT = "mrec-lmdb"
@@ -138,6 +142,58 @@ def _lmdb_failure(exc: Exception, path: str, what: str) -> MolrecError:
     if isinstance(exc, getattr(lmdb, "VersionMismatchError", ())):
         return UnsupportedFeatureError(message, store=path, rule=L1)
     return StoreError(message, store=path, rule=L1)
+
+
+# py-lmdb's errors that say the file's pages are not what LMDB wrote (damaged bytes)
+_DAMAGE_ERRORS = ("CorruptedError", "PageNotFoundError", "BadValsizeError", "PageFullError", "BadTxnError",
+                  "InvalidError", "BadDbiError", "IncompatibleError")
+
+
+def read_failure(exc: BaseException, path: str) -> MolrecError:
+    """A py-lmdb error out of a read as this package's error, naming the file (lmdb#L1):
+    damaged pages (``MDB_CORRUPTED``, ``MDB_PAGE_NOTFOUND``, ...) as ``CorruptDataError``,
+    anything else LMDB refuses as ``StoreError``."""
+    name = type(exc).__name__
+    text = " ".join(str(exc).split()) or name
+    if name in _DAMAGE_ERRORS:
+        return CorruptDataError(f"LMDB finds the file damaged ({text}): restore it from a copy", store=path, rule=L1)
+    return StoreError(f"LMDB failed to read the file ({text})", store=path, rule=L1)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _is_lmdb_error(exc: BaseException) -> bool:
+    lmdb = sys.modules.get("lmdb")
+    return lmdb is not None and isinstance(exc, getattr(lmdb, "Error", ()))
+
+
+def lmdb_errors(where: Callable[[Any], str]) -> Callable[[_F], _F]:
+    """A method (or generator method) whose py-lmdb errors become :func:`read_failure`'s
+    MolrecError naming the file ``where(self)`` — every read of a collection goes through
+    one, so damaged bytes never surface as py-lmdb's own exception."""
+    def wrap(method: _F) -> _F:
+        if inspect.isgeneratorfunction(method):
+            @functools.wraps(method)
+            def generator(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+                try:
+                    yield from method(self, *args, **kwargs)
+                except Exception as exc:
+                    if _is_lmdb_error(exc):
+                        raise read_failure(exc, where(self)) from None
+                    raise
+            return cast(_F, generator)
+
+        @functools.wraps(method)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                if _is_lmdb_error(exc):
+                    raise read_failure(exc, where(self)) from None
+                raise
+        return cast(_F, call)
+    return wrap
 
 
 def acquire(path: Path, *, writable: bool = False, map_size: int = 1 << 28, durable: bool = True) -> Handle:

@@ -120,6 +120,7 @@ class CollectionReader:
     there (at its first use in the child), and pickles as its path (a ``DataLoader`` worker
     started with ``spawn`` reopens it too)."""
 
+    @binding.lmdb_errors(lambda self: self._where)
     def __init__(self, path: Any) -> None:
         self._lmdb = binding.import_lmdb()
         self._path = Path(os.fspath(path))
@@ -547,6 +548,7 @@ class CollectionReader:
         return out
 
     # ------------------------------------------------------------------ batches
+    @binding.lmdb_errors(lambda self: self._where)
     def batch(self, records: Iterable[int], frame: Optional[int] = 0) -> Dict[str, np.ndarray]:
         """Many records' frame ``frame`` (negative counts from each record's end; ``None``: the
         systems alone) as flat arrays, the reader's view (system and trajectory blocks sharing
@@ -607,6 +609,7 @@ class CollectionView:
     ``v[r]`` gives records whose arrays are read-only views into LMDB's map, valid until the
     view closes; ``v.batch(...)`` as ``CollectionReader.batch``."""
 
+    @binding.lmdb_errors(lambda self: self._reader._where)
     def __init__(self, reader: CollectionReader) -> None:
         self._reader = reader
         self._reading: Optional[_Reading] = _Reading(reader._env(), False)
@@ -631,6 +634,7 @@ class CollectionView:
         """Record ``r``, whose arrays are views into the map (valid while the view is open)."""
         return Record(self._reader, self._reader._number(r), self)
 
+    @binding.lmdb_errors(lambda self: self._reader._where)
     def batch(self, records: Iterable[int], frame: Optional[int] = 0) -> Dict[str, np.ndarray]:
         """``CollectionReader.batch`` inside this view's transaction (the arrays are new)."""
         return _Batch(self._reader, self._reader._numbers(records), frame).gather(self._open())
@@ -656,11 +660,13 @@ class Record:
         return self._c._get if self._view is None else self._view._open().get
 
     @property
+    @binding.lmdb_errors(lambda self: self._c._where)
     def meta(self) -> Dict[str, Any]:
         """The record's meta document (``{}`` when it has none)."""
         return self._c._record_meta(self._getter()(key(RECORD_META, self.number)), self.number)
 
     @property
+    @binding.lmdb_errors(lambda self: self._c._where)
     def system(self) -> Optional[Frame]:
         """The record's system, or None."""
         c = self._c
@@ -704,6 +710,7 @@ class Record:
             return None
         return RecordTrajectory(self._c, self.number, self._view)
 
+    @binding.lmdb_errors(lambda self: self._c._where)
     def frame(self, k: int = 0) -> Frame:
         """The reader's view of frame ``k``: the system's blocks and trajectory frame ``k``'s,
         a block of both names presented as one (columns united, rows aligned 1:1,
@@ -759,6 +766,7 @@ class RecordTrajectory:
             raise IndexError(f"frame {k} of a trajectory of {self._n} frames (record {self.number})")
         return n
 
+    @binding.lmdb_errors(lambda self: self._c._where)
     def __getitem__(self, k: int) -> Frame:
         """Frame ``k`` (negative counts from the end), carry-forward resolved inside the record."""
         k = self._ordinal(k)
@@ -773,6 +781,7 @@ class RecordTrajectory:
         with self._c._reading() as reading:
             return self._resolve(reading, k)
 
+    @binding.lmdb_errors(lambda self: self._c._where)
     def __iter__(self) -> Iterator[Frame]:
         """Every frame in order, carry-forward kept from frame to frame."""
         state: Dict[str, Block] = {}
@@ -846,6 +855,7 @@ class RecordTrajectory:
             raise SpecViolationError(exc.message, store=c._where, node=f"/records/{self.number}{exc.node}",
                                      rule=_RESOLVED_RULES.get(exc.rule or "", exc.rule)) from None
 
+    @binding.lmdb_errors(lambda self: self._c._where)
     def _scan_all(self) -> None:
         if len(self._steps) < self._n:
             if self._view is not None:

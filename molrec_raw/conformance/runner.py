@@ -5,7 +5,9 @@ another implementation's dumper run as a command (:func:`command_reader`: the co
 line with ``{path}`` replaced), or this package's dumper in-process
 (:func:`in_process_reader`; ``dump_path``: a record or a collection).  A valid case passes when the dumper exits 0 and prints a
 document with no difference from ``expected.json`` (``canonical.first_difference``), for
-each form (directory and zip); an invalid case passes when it exits non-zero.  With
+each form (directory and zip); an invalid case passes when it exits non-zero.  A case the
+dumper refuses because it lacks an optional extra (its stderr names ``molrec-raw[EXTRA]``,
+e.g. a collection case on an install without py-lmdb) is skipped, naming the extra.  With
 ``strict_rules`` an invalid case also needs the rule id of its ``expected.json`` in the
 dumper's stderr.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -34,15 +37,27 @@ Reader = Callable[[Path], Tuple[int, bytes, bytes]]
 
 @dataclass(frozen=True)
 class Outcome:
-    """One case in one form: passed or not, and what was found (the first difference)."""
+    """One case in one form: passed or not, and what was found (the first difference).
+    ``skipped``: the extra the dumper said it lacks (``pip install 'molrec-raw[lmdb]'``) —
+    the case did not run, neither passed nor failed."""
 
     case: str
     form: str
     passed: bool
     detail: str
+    skipped: Optional[str] = None
+
+    @property
+    def failed(self) -> bool:
+        return not self.passed and self.skipped is None
 
     def line(self) -> str:
-        return f"{'PASS' if self.passed else 'FAIL'}  {self.case}  {self.form}" + (f"  {self.detail}" if self.detail else "")
+        verdict = "SKIP" if self.skipped is not None else ("PASS" if self.passed else "FAIL")
+        return f"{verdict}  {self.case}  {self.form}" + (f"  {self.detail}" if self.detail else "")
+
+
+# How a molrec-raw dumper says it lacks an optional extra (cli: the ImportError's message).
+_MISSING_EXTRA = re.compile(r"pip install '?molrec-raw\[([A-Za-z0-9_,-]+)\]")
 
 
 def command_reader(template: str, timeout: float = 120.0) -> Reader:
@@ -100,6 +115,10 @@ def _judge(entry: Dict[str, object], expected: Dict[str, object], form: str, ans
            strict_rules: bool) -> Outcome:
     name = str(entry["name"])
     status, out, err = answer
+    extra = _MISSING_EXTRA.search(err.decode("utf-8", "replace")) if status != 0 else None
+    if extra is not None:
+        return Outcome(name, form, False, f"skipped: the dumper needs the [{extra[1]}] extra "
+                                          f"(pip install 'molrec-raw[{extra[1]}]')", skipped=extra[1])
     if entry["valid"]:
         if status != 0:
             return Outcome(name, form, False, f"refused a valid record (exit {status}): {_first_line(err)}")

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from molrec_raw.errors import MolrecError
+import orjson
+
+from molrec_raw.errors import MolrecError, NodeNotFoundError
 from molrec_raw.record.metrics import dense
-from molrec_raw.zarr import Array, Group
+from molrec_raw.zarr import Array, Group, Store
 
-__all__ = ["Damage", "damaged_chunks", "record_damage", "arrays_under"]
+__all__ = ["Damage", "damaged_chunks", "record_damage", "arrays_under", "unreachable_nodes", "commit_damage",
+           "structure_damage", "members_or_damage", "as_damage", "layout_damage"]
 
 
 @dataclass(frozen=True)
@@ -36,13 +39,44 @@ class Damage:
         return f"{self.key}: {self.message}"
 
 
-def arrays_under(group: Group) -> Iterator[Array]:
-    """Every array below ``group``, depth first in name order."""
-    for _, member in group.members():
-        if isinstance(member, Array):
+def as_damage(exc: MolrecError, node: str = "") -> Damage:
+    """An error met while reading a node, as the damage it reports (where it names itself)."""
+    where = (exc.node or node).strip("/")
+    return Damage(where, exc.key or (f"{where}/zarr.json" if where else "zarr.json"), exc.message, exc.rule)
+
+
+def layout_damage(found: Mapping[str, MolrecError]) -> List[Damage]:
+    """What a trajectory reader met damaged when it opened (``MrecReader.damaged()``)."""
+    return [as_damage(exc, node) for node, exc in found.items()]
+
+
+def members_or_damage(group: Group) -> Iterator[Tuple[str, Union[Group, Array, MolrecError]]]:
+    """Every child of ``group`` in name order, a child whose ``zarr.json`` cannot be read as
+    the error it raises (one damaged node never hides its siblings); a directory without a
+    ``zarr.json`` is no node (:func:`unreachable_nodes` reports what lies beneath it)."""
+    _, dirs = group.store.list_dir(f"{group.path}/" if group.path else "")
+    for name in dirs:
+        if name.startswith("__"):
+            continue
+        try:
+            yield name, group[name]
+        except NodeNotFoundError:
+            continue
+        except MolrecError as exc:
+            yield name, exc
+
+
+def arrays_under(group: Group, damaged: Optional[List["Damage"]] = None) -> Iterator[Array]:
+    """Every array below ``group``, depth first in name order; a node whose ``zarr.json``
+    cannot be read is added to ``damaged`` (given) and passed over, else raises."""
+    for name, member in (members_or_damage(group) if damaged is not None else group.members()):
+        if isinstance(member, MolrecError):
+            assert damaged is not None
+            damaged.append(as_damage(member, f"{group.path}/{name}" if group.path else name))
+        elif isinstance(member, Array):
             yield member
         else:
-            yield from arrays_under(member)
+            yield from arrays_under(member, damaged)
 
 
 def _cut(region: Tuple[slice, ...], step: Tuple[int, ...]) -> Iterator[Tuple[slice, ...]]:
@@ -95,13 +129,16 @@ def record_damage(root: Group, trajectory: Optional[Tuple[Group, Mapping[str, in
     ``trajectory`` = (the root a reader reads it from, its logical rows per array path) —
     only the arrays that reader reads.  Sections are in name order."""
     found: List[Damage] = []
-    for name, member in root.members():
+    for name, member in members_or_damage(root):
+        if isinstance(member, MolrecError):
+            found.append(as_damage(member, name))
+            continue
         if not isinstance(member, Group) or name == "trajectory":
             continue
         limits: Dict[str, int] = {}
         if name == "metrics":
             limits = _metrics_limits(member)
-        for array in arrays_under(member):
+        for array in list(arrays_under(member, found)):
             found += damaged_chunks(array, limits.get(array.path))
     if trajectory is not None:
         view, rows = trajectory
@@ -134,3 +171,122 @@ def _metrics_limits(group: Group) -> Dict[str, int]:
             for array in found.all():
                 limits[array.path] = count
     return limits
+
+
+_SIZE_NAMES = 5  # arrays named in one report of an unreachable node
+
+
+def _node_types(store: Store, keys: List[str]) -> Dict[str, str]:
+    """Node path -> "group", "array" or "damaged" (a zarr.json that does not parse), for
+    every ``zarr.json`` among ``keys``."""
+    types: Dict[str, str] = {}
+    for k in keys:
+        if k == "zarr.json" or k.endswith("/zarr.json"):
+            path = k[:-len("zarr.json")].rstrip("/")
+            try:
+                doc = orjson.loads(store.get(k) or b"")
+                kind = doc.get("node_type") if isinstance(doc, dict) else None
+            except (orjson.JSONDecodeError, MolrecError):
+                kind = None
+            types[path] = kind if kind in ("group", "array") else "damaged"
+    return types
+
+
+def unreachable_nodes(store: Store) -> List[Damage]:
+    """Stored values no group reaches (zarr-v3-subset#1: every group has its own zarr.json,
+    there are no implicit groups): for each path whose ``zarr.json`` is gone while values
+    remain beneath it, what was lost — the arrays beneath it (their metadata still there),
+    their stored values and bytes.  A section whose group metadata was deleted is found
+    here with everything it held."""
+    keys = list(store.list(""))
+    types = _node_types(store, keys)
+    lost: Dict[str, List[str]] = {}
+    for k in keys:
+        parts = k.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            path = "/".join(parts[:depth])
+            kind = types.get(path)
+            if kind == "group":
+                continue
+            if kind is None:
+                lost.setdefault(path, []).append(k)
+            break  # an array (its chunks), or metadata that does not parse (reported where it is read)
+    found: List[Damage] = []
+    for path, values in sorted(lost.items()):
+        arrays = sorted(p[len(path) + 1:] for p, kind in types.items() if kind == "array" and p.startswith(f"{path}/"))
+        nbytes = sum(store.size(k) or 0 for k in values)
+        named = ", ".join(arrays[:_SIZE_NAMES]) + (f", ... ({len(arrays)} in all)" if len(arrays) > _SIZE_NAMES else "")
+        held = f"{len(arrays)} array(s) ({named})" if arrays else "no array metadata"
+        found.append(Damage(path, f"{path}/zarr.json",
+                            f"no zarr.json: {len(values)} stored value(s), {nbytes} bytes, beneath it that no group "
+                            f"reaches - {held}; readers see nothing of it (restore {path}/zarr.json from a copy)",
+                            "zarr-v3-subset#1"))
+    return found
+
+
+def commit_damage(root: Group) -> List[Damage]:
+    """What the trajectory's last commit relies on and the store no longer holds (its manifest,
+    trajectory §10; record/trajectory/recovery.py): a group, an array, rows of one, or a shard
+    holding committed rows — deleted after the commit, it would read as fill values.  Only
+    for a record closed cleanly (no checkpoint: a crashed one is the reader's and repair's)."""
+    from molrec_raw.record.trajectory import recovery
+
+    if root.store.size(recovery.CHECKPOINT) is not None:
+        return []
+    try:
+        tgroup = root.get("trajectory")
+        if not isinstance(tgroup, Group):
+            return []
+        manifest = recovery.Manifest.from_attrs(dict(tgroup.attrs))
+    except MolrecError:
+        return []  # reported where it is read
+    if manifest is None:
+        return []
+    found: List[Damage] = []
+    for rel in sorted(manifest.groups):
+        path = f"trajectory/{rel}"
+        if root.store.size(f"{path}/zarr.json") is None:
+            found.append(Damage(path, f"{path}/zarr.json", f"the trajectory's last commit relies on group {rel!r}, "
+                                "which is missing", recovery.RULE))
+    for rel, rows in sorted(manifest.arrays.items()):
+        path = f"trajectory/{rel}"
+        try:
+            node = root.get(path)
+        except MolrecError:
+            continue  # metadata that does not parse: reported where it is read
+        if not isinstance(node, Array):
+            found.append(Damage(path, f"{path}/zarr.json", f"the trajectory's last commit relies on {rows} rows of "
+                                f"{rel!r}, which is missing", recovery.RULE))
+            continue
+        found += _missing_units(node, rows)
+    return found
+
+
+def _missing_units(array: Array, rows: int) -> List[Damage]:
+    """The stored values (shards, or chunks) holding rows ``[0, rows)`` of ``array`` that are
+    not stored: a writer with manifests stores every one it lands rows in."""
+    if array.ndim == 0 or rows <= 0:
+        return []
+    step = array.metadata.chunk_shape[0]
+    other = [range(g) for g in array.metadata.grid_shape[1:]]
+    found: List[Damage] = []
+    for k in range(-(-min(rows, array.shape[0]) // step)):
+        for coords in itertools.product([k], *other):
+            key = array.chunk_key(coords)
+            if array.store.size(key) is None:
+                first, last = k * step, min(rows, (k + 1) * step)
+                found.append(Damage(array.path, key, f"rows {first}..{last - 1} are committed but their stored "
+                                    "value is missing: readers would read fill values", "trajectory#10"))
+    return found
+
+
+def structure_damage(root: Group) -> List[Damage]:
+    """Damage found without decoding a chunk: nodes no group reaches, and what the last
+    trajectory commit relies on that is gone.  A trajectory with a checkpoint (a writer
+    crashed) is recovery's: what lies under it is the reader's and repair's to settle."""
+    from molrec_raw.record.trajectory.recovery import CHECKPOINT
+
+    lost = unreachable_nodes(root.store)
+    if root.store.size(CHECKPOINT) is not None:
+        lost = [d for d in lost if not d.node.startswith("trajectory/")]
+    return lost + commit_damage(root)

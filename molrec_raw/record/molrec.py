@@ -13,9 +13,9 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record import documents
-from molrec_raw.record.damage import arrays_under, damaged_chunks
-from molrec_raw.record.doors import (RecordInput, RecordTarget, _meta_attrs, _rows_of, record_source, replace_record,
-                                    write_sections)
+from molrec_raw.record.damage import Damage, arrays_under, as_damage, damaged_chunks, members_or_damage, structure_damage
+from molrec_raw.record.doors import (RecordInput, RecordSource, RecordTarget, _meta_attrs, _rows_of, record_source,
+                                    replace_record, write_sections)
 from molrec_raw.record.forcefield import ForceFieldSection, read_forcefield_group
 from molrec_raw.record.frame_io import read_frame_group
 from molrec_raw.record.metrics import Series, check_metrics_group, read_metrics_group
@@ -106,7 +106,7 @@ def _read(path: RecordInput, root: Group, out: Optional[List[Violation]],
         refuse(collect)
     rec = MolRec(meta=meta)
     rows_of = _rows_of(root)
-    groups = dict(root.groups())
+    groups = dict(root.groups()) if out is None else _sections(root, collect)
     if out is not None:  # decision 2: reported by validate, never a reason to refuse reading
         collect.extend(documents.check_sections(groups))
 
@@ -157,11 +157,29 @@ def _read(path: RecordInput, root: Group, out: Optional[List[Violation]],
     return rec
 
 
+def _sections(root: Group, out: List[Violation]) -> Dict[str, Group]:
+    """The root's groups for validate: a section whose ``zarr.json`` cannot be read is
+    reported, and the others are still checked."""
+    found: Dict[str, Group] = {}
+    for name, member in members_or_damage(root):
+        if isinstance(member, MolrecError):
+            out.append(_violation(as_damage(member, name)))
+        elif isinstance(member, Group):
+            found[name] = member
+    return found
+
+
+def _violation(damage: Damage) -> Violation:
+    return Violation(damage.rule or "zarr-v3-subset#5", damage.node, f"{damage.message} ({damage.key})")
+
+
 def _section_damage(group: Group, exc: MolrecError) -> List[Violation]:
     """What validate reports for a section whose reading failed: every chunk of it that does
     not decode (so one damaged column does not hide another), else the failure itself."""
+    unreadable: List[Damage] = []
     damaged = [Violation(d.rule or "zarr-v3-subset#5", d.node, f"{d.message} (chunk {d.key})")
-               for array in arrays_under(group) for d in damaged_chunks(array)]
+               for array in list(arrays_under(group, unreadable)) for d in damaged_chunks(array)]
+    damaged = [_violation(d) for d in unreadable] + damaged
     return damaged or [Violation(exc.rule or type(exc).__name__, exc.node or f"/{group.path}", exc.message)]
 
 
@@ -269,18 +287,23 @@ def write_mrec(path: RecordTarget, rec: MolRec, *, durable: bool = True, fileops
 def validate(path: RecordInput, *, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
     """Every violated reader rule of the record at ``path``, without stopping at the first;
     a trajectory is checked frame by frame (``progress(done, total)`` follows that walk).
+    Damage is reported where it lies: a section whose metadata does not parse, every chunk
+    that does not decode, stored values no group reaches (a section whose group metadata
+    is gone), committed trajectory data that is missing (record/damage.py).
 
     A store that cannot be opened at all (no root group, unreadable metadata) raises.
     """
     root = open_group(record_source(path), mode="r")
     out: List[Violation] = []
     try:
-        rec = _read(path, root, out, progress)
-    except MolrecError as exc:  # corrupt bytes beneath a rule check: report, do not stop
-        out.append(Violation(exc.rule or type(exc).__name__, exc.node or "/", exc.message))
-    else:
-        if isinstance(rec.trajectory, MrecReader):
-            rec.trajectory.close()
+        try:
+            rec = _read(path, root, out, progress)
+        except MolrecError as exc:  # corrupt bytes beneath a rule check: report, do not stop
+            out.append(Violation(exc.rule or type(exc).__name__, exc.node or "/", exc.message))
+        else:
+            if isinstance(rec.trajectory, MrecReader):
+                rec.trajectory.close()
+        out.extend(_violation(d) for d in structure_damage(root))  # what no reader meets
     finally:
         if not isinstance(path, Store):
             root.store.close()

@@ -17,15 +17,16 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
-from molrec_raw.errors import CorruptDataError, RecordExistsError, SpecViolationError, StoreError
+from molrec_raw.errors import CorruptDataError, MolrecError, RecordExistsError, SpecViolationError, StoreError
 from molrec_raw.record.doors import (PACKED, check_record_path, local_record_problem, not_a_record, replace_record,
                                     reported_io_failures, require_record_directory)
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.packer import is_packed_name, pack_directory
 from molrec_raw.zarr import Group, ZipStore
 from molrec_raw.zarr.fileops import FileOps
+from molrec_raw.zarr.metadata import GroupMetadata, parse_metadata
 from molrec_raw.zarr.store import PathLike
 
 __all__ = ["pack_mrec_zip", "unpack_mrec_zip"]
@@ -83,6 +84,23 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
     return target
 
 
+def _check_metadata(store: ZipStore, names: List[str], where: str) -> None:
+    """Every node's ``zarr.json`` in the archive is Zarr V3 metadata, the root's a group
+    (zarr-v3-subset#2): what is unpacked is a record's tree, checked before anything is
+    written (its chunks are checked by whoever reads them, as on any record)."""
+    for name in names:
+        if name != "zarr.json" and not name.endswith("/zarr.json"):
+            continue
+        raw = store.get(name)
+        try:
+            meta = parse_metadata(raw or b"")
+        except MolrecError as exc:
+            raise exc.add_context(store=where, key=name) from None
+        if name == "zarr.json" and not isinstance(meta, GroupMetadata):
+            raise SpecViolationError("the archive's root zarr.json is not a group: not a packed record",
+                                     store=where, key=name, rule="trajectory#15")
+
+
 def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,
                     progress: Optional[Callable[[int, int], object]] = None,
                     fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path:
@@ -108,6 +126,7 @@ def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,
         if "zarr.json" not in names:
             raise SpecViolationError("archive has no root zarr.json: not a packed record", store=str(archive),
                                      rule="trajectory#15")
+        _check_metadata(store, names, str(archive))
         total = sum(store.size(name) or 0 for name in names)
 
         def extract(root: Group) -> None:

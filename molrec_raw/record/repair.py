@@ -20,7 +20,9 @@ time (the first run leaves no checkpoint, nothing to cut and nothing to remove).
 Truthful (spec-notes/safety.md): repair restores what a crash left, never bytes that rotted or
 were overwritten — every stored chunk readers read is decoded afterwards (in a dry run: as
 readers read it now), and each one that fails (a checksum, torn bytes) is reported in
-``damaged``; the record is then not ``sound``.  A repair holds the record's writer lock from
+``damaged``, with metadata that does not parse, nodes no group reaches and committed data
+that is gone (record/damage.py); the record is then not ``sound``.  A trajectory found
+damaged is left as it lies (no cut, no removal: what reads would drop is not thrown away).  A repair holds the record's writer lock from
 before it reads anything (record/locking.py); a dry run is a reader and takes none.
 """
 from __future__ import annotations
@@ -29,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from molrec_raw.errors import MolrecError
-from molrec_raw.record.damage import Damage, record_damage
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError, MolrecError
+from molrec_raw.record.damage import Damage, as_damage, layout_damage, record_damage, structure_damage
 from molrec_raw.record.doors import check_record_path, open_record, require_record_directory, settle_swap
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.metrics import dense
@@ -97,31 +99,46 @@ def repair_mrec(path: PathLike, *, dry_run: bool = False, fileops: Optional[File
 def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> RepairReport:
     require_record_directory(target, "repair")
     report = RepairReport(str(target), dry_run=dry_run)
-    open_record(target)  # the version check of a read
+    found: List[Damage] = []  # damage met on the way: reported, never "repaired"
+    try:
+        open_record(target)  # the version check of a read
+    except (InvalidMetadataError, CorruptDataError) as exc:  # meta/ damaged: its version unknown
+        found.append(as_damage(exc, "meta"))
     store = DirectoryStore(target, read_only=dry_run, fileops=fileops)
     root = open_group(store, mode="r" if dry_run else "r+", threads=1)
     view: Optional[Tuple[Group, Dict[str, int]]] = None  # the trajectory as readers read it
+    found += structure_damage(root)
     if store.size(recovery.CHECKPOINT) is not None or store.size(f"{TRAJ}/zarr.json") is not None:
-        state = recovery.open_state(root)
-        state.ranges.close()
-        plan = recovery.plan_recovery(root, state.source, state.reason, state.nstep, state.logical_rows())
-        report.nstep, report.source, report.reason = state.nstep, state.source, state.reason
-        view = (state.layout.root, state.logical_rows())
-        report.changes += [f"{a.verb} {a.key}: {a.why}" for a in plan.actions]
-        report.changes += [f"remove {p}: a temporary file of an interrupted write" for p in plan.temporary]
-        if plan.has_checkpoint:
-            report.changes.append(f"remove {recovery.CHECKPOINT}: the record is durable as it stands")
-        if not dry_run:
-            apply_plan(store, plan.actions)
-            for p in plan.temporary:
-                store.remove_temporary(p)
-            if plan.actions or plan.temporary or plan.has_checkpoint:
-                store.sync_tree(f"{TRAJ}/")
+        try:
+            state = recovery.open_state(root)
+            state.ranges.close()
+            report.nstep, report.source, report.reason = state.nstep, state.source, state.reason
+            view = (state.layout.root, state.logical_rows())
+            found += layout_damage(state.layout.damage())
+            if not found:  # a damaged trajectory is left as it lies: cutting it to what reads would lose data
+                plan = recovery.plan_recovery(root, state.source, state.reason, state.nstep, state.logical_rows())
+        except MolrecError as exc:
+            found.append(as_damage(exc, TRAJ))
+        if not found:
+            report.changes += [f"{a.verb} {a.key}: {a.why}" for a in plan.actions]
+            report.changes += [f"remove {p}: a temporary file of an interrupted write" for p in plan.temporary]
             if plan.has_checkpoint:
-                store.delete(recovery.CHECKPOINT)
-                store.sync_all()
-    group = root.get("metrics")
-    cut = _wal_cut(store, group if isinstance(group, Group) else None)
+                report.changes.append(f"remove {recovery.CHECKPOINT}: the record is durable as it stands")
+            if not dry_run:
+                apply_plan(store, plan.actions)
+                for p in plan.temporary:
+                    store.remove_temporary(p)
+                if plan.actions or plan.temporary or plan.has_checkpoint:
+                    store.sync_tree(f"{TRAJ}/")
+                if plan.has_checkpoint:
+                    store.delete(recovery.CHECKPOINT)
+                    store.sync_all()
+    try:
+        group = root.get("metrics")
+        cut = _wal_cut(store, group if isinstance(group, Group) else None)
+    except MolrecError as exc:
+        found.append(as_damage(exc, "metrics"))
+        cut = None
     if cut is not None:
         report.changes.append(f"cut metrics/{dense.WAL_NAME} to {cut} bytes: a torn, zero-filled or damaged "
                               "tail past the watermark")
@@ -132,12 +149,21 @@ def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> Rep
             finally:
                 wal.close()
     if scan:
-        report.damaged = _damage(target) if not dry_run else _damage_of(root, view)
+        scanned = _damage(target) if not dry_run else _damage_of(root, view)
+        report.damaged = _distinct(found + scanned)
     if dry_run:
         report.sound = not report.changes and not report.damaged
     else:
         report.sound = not report.damaged and _sound(target)
     return report
+
+
+def _distinct(found: List[Damage]) -> List[Damage]:
+    """Each damage once (met on the way, and again by the scan), in the order first met."""
+    seen: Dict[Tuple[str, str, str], Damage] = {}
+    for d in found:
+        seen.setdefault((d.node, d.key, d.message), d)
+    return list(seen.values())
 
 
 def _damage_of(root: Group, trajectory: Optional[Tuple[Group, Dict[str, int]]]) -> List[Damage]:
@@ -149,10 +175,18 @@ def _damage_of(root: Group, trajectory: Optional[Tuple[Group, Dict[str, int]]]) 
 def _damage(target: Path) -> List[Damage]:
     """The damage of the record as it now lies on disk."""
     root = open_group(target, mode="r", threads=1)
-    if not isinstance(root.get(TRAJ), Group):
-        return _damage_of(root, None)
-    with MrecReader(target) as reader:
-        return _damage_of(root, (reader.root, reader.logical_rows()))
+    return structure_damage(root) + _scanned(target, root)
+
+
+def _scanned(target: Path, root: Group) -> List[Damage]:
+    """Every chunk readers read that fails, and what the trajectory reader meets damaged."""
+    try:
+        if not isinstance(root.get(TRAJ), Group):
+            return _damage_of(root, None)
+        with MrecReader(target) as reader:
+            return layout_damage(reader.damaged()) + _damage_of(root, (reader.root, reader.logical_rows()))
+    except MolrecError as exc:  # the trajectory cannot be opened at all: that, and every other section's
+        return [as_damage(exc, TRAJ)] + _damage_of(root, None)
 
 
 def _sound(target: Path) -> bool:

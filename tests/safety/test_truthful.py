@@ -54,7 +54,7 @@ def test_safety_truthful_repair_reports_chunks_it_cannot_restore(tmp_path: Path,
         assert main(argv) == 1
         out = capsys.readouterr().out
         assert f"damaged: {SYSTEM_CHUNK}" in out and f"damaged: {SHARD}" in out, out
-        assert "NOT sound: 2 damaged chunk(s)" in out and ": sound" not in out
+        assert "NOT sound: 2 damaged node(s) or chunk(s)" in out and ": sound" not in out
 
 
 def test_safety_truthful_repair_says_sound_when_it_is(tmp_path: Path, capsys: Any) -> None:

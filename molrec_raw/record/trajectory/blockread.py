@@ -88,6 +88,7 @@ class BlockArrays:
         if not layout.schema.has_block(name):
             raise InvalidValueError(f"block {name!r} is not declared (declared: {layout.schema.block_names()})")
         spec = layout.schema.block_spec(name)
+        layout.refuse_damaged(name, [])
         b = layout.blocks.get(name)
         ordinals = np.zeros(0, np.int64) if b is None else b.ordinals.copy()
         offsets = np.zeros(1, np.int64) if b is None else b.offsets.copy()
@@ -109,6 +110,7 @@ class BlockArrays:
         layout = self._state_layout
         if not layout.schema.has_block(name):
             raise InvalidValueError(f"block {name!r} is not declared (declared: {layout.schema.block_names()})")
+        layout.refuse_damaged(name, [])
         b = layout.blocks.get(name)
         idx = frame_indices(frames, layout.nstep)
         if b is None or not b.count:
@@ -141,6 +143,7 @@ class BlockArrays:
 
     def _block_column(self, b: BlockReader, column: str, starts: np.ndarray, rows: int) -> Array:
         """A column's array, refused when a mask marks any of the selected rows invalid."""
+        self._state_layout.refuse_damaged(b.name, [column])
         arr = b.columns.get(column)
         if arr is None:
             raise InvalidValueError(f"column {column!r} of block {b.name!r} has no stored array")
@@ -203,6 +206,7 @@ class BlockArrays:
                 raise InvalidValueError(f"({block!r}, {column!r}) is {'nullable' if cspec.nullable else 'a row reference'}: "
                                         "read it per frame with read_columns")
         b, rows, starts = self._fixed_block(block, frames, whole_run=False)
+        layout.refuse_damaged(block, names)
         out: Dict[str, np.ndarray] = {}
         stored = []
         for column in names:
@@ -249,6 +253,7 @@ class BlockArrays:
     def column_rows(self, block: str, column: str, start: int, stop: int) -> np.ndarray:
         """Committed rows ``start:stop`` of a column as stored (all updates concatenated, the
         CSR values of a ragged block; :meth:`block_info` gives the offsets), a new array."""
+        self._state_layout.refuse_damaged(block, [column])
         b = self._state_layout.blocks.get(block)
         if b is None or column not in b.spec.columns or column not in b.columns:
             raise InvalidValueError(f"({block!r}, {column!r}) is not a stored column")

@@ -5,11 +5,11 @@ change detection, validation against the pin, and how a reader finds the committ
 from __future__ import annotations
 
 from math import prod
-from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Container, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, SpecViolationError
+from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record.columns import COLUMN_DTYPES, VOCABULARY, ZARR_TO_COLUMN, as_column, column_dtype_of
 from molrec_raw.record.model import Block
 from molrec_raw.record.precision import round_to_precision
@@ -370,11 +370,12 @@ def block_layout(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Ar
     return kind, ordinals, offsets, None
 
 
-def find_updates(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Array], nstep: int
-                 ) -> Tuple[str, int, Optional[int], Optional[np.ndarray], Optional[np.ndarray]]:
+def find_updates(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Array], nstep: int,
+                 unknown: Container[str] = ()) -> Tuple[str, int, Optional[int], Optional[np.ndarray], Optional[np.ndarray]]:
     """:func:`block_layout` without materialising a regular block's updates: ``(kind, count,
     uniform_rows, ordinals, offsets)``, the arrays None for ``regular`` (update j is frame j,
-    rows ``j*uniform:(j+1)*uniform``) — what a reader of a long trajectory keeps."""
+    rows ``j*uniform:(j+1)*uniform``) — what a reader of a long trajectory keeps.
+    ``unknown``: columns whose length cannot be known (damaged), left out of the shortest."""
     node = f"/trajectory/{name}"
     attrs = dict(group.attrs)
     si, off = group.get("step_index"), group.get("offset")
@@ -403,7 +404,7 @@ def find_updates(group: Group, name: str, spec: BlockSpec, columns: Dict[str, Ar
             raise spec_error("R9", f"block {name!r}: dense_updates {dense!r} is not true", node)
         if not spec.columns:
             raise spec_error("R9", f"block {name!r} has no columns, so it cannot carry elision markers", node)
-        lengths = [columns[c].shape[0] if c in columns else 0 for c in spec.columns]
+        lengths = [columns[c].shape[0] if c in columns else 0 for c in spec.columns if c not in unknown] or [0]
         n = min(min(lengths) // uniform, nstep)  # the SHORTEST column (decision 4)
         return "regular", n, uniform, None, None
     return "none", 0, None, np.zeros(0, np.int64), np.zeros(1, np.int64)
@@ -420,6 +421,7 @@ class BlockReader:
         self.kind = "none"
         self.columns: Dict[str, Array] = {}
         self.masks: Dict[str, Array] = {}
+        self.damaged: Dict[str, MolrecError] = {}  # column -> why it cannot be read (layout.py)
         self.count = 0
         self.uniform: Optional[int] = None
         self._ordinals: Optional[np.ndarray] = np.zeros(0, np.int64)

@@ -12,9 +12,12 @@ recovery (``recovery.py``) chooses which root to load and proves it; the read en
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+import copy
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
+
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError, MolrecError
 
 from molrec_raw.record import typed_json
 from molrec_raw.record.columns import ZARR_TO_COLUMN
@@ -104,6 +107,45 @@ class TrajectoryLayout:
         self.arrays: Dict[str, Array] = {}
         self.section_rows: Any = lambda section, block: None
         self.needs_check = False
+        # damage that costs only the reads needing it (spec-notes/safety.md): block -> why the
+        # block cannot be read at all; array path -> why its shard index pages fail
+        self.damaged: Dict[str, MolrecError] = {}
+        self.damaged_arrays: Dict[str, MolrecError] = {}
+
+    @property
+    def has_damage(self) -> bool:
+        """A block, a column or an array was found damaged when the layout was loaded."""
+        return bool(self.damaged) or bool(self.damaged_arrays) or any(b.damaged for b in self.blocks.values())
+
+    def refuse_damaged_arrays(self, arrays: Iterable[Array]) -> None:
+        """Raise the damage of the first of ``arrays`` whose shard index pages failed (a copy)."""
+        for arr in arrays:
+            found = self.damaged_arrays.get(arr.path)
+            if found is not None:
+                raise copy.copy(found)
+
+    def damage(self) -> Dict[str, MolrecError]:
+        """Node path -> the damage found when the layout was loaded: whole blocks, columns,
+        arrays whose shard index pages fail."""
+        found: Dict[str, MolrecError] = {f"{TRAJ}/{name}": exc for name, exc in self.damaged.items()}
+        for name, b in self.blocks.items():
+            found.update((f"{TRAJ}/{name}/{c}", exc) for c, exc in b.damaged.items())
+        found.update(self.damaged_arrays)
+        return dict(sorted(found.items()))
+
+    def refuse_damaged(self, block: str, columns: Optional[Iterable[str]] = None) -> None:
+        """Raise the damage found in ``block`` (its group, or one of ``columns``; None: any
+        column) — a copy of the error, each read its own."""
+        found = self.damaged.get(block)
+        b = self.blocks.get(block)
+        if found is None and b is not None and b.damaged:
+            names = b.damaged if columns is None else [c for c in columns if c in b.damaged]
+            found = b.damaged[next(iter(names))] if names else None
+        if found is not None:
+            raise copy.copy(found)
+        if b is not None and self.damaged_arrays:
+            names = list(b.columns) if columns is None else list(columns)
+            self.refuse_damaged_arrays([a for c in names for a in (b.columns.get(c), b.masks.get(c)) if a is not None])
 
     def read_arrays(self) -> Dict[str, Array]:
         """Path -> array of every array frames are read from (columns, masks, meta)."""
@@ -136,9 +178,12 @@ def load_layout(root: Group) -> TrajectoryLayout:
         if isinstance(arr, Array) and f"{name}_progression" not in attrs:
             layout.logical[arr.path], layout.arrays[arr.path] = nstep, arr
     for name in schema.block_names():
-        group = tgroup.get(name)
-        if isinstance(group, Group):
-            layout.blocks[name] = _open_block(layout, name, group, nstep)
+        try:
+            group = tgroup.get(name)
+            if isinstance(group, Group):
+                layout.blocks[name] = _open_block(layout, name, group, nstep)
+        except (CorruptDataError, InvalidMetadataError) as exc:  # its zarr.json or index arrays: damaged bytes
+            layout.damaged[name] = exc
     refuse_aligned_system_names(schema, root, "R16")
     layout.section_rows = section_rows(root)
     layout.box = BoxReader(tgroup, nstep)
@@ -167,25 +212,43 @@ def _series(tgroup: Group, attrs: Dict[str, Any], name: str, is_float: bool, nst
 def _open_block(layout: TrajectoryLayout, name: str, group: Group, nstep: int) -> BlockReader:
     spec = layout.schema.block_spec(name)
     b = BlockReader(name, spec)
+    committed = _committed_arrays(layout.marker)
     for column, cspec in spec.columns.items():
-        arr = group.get(column)
+        try:
+            arr = group.get(column)
+        except MolrecError as exc:  # a zarr.json that does not parse: this column's reads refuse
+            b.damaged[column] = exc
+            continue
+        if arr is None and f"{name}/{column}" in committed:  # the last commit wrote it: deleted since
+            b.damaged[column] = spec_error("R6", f"block {name!r}: the array of column {column!r}, which the last "
+                                           "commit holds rows of, is missing", f"/trajectory/{name}/{column}")
         if isinstance(arr, Array):
             check_column_array(arr, name, column, cspec.dtype, cspec.trailing, "R12")
             b.columns[column] = arr
-    validity = group.get("_validity")
+    try:
+        validity = group.get("_validity")
+    except MolrecError as exc:
+        validity = None
+        b.damaged.update((c, exc) for c, cs in spec.columns.items() if cs.nullable)
     if isinstance(validity, Group):
         for column in spec.columns:
-            arr = validity.get(column)
+            try:
+                arr = validity.get(column)
+            except MolrecError as exc:
+                b.damaged[column] = exc
+                continue
             if isinstance(arr, Array):
                 if arr.metadata.dtype.name != "bool" or arr.ndim != 1:
                     raise spec_error("R14", f"mask of {column!r} in block {name!r} is not bool[rows]",
                                      f"/trajectory/{name}/_validity/{column}")
                 b.masks[column] = arr
-    b.set_updates(*find_updates(group, name, spec, b.columns, nstep))
+    b.set_updates(*find_updates(group, name, spec, b.columns, nstep, unknown=b.damaged))
     total = b.total
     if b.count and len(b.columns) < len(spec.columns):
-        missing = [c for c in spec.columns if c not in b.columns]
-        raise spec_error("R6", f"block {name!r} has updates but no array for column(s) {missing}", f"/trajectory/{name}")
+        for c in spec.columns:  # a missing node costs the reads of its column only
+            if c not in b.columns and c not in b.damaged:
+                b.damaged[c] = spec_error("R6", f"block {name!r} has updates but no array for column {c!r}",
+                                          f"/trajectory/{name}/{c}")
     for arr in list(b.columns.values()):
         if arr.shape[0] < total:
             raise spec_error("R6", f"block {name!r}: {arr.basename} has {arr.shape[0]} rows, offsets claim {total}",
@@ -200,6 +263,14 @@ def _open_block(layout: TrajectoryLayout, name: str, group: Group, nstep: int) -
         layout.logical[f"{group.path}/step_index"] = b.count
         layout.logical[f"{group.path}/offset"] = b.count + 1
     return b
+
+
+def _committed_arrays(marker: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The arrays (relative to ``trajectory/``) the last commit's manifest holds rows of
+    (recovery.py ``molrec_raw_commit``); {} without one."""
+    manifest = (marker or {}).get("molrec_raw_commit")
+    arrays = manifest.get("arrays") if isinstance(manifest, dict) else None
+    return arrays if isinstance(arrays, dict) else {}
 
 
 def derive_schema(tgroup: Group) -> SequenceSchema:

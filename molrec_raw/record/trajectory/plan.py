@@ -81,10 +81,16 @@ class FramePlan:
         self.layout, self.frames, self.wanted = layout, frames, wanted
         self.frame_list: List[int] = frames.tolist()
         nstep = layout.nstep
+        if layout.has_damage:  # a damaged block or column refuses the reads that need it, no other
+            for name in layout.schema.block_names():
+                if wanted is None or name in wanted:
+                    layout.refuse_damaged(name, None if wanted is None else wanted[name])
         self.blocks = [BlockPlan(name, b, list(b.spec.columns) if wanted is None else
                                  [c for c in b.spec.columns if c in wanted[name]], frames, nstep)
                        for name, b in layout.blocks.items() if wanted is None or name in wanted]
         self.meta = [MetaPlan(key, tag, arr) for key, (tag, arr) in layout.meta.items()]
+        if layout.damaged_arrays:
+            layout.refuse_damaged_arrays(mp.array for mp in self.meta if mp.array is not None)
         box = layout.box
         if not box.cells:
             self.cells = [-1] * len(self.frame_list)

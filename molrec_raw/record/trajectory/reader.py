@@ -115,6 +115,13 @@ class MrecReader(BlockArrays):
     def __len__(self) -> int:
         return self._layout.nstep
 
+    def damaged(self) -> Dict[str, MolrecError]:
+        """Store path -> the damage met when the reader opened (a block whose metadata does
+        not parse, a column whose array is gone or unreadable, an array whose shard index
+        pages fail): the reads that need one refuse with its error, the others read
+        (spec-notes/safety.md "Damage costs only the reads that need it")."""
+        return self._layout.damage()
+
     @property
     def root(self) -> Group:
         """The record root this reader reads: the live store, or a read-only view of the
@@ -199,21 +206,53 @@ class MrecReader(BlockArrays):
         return found
 
     def _wanted(self, pairs: Iterable[Tuple[str, str]]) -> Dict[str, List[str]]:
+        """Block -> the columns named; a block a named column references or is aligned with
+        is planned too, with no column (its row count is what ``trajectory#R17``/``#R16``
+        check a frame against: nothing of it is decoded)."""
         wanted: Dict[str, List[str]] = {}
         schema = self._layout.schema
         for block, column in pairs:
             if not schema.has_block(block) or column not in schema.column_names(block):
                 raise InvalidValueError(f"({block!r}, {column!r}) is not a declared column")
             wanted.setdefault(block, []).append(column)
+        todo = list(wanted)
+        while todo:
+            block = todo.pop()
+            spec = schema.block_spec(block)
+            related = [t for c, t in spec.targets.items() if c in wanted[block] and not t.startswith("/")]
+            if spec.aligned_with is not None:
+                related.append(spec.aligned_with)
+            for target in related:
+                if schema.has_block(target) and target not in wanted:
+                    wanted[target] = []
+                    todo.append(target)
         return wanted
+
+    @staticmethod
+    def _named(frames: List[Frame], pairs: Dict[str, List[str]]) -> List[Frame]:
+        """``frames`` without the blocks planned only for their row counts (``_wanted``)."""
+        for frame in frames:
+            for name in [n for n in frame.blocks if not pairs.get(n)]:
+                del frame.blocks[name]
+        return frames
 
     def read_columns(self, i: int, pairs: Iterable[Tuple[str, str]]) -> Frame:
         """Frame ``i`` with only the named ``(block, column)`` pairs decoded (its cell and
-        meta too), as arrays the caller owns."""
+        meta too), as arrays the caller owns.  A row reference among them is checked
+        against its target block's row count at that frame (``trajectory#R17``), whether
+        or not that block's columns are named."""
+        pairs = list(pairs)
         wanted = self._wanted(pairs)
         j = self._index(i)
-        found: Frame = self._read_retrying(lambda: self._engine.read(np.asarray([j], np.int64), wanted)[0])
-        return found
+        found: List[Frame] = self._read_retrying(lambda: self._engine.read(np.asarray([j], np.int64), wanted))
+        return self._named(found, self._requested(pairs))[0]
+
+    @staticmethod
+    def _requested(pairs: Iterable[Tuple[str, str]]) -> Dict[str, List[str]]:
+        out: Dict[str, List[str]] = {}
+        for block, column in pairs:
+            out.setdefault(block, []).append(column)
+        return out
 
     def read_frames(self, indices: FrameSelection, columns: Optional[Iterable[Tuple[str, str]]] = None) -> List[Frame]:
         """Frames ``indices`` (a slice or a 1-D array of indices: any order, duplicates
@@ -221,10 +260,11 @@ class MrecReader(BlockArrays):
         fetched and decoded once, neighbouring chunks in one ``pread`` (one request over
         HTTP).  Equal to ``[reader[i] for i in indices]``; arrays the caller owns.
         ``columns``: only these ``(block, column)`` pairs, as :meth:`read_columns`."""
-        wanted = None if columns is None else self._wanted(columns)
+        pairs = None if columns is None else list(columns)
+        wanted = None if pairs is None else self._wanted(pairs)
         idx = frame_indices(indices, self._layout.nstep)
         found: List[Frame] = self._read_retrying(lambda: self._engine.read(idx, wanted))
-        return found
+        return found if pairs is None else self._named(found, self._requested(pairs))
 
     def __getitem__(self, i: int) -> Frame:
         return self.read_frame(i)
@@ -239,9 +279,14 @@ class MrecReader(BlockArrays):
         share it; a frame that fills an inner chunk alone gets that chunk, writable).
         ``columns``: only these ``(block, column)`` pairs."""
         n = self._layout.nstep
-        wanted = None if columns is None else self._wanted(columns)
+        pairs = None if columns is None else list(columns)
+        wanted = None if pairs is None else self._wanted(pairs)
         first, last, _ = slice(start, stop).indices(n)
-        return self._engine.iterate(first, max(first, last), wanted)
+        frames = self._engine.iterate(first, max(first, last), wanted)
+        if pairs is None:
+            return frames
+        requested = self._requested(pairs)
+        return (self._named([frame], requested)[0] for frame in frames)
 
     def _read_retrying(self, read: Callable[[], Any]) -> Any:
         """``read()``, again when it meets bytes a writer is rewriting in place (a shard
@@ -252,6 +297,8 @@ class MrecReader(BlockArrays):
             try:
                 return read()
             except CorruptDataError as exc:
+                if (exc.node or "").strip("/") in self._layout.damage():
+                    raise  # damage found when the reader opened: reading again changes nothing
                 if attempt == attempts - 1:
                     if attempts > 1:
                         exc.message = f"{exc.message} (read {attempts} times)"
@@ -265,13 +312,19 @@ class MrecReader(BlockArrays):
         """A summary for people and tools (``molrec-raw inspect``): frames, step and time
         ranges, and per block its layout, committed updates, the rows of its last update
         and the rows stored past the committed ones (an uncommitted tail, ``trajectory#N1``);
-        the cell's updates and the per-step meta keys."""
+        the cell's updates and the per-step meta keys.  A block found damaged when the
+        reader opened says so (``damaged``: column, or "" for the whole block -> why; its
+        reads refuse, the other blocks' read)."""
         layout = self._layout
         n = layout.nstep
         blocks: Dict[str, Any] = {}
         tail = False
         for name in layout.schema.block_names():
             b = layout.blocks.get(name)
+            if name in layout.damaged:
+                blocks[name] = {"layout": "damaged", "updates": None, "last_rows": None, "uncommitted_rows": 0,
+                                "damaged": {"": str(layout.damaged[name])}}
+                continue
             if b is None:
                 blocks[name] = {"layout": "none", "updates": 0, "last_rows": None, "uncommitted_rows": 0}
                 continue
@@ -282,6 +335,11 @@ class MrecReader(BlockArrays):
             lo, hi = b.rows(updates - 1) if updates else (0, 0)
             blocks[name] = {"layout": b.kind, "updates": updates, "last_rows": hi - lo if updates else None,
                             "uncommitted_rows": extra}
+            damaged = {c: str(e) for c, e in b.damaged.items()}
+            damaged.update((a.basename, str(layout.damaged_arrays[a.path])) for a in b.columns.values()
+                           if a.path in layout.damaged_arrays)
+            if damaged:
+                blocks[name]["damaged"] = damaged
         series_lengths = [arr.shape[0] for _, arr in layout.meta.values() if arr is not None]
         tgroup = layout.root.get(TRAJ)
         if isinstance(tgroup, Group):

@@ -157,14 +157,17 @@ def candidates(root: Group) -> List[Candidate]:
 
 def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array],
                  since: Optional[Dict[str, int]], strict: bool, ranges: Optional[RangeReader] = None,
-                 indexes: Optional[ShardIndexes] = None) -> None:
+                 indexes: Optional[ShardIndexes] = None, damaged: Optional[Dict[str, MolrecError]] = None) -> None:
     """Check an opened state against its manifest (see the module docstring).  ``logical``:
     array path -> the rows the reader derived (``opened``: the arrays it opened for them);
     ``since``: the checkpoint's committed rows (the rows past them are decoded).  Raises
     CorruptDataError naming what is missing.  Not ``strict`` (no checkpoint: a record
     closed cleanly, or edited by hand): only the stamps are checked, the reader stays as
     lenient as trajectory §11 asks.  ``ranges`` reads the shards' index pages (default:
-    the store's own reader), ``indexes`` keeps them, trusted for the rows checked."""
+    the store's own reader), ``indexes`` keeps them, trusted for the rows checked.
+    ``damaged`` (no other state to fall back on): an array whose index pages fail is noted
+    there (path -> error) instead of refusing the whole state — every read of it checks its
+    pages again and refuses (spec-notes/safety.md "Damage costs only the reads that need it")."""
     manifest = Manifest.from_attrs(dict(tgroup.attrs)) if strict else None
     if manifest is not None:
         for rel in manifest.groups:
@@ -187,8 +190,14 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
     # durable point can have changed — its tail shard, and with a checkpoint every shard
     # from the checkpoint's on; older shards were durable and untouched since, and their
     # stamps are checked when a read first reads their index (zarr/chunkread.py)
+    # a commit with a manifest was written by a writer that stores every positional shard it
+    # lands rows in: such a shard of committed rows that is not stored was deleted since (its
+    # rows are never fill values); with ``damaged`` the array's reads refuse, the others read.
+    # Reads take the same rule when every array read is still as that writer made it
+    # (start-indexed shards); a store rewritten by another writer keeps Zarr's fill values.
+    stored_all = manifest is not None or (damaged is not None and Manifest.from_attrs(dict(tgroup.attrs)) is not None)
     if indexes is not None:
-        indexes.strict = manifest is not None
+        indexes.strict = manifest is not None or (stored_all and _positional(tgroup, logical, opened))
     pages = ranges if ranges is not None else range_reader(tgroup.store)
     try:
         for path, rows in logical.items():
@@ -197,14 +206,32 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
                 node = tgroup.get(path[len(TRAJ) + 1:])
                 array = node if isinstance(node, Array) else None
             if array is not None:
-                check_written(array, rows, manifest is not None, pages, indexes,
-                              first_shard=_first_changed_shard(array, rows, path, since if manifest else None))
+                try:
+                    check_written(array, rows, stored_all, pages, indexes,
+                                  first_shard=_first_changed_shard(array, rows, path, since if manifest else None))
+                except CorruptDataError as exc:
+                    if damaged is None:
+                        raise
+                    damaged[path] = exc
     finally:
         if ranges is None:
             pages.close()
     if manifest is not None and since is not None:
         for rel, rows in manifest.arrays.items():
             _decode_rows(opened[f"{TRAJ}/{rel}"], since.get(rel, 0), rows)
+
+
+def _positional(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array]) -> bool:
+    """Every array read is stored in start-indexed shards (the positional writer's form)."""
+    for path in logical:
+        array = opened.get(path)
+        if array is None:
+            node = tgroup.get(path[len(TRAJ) + 1:])
+            array = node if isinstance(node, Array) else None
+        sharding = None if array is None else array.pipeline.sharding
+        if sharding is None or sharding.index_location != "start":
+            return False
+    return True
 
 
 def _first_changed_shard(array: Array, rows: int, path: str, since: Optional[Dict[str, int]]) -> int:
@@ -341,7 +368,9 @@ def open_state(root: Group, verified: Optional[Dict[str, int]] = None,
                     for path, rows in verified.items():
                         rel = path[len(TRAJ) + 1:]
                         since[rel] = max(since.get(rel, 0), rows)
-                verify_state(layout.tgroup, layout.logical, layout.arrays, since, attempt.strict, ranges, indexes)
+                last = n == len(attempts) - 1
+                verify_state(layout.tgroup, layout.logical, layout.arrays, since, attempt.strict, ranges, indexes,
+                             damaged=layout.damaged_arrays if last else None)
         except MolrecError as exc:
             ranges.close()
             if n == len(attempts) - 1:

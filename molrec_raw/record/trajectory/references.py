@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from molrec_raw.errors import CorruptDataError, InvalidMetadataError
 from molrec_raw.record.model import Block
 from molrec_raw.record.trajectory.common import spec_error
 from molrec_raw.record.trajectory.schema import SequenceSchema
@@ -78,7 +79,12 @@ def check_resolved(schema: SequenceSchema, rows: Dict[str, int], values: Any, se
 
 def refuse_aligned_system_names(schema: SequenceSchema, root: Group, rule_id: str) -> None:
     """An aligned block never shares a name with a ``system/`` block (``#W13``/``#R16``)."""
-    system = root.get("system")
+    try:
+        system = root.get("system")
+    except (CorruptDataError, InvalidMetadataError):  # damaged metadata: refused only where it matters
+        if any(schema.aligned_with(name) is not None for name in schema.block_names()):
+            raise
+        return
     if not isinstance(system, Group):
         return
     for name in schema.block_names():

@@ -1,0 +1,240 @@
+"""Damage is reported where it lies (issue 28): a damage matrix — truncate, zero, flip, delete x
+each kind of node (group zarr.json, array zarr.json, chunk, shard index) — on a small demo
+record, and for every cell what ``validate``, ``repair --dry-run``, ``inspect`` and ``cat`` of
+an intact block do (spec-notes/safety.md "Damage costs only the reads that need it").
+
+Every cell: ``validate`` names the damaged node (exit 1); ``repair --dry-run`` gives its
+report naming it (exit 1, never a raw error with exit 2); ``inspect`` lists the record (exit
+0) and marks the damage it meets without decoding chunks (every cell but bytes changed
+inside a stored chunk, which only decoding finds: ``validate``); ``cat`` of an intact block
+prints it (exit 0) while ``cat`` of the damaged one refuses (exit 2), never fill values."""
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from molrec_raw.cli import main
+from molrec_raw.demo import write_demo
+from molrec_raw.record.molrec import validate
+from molrec_raw.record.trajectory import MrecReader
+
+from shard_bytes import end_of_chunks
+
+INDEX_PAGE = 4096  # a start-indexed shard's index page (the demo's trajectory arrays)
+MUTATIONS = ("truncate", "zero", "flip", "delete")
+# kind -> (file damaged, node named, the block it damages, an intact block)
+NODES: Dict[str, Tuple[str, str, str, str]] = {
+    "group": ("trajectory/bonds/zarr.json", "trajectory/bonds", "bonds", "atoms"),
+    "array-metadata": ("trajectory/atoms/x/zarr.json", "trajectory/atoms/x", "atoms", "bonds"),
+    "chunk": ("trajectory/atoms/x/c/0", "trajectory/atoms/x", "atoms", "bonds"),
+    "shard-index": ("trajectory/atoms/x/c/0", "trajectory/atoms/x", "atoms", "bonds"),
+}
+# bytes changed inside a stored chunk: found by decoding it (validate, repair), not by inspect
+FOUND_BY_DECODING = {("chunk", "zero"), ("chunk", "flip")}
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_demo(tmp_path_factory.mktemp("damage") / "demo.mrec", frames=12, molecules=4)
+
+
+def _region(kind: str, data: bytes) -> Tuple[int, int]:
+    """The bytes a mutation of ``kind`` changes: a whole zarr.json, the shard's index entries,
+    or its last inner chunk."""
+    if kind in ("group", "array-metadata"):
+        return 0, len(data)
+    if kind == "shard-index":
+        return 0, 64
+    end = end_of_chunks(data)
+    start = max(offset for offset, size in (struct.unpack_from("<QQ", data, at) for at in range(0, 64, 16))
+                if offset + size == end)
+    return start, end
+
+
+def damage(record: Path, kind: str, mutation: str) -> None:
+    target = record / NODES[kind][0]
+    data = bytearray(target.read_bytes())
+    lo, hi = _region(kind, bytes(data))
+    if mutation == "delete":
+        if kind == "shard-index":
+            target.write_bytes(bytes(data[INDEX_PAGE:]))  # the page gone, the chunks left
+        else:
+            target.unlink()
+    elif mutation == "truncate":
+        target.write_bytes(bytes(data[:(lo + hi) // 2]))
+    elif mutation == "zero":
+        data[lo:hi] = bytes(hi - lo)
+        target.write_bytes(bytes(data))
+    else:
+        data[(lo + hi) // 2] ^= 0x10
+        target.write_bytes(bytes(data))
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Tuple[int, str]:
+    capsys.readouterr()
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out + captured.err
+
+
+def test_damage_matrix_pristine_record_is_clean(pristine: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate(pristine) == []
+    assert run(capsys, "repair", "--dry-run", str(pristine))[0] == 0
+    status, out = run(capsys, "inspect", str(pristine))
+    assert status == 0 and "DAMAGED" not in out
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS)
+@pytest.mark.parametrize("kind", list(NODES))
+def test_damage_matrix_cell(pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                            kind: str, mutation: str) -> None:
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    damage(record, kind, mutation)
+    _, node, hurt, intact = NODES[kind]
+
+    status, out = run(capsys, "validate", str(record))
+    assert status == 1 and node in out, out
+
+    status, out = run(capsys, "repair", "--dry-run", str(record))
+    assert status == 1, out
+    assert "damaged: " in out and node in out and "NOT sound" in out, out
+
+    status, out = run(capsys, "inspect", str(record))
+    assert status == 0, out
+    assert "system/" in out and "forcefield/" in out  # the record is listed
+    if (kind, mutation) not in FOUND_BY_DECODING:
+        assert "DAMAGED" in out and node.split("/")[-1] in out, out
+
+    status, out = run(capsys, "cat", str(record), "--frame", "0", "--block", intact)
+    assert status == 0 and f"[{intact}]" in out, out
+    status, out = run(capsys, "cat", str(record), "--frame", "0", "--block", hurt)
+    assert status == 2, out  # refused, never fill values
+
+
+def test_damage_matrix_repair_leaves_a_damaged_record_as_it_lies(pristine: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A real repair (not a dry run) of a damaged trajectory reports and changes nothing."""
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    damage(record, "chunk", "truncate")
+    before = sorted((p.relative_to(record).as_posix(), p.read_bytes()) for p in record.rglob("*") if p.is_file())
+    status, out = run(capsys, "repair", str(record))
+    assert status == 1 and "damaged: " in out and "trajectory/atoms/x" in out, out
+    after = sorted((p.relative_to(record).as_posix(), p.read_bytes()) for p in record.rglob("*") if p.is_file()
+                   if not p.name.endswith(".molrec-lock"))
+    assert after == before
+
+
+def test_damage_trajectory_group_deleted_is_found(pristine: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """trajectory/zarr.json deleted, its arrays left: validate and repair say what was lost
+    (zarr-v3-subset#1: no implicit groups) instead of "valid" and "sound"."""
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    (record / "trajectory/zarr.json").unlink()
+    found = validate(record)
+    assert [(v.rule, v.node) for v in found] == [("zarr-v3-subset#1", "trajectory")], found
+    assert "array(s) (atoms/_validity/dipole, atoms/dipole, atoms/x" in found[0].message
+    status, out = run(capsys, "validate", str(record))
+    assert status == 1
+    status, out = run(capsys, "repair", "--dry-run", str(record))
+    assert status == 1 and "damaged: trajectory/zarr.json: no zarr.json" in out, out
+    status, out = run(capsys, "inspect", str(record))
+    assert status == 0 and "DAMAGED trajectory: no zarr.json" in out, out
+
+
+def test_damage_truncated_shard_costs_only_its_reads(pristine: Path, tmp_path: Path) -> None:
+    """The issue's case: one shard of trajectory/atoms/x cut to half.  The reader opens and
+    names the damage; every block but atoms reads, and a column subset of atoms without x."""
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    shard = record / "trajectory/atoms/x/c/0"
+    shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
+    with MrecReader(record) as reader:
+        assert list(reader.damaged()) == ["trajectory/atoms/x"]
+        assert reader.read_columns(0, [("bonds", "atomi"), ("bonds", "atomj")])["bonds"].nrows == 8
+        assert reader.read_columns(3, [("atoms", "y")])["atoms"]["y"].shape == (12,)
+        with pytest.raises(Exception) as caught:
+            reader[0]
+        assert "trajectory/atoms/x" in str(caught.value)
+
+
+# The same kinds of node outside the trajectory: a section's group, an array's metadata, an
+# unsharded chunk (a deleted one reads as its fill value, as Zarr says a missing chunk does:
+# nothing outside a trajectory's commit says it was written, so it is not a cell here), and
+# the meta section, without which no version is known (the trajectory's reads refuse too).
+SECTION_NODES: Dict[str, Tuple[str, str]] = {
+    "section-group": ("system/zarr.json", "system"),
+    "section-array-metadata": ("system/atoms/mass/zarr.json", "system/atoms/mass"),
+    "section-chunk": ("system/atoms/mass/c/0", "system/atoms/mass"),
+    "meta-group": ("meta/zarr.json", "meta"),
+}
+SECTION_CELLS = [(kind, mutation) for kind in SECTION_NODES for mutation in MUTATIONS
+                 if (kind, mutation) not in {("section-chunk", "delete"), ("meta-group", "delete")}]
+
+
+@pytest.mark.parametrize("kind,mutation", SECTION_CELLS)
+def test_damage_matrix_section_cell(pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    kind: str, mutation: str) -> None:
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    relative, node = SECTION_NODES[kind]
+    target = record / relative
+    data = bytearray(target.read_bytes())
+    if mutation == "delete":
+        target.unlink()
+    elif mutation == "truncate":
+        target.write_bytes(bytes(data[:len(data) // 2]))
+    elif mutation == "zero":
+        target.write_bytes(bytes(len(data)))
+    else:  # a zarr.json carries no checksum: a bit flipped inside one of its strings is a
+        # different value, found by no one; a flip of its structure is what can be found
+        data[0 if relative.endswith("zarr.json") else len(data) // 2] ^= 0x10
+        target.write_bytes(bytes(data))
+
+    status, out = run(capsys, "validate", str(record))
+    assert status == 1 and node in out, out
+    status, out = run(capsys, "repair", "--dry-run", str(record))
+    assert status == 1 and "damaged: " in out and node in out, out
+    status, out = run(capsys, "inspect", str(record))
+    assert status == 0 and "forcefield/" in out, out
+    if kind != "section-chunk":
+        assert "DAMAGED" in out, out
+    status, out = run(capsys, "cat", str(record), "--frame", "0", "--block", "bonds")
+    if kind == "meta-group":
+        assert status == 2, out  # no version known: the record is not read
+    else:
+        assert status == 0 and "[bonds]" in out, out
+
+
+def test_damage_deleted_older_shard_is_refused_not_fill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard of committed rows deleted from a record closed cleanly, not the tail one (the
+    one opening checks): its reads refuse (zarr-v3-subset#7), validate and repair name it —
+    never fill values (trajectory#10: the commit's writer stores every shard it lands in)."""
+    import numpy as np
+
+    import molrec_raw as mr
+    from molrec_raw.errors import CorruptDataError
+    from molrec_raw.record.trajectory import extents
+
+    monkeypatch.setattr(extents, "INDEX_PAGE_CHUNKS", 1)  # one inner chunk per shard: many shards
+    path = tmp_path / "s.mrec"
+    schema = mr.SequenceSchema().declare_column("atoms", "x", "f64").declare_column("atoms", "y", "f64")
+    with mr.MrecWriter(path, schema) as w:
+        for i in range(60):
+            w.append(mr.Frame({}, {"atoms": mr.Block({"x": np.arange(100.0) + i, "y": np.zeros(100)})}))
+    shards = sorted((path / "trajectory/atoms/x/c").iterdir())
+    assert len(shards) >= 3, shards
+    shards[0].unlink()
+    with MrecReader(path) as reader:
+        assert reader.read_columns(0, [("atoms", "y")])["atoms"]["y"].shape == (100,)
+        with pytest.raises(CorruptDataError, match="never written"):
+            reader[0]
+        assert reader[59]["atoms"]["x"][0] == 59.0  # a frame in a shard that is there
+    found = validate(path)
+    assert ("trajectory#10", "trajectory/atoms/x") in [(v.rule, v.node) for v in found], found
