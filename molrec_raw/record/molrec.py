@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record import documents
 from molrec_raw.record.damage import Damage, arrays_under, as_damage, damaged_chunks, members_or_damage, structure_damage
-from molrec_raw.record.doors import (RecordInput, RecordSource, RecordTarget, _meta_attrs, _rows_of, record_source,
+from molrec_raw.record.doors import (RecordInput, RecordTarget, _meta_attrs, _rows_of, record_source,
                                     replace_record, write_sections)
 from molrec_raw.record.forcefield import ForceFieldSection, read_forcefield_group
 from molrec_raw.record.frame_io import read_frame_group
