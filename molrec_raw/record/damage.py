@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
 import orjson
 
@@ -86,6 +86,17 @@ def _cut(region: Tuple[slice, ...], step: Tuple[int, ...]) -> Iterator[Tuple[sli
         yield tuple(slice(c, min(c + s, r.stop)) for c, s, r in zip(corner, step, region))
 
 
+def _stored_regions(array: Array, whole: Tuple[slice, ...], unit: Tuple[int, ...]) -> Iterator[Tuple[slice, ...]]:
+    """The pieces of ``whole`` that a stored value (a chunk, or a shard when sharded) holds, in
+    grid order.  A value never stored reads as the fill value and holds nothing to damage, so
+    the walk costs one listing of the store plus one read per stored value — whatever shape
+    the metadata claims (a shape of 2**32 rows over six-row chunks is not walked)."""
+    for coords in sorted(coords for coords, _ in array.stored_chunks()):
+        region = tuple(slice(c * u, min((c + 1) * u, w.stop)) for c, u, w in zip(coords, unit, whole))
+        if all(r.start < r.stop for r in region):
+            yield region
+
+
 def _fault(array: Array, exc: MolrecError, where: Tuple[slice, ...]) -> Damage:
     corner = tuple(s.start // c for s, c in zip(where, array.chunks))
     key = exc.key or (array.chunk_key(corner) if where else array.chunk_key(()))
@@ -105,7 +116,7 @@ def damaged_chunks(array: Array, rows: Optional[int] = None) -> List[Damage]:
     unit = array.shards or array.chunks
     found: List[Damage] = []
     whole = (slice(0, limit),) + tuple(slice(0, n) for n in array.shape[1:])
-    for region in _cut(whole, unit):
+    for region in _stored_regions(array, whole, unit):
         try:
             array[region]
             continue
@@ -264,19 +275,39 @@ def commit_damage(root: Group) -> List[Damage]:
 
 def _missing_units(array: Array, rows: int) -> List[Damage]:
     """The stored values (shards, or chunks) holding rows ``[0, rows)`` of ``array`` that are
-    not stored: a writer with manifests stores every one it lands rows in."""
+    not stored: a writer with manifests stores every one it lands rows in.  A run of missing
+    values along the first axis is one report (its first key, its rows, how many values), so
+    the cost follows what is stored, not what the metadata claims."""
     if array.ndim == 0 or rows <= 0:
         return []
     step = array.metadata.chunk_shape[0]
-    other = [range(g) for g in array.metadata.grid_shape[1:]]
+    limit = min(rows, array.shape[0])
+    across = list(itertools.product(*(range(g) for g in array.metadata.grid_shape[1:])))
+    if not across:  # a trailing axis of length 0: no value is ever stored
+        return []
+    present: Dict[int, Set[Tuple[int, ...]]] = {}
+    for coords, _ in array.stored_chunks():
+        present.setdefault(coords[0], set()).add(coords[1:])
     found: List[Damage] = []
-    for k in range(-(-min(rows, array.shape[0]) // step)):
-        for coords in itertools.product([k], *other):
-            key = array.chunk_key(coords)
-            if array.store.size(key) is None:
-                first, last = k * step, min(rows, (k + 1) * step)
-                found.append(Damage(array.path, key, f"rows {first}..{last - 1} are committed but their stored "
-                                    "value is missing: readers would read fill values", "trajectory#10"))
+
+    def report(first_k: int, stop_k: int, rest: Tuple[int, ...], count: int) -> None:
+        first, last = first_k * step, min(limit, stop_k * step)
+        what = "their stored value is missing" if count == 1 else f"their {count} stored values are missing"
+        found.append(Damage(array.path, array.chunk_key((first_k,) + rest), f"rows {first}..{last - 1} are "
+                            f"committed but {what}: readers would read fill values", "trajectory#10"))
+
+    wanted = -(-limit // step)
+    k = 0
+    for have in sorted(present) + [wanted]:
+        if have > k:  # a run of first-axis positions with nothing stored at all
+            stop = min(have, wanted)
+            report(k, stop, across[0], (stop - k) * len(across))
+        if have >= wanted:
+            break
+        for rest in across:  # a position with some values stored: each missing one
+            if rest not in present[have]:
+                report(have, have + 1, rest, 1)
+        k = have + 1
     return found
 
 

@@ -551,15 +551,16 @@ class Array(Node):
         if not reset_stale or all(n >= o for n, o in zip(new_shape, old.shape)):
             return
         new_grid = new.grid_shape
-        for coords, key in self._stored_chunks():
+        for coords, key in self.stored_chunks():
             if any(c >= g for c, g in zip(coords, new_grid)):
                 self.store.delete(key)
             elif any((c + 1) * k > n for c, k, n in zip(coords, new.chunk_shape, new_shape)):
                 region = tuple(slice(c * k, min((c + 1) * k, n)) for c, k, n in zip(coords, new.chunk_shape, new_shape))
                 self._write(region, self[region], new)
 
-    def _stored_chunks(self) -> Iterator[Tuple[Tuple[int, ...], str]]:
-        """(grid coords, key) of every chunk value present in the store."""
+    def stored_chunks(self) -> Iterator[Tuple[Tuple[int, ...], str]]:
+        """(grid coords, key) of every chunk value present in the store (a shard when the
+        array is sharded): one listing of the store, whatever the array's shape."""
         encoding = self.metadata.chunk_key_encoding
         ndim = self.ndim
         for key in list(self.store.list(self._prefix)):

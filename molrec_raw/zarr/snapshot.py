@@ -239,7 +239,7 @@ def restore_plan(store: Store, snapshot: Snapshot, prefix: str, keep: Iterable[s
     owned: Set[str] = set(snapshot.metadata) | kept
     for path, array in arrays.items():
         grid = array.metadata.grid_shape
-        for coords, key in array._stored_chunks():
+        for coords, key in array.stored_chunks():
             if all(c < g for c, g in zip(coords, grid)):
                 owned.add(key)
     first: List[Action] = []

@@ -238,3 +238,36 @@ def test_damage_deleted_older_shard_is_refused_not_fill(tmp_path: Path, monkeypa
         assert reader[59]["atoms"]["x"][0] == 59.0  # a frame in a shard that is there
     found = validate(path)
     assert ("trajectory#10", "trajectory/atoms/x") in [(v.rule, v.node) for v in found], found
+
+
+def test_damage_scan_follows_what_is_stored_not_the_claimed_shape(tmp_path: Path) -> None:
+    """zarr-v3-subset#2: one edited number in an array's ``zarr.json`` (6 rows claimed as
+    4,294,967,302 over six-row chunks, 715 million chunk positions, one stored) must not make
+    ``validate`` walk, or hold, the chunk grid: it reports the record's damage within a memory
+    cap the old walk exceeded by gigabytes (the fuzz campaign's memory bomb)."""
+    import json
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    import molrec_raw as mr
+
+    record = tmp_path / "claimed.mrec"
+    mr.write_mrec_frame(record, mr.Frame({}, {"atoms": mr.Block({"x": np.arange(6.0)})}))
+    meta_path = record / "frame" / "atoms" / "x" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["shape"] = [4294967302]
+    meta_path.write_text(json.dumps(meta))
+    child = (
+        "import resource, sys\n"
+        "import molrec_raw as mr\n"
+        "from molrec_raw.record.molrec import validate\n"
+        "size = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (size + 512 * 2**20, size + 512 * 2**20))\n"
+        "found = validate(sys.argv[1])\n"
+        "print(len(found))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child, str(record)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.strip()) >= 1  # the block's rows no longer agree with its siblings' or the claim is named
