@@ -71,13 +71,14 @@ _FLAGS: Tuple[Tuple[str, str], ...] = (
     (r"\boverwrite=True\b", "--force"),
     (r"\bcheck=False\b", "--force"),
     (r"\block=False\b", "MOLREC_RAW_LOCKING=off"),
+    (r"\(assume_units=\{'length': 'nm', \.\.\.\}\)", "(--units length=nm,...)"),
 )
 
 
 def for_command_line(message: str) -> str:
     """An error message as the command line says it: Python arguments the library suggests
-    (``overwrite=True``, ``check=False``, ``lock=False``) become the flag or setting that
-    does the same (``--force``, ``MOLREC_RAW_LOCKING=off``)."""
+    (``overwrite=True``, ``check=False``, ``lock=False``, ``assume_units=``) become the flag or
+    setting that does the same (``--force``, ``MOLREC_RAW_LOCKING=off``, ``convert --units``)."""
     for pattern, flag in _FLAGS:
         message = re.sub(pattern, flag, message)
     return message

@@ -7,13 +7,28 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from molrec_raw.cli.progress import ProgressBar
-from molrec_raw.errors import MolrecError
+from molrec_raw.errors import InvalidValueError, MolrecError
 
 _COLLECTION = ".mrec.lmdb"
 _RECORD = (".mrec", ".mrec.zip")
+
+
+def units_option(text: Optional[str]) -> Optional[Dict[str, str]]:
+    """``--units length=nm,energy=kJ/mol`` as a units object (None when not given): the units a
+    source record leaves unstated (frame-and-types §13.5), never a conversion of stated ones."""
+    if text is None:
+        return None
+    out: Dict[str, str] = {}
+    for item in text.split(","):
+        quantity, sep, unit = item.partition("=")
+        if not sep or not quantity.strip() or not unit.strip():
+            raise InvalidValueError(f"--units is QUANTITY=UNIT[,QUANTITY=UNIT...], e.g. length=angstrom,energy=eV; "
+                                    f"not {text!r}")
+        out[quantity.strip()] = unit.strip()
+    return out
 
 
 def _printing_warnings() -> Any:
@@ -52,9 +67,9 @@ def _convert_collection(args: argparse.Namespace) -> int:
             if not args.frames_as_records:
                 raise MolrecError("a record into a collection: each frame becomes a record, say so with "
                                   "--frames-as-records")
-            from molrec_raw.integrations.frames_as_records import frames_as_records, parse_units_option
+            from molrec_raw.integrations.frames_as_records import frames_as_records
 
-            report = frames_as_records(source, target, units=parse_units_option(args.units), progress=bar)
+            report = frames_as_records(source, target, units=units_option(args.units), progress=bar)
         elif target.endswith(_COLLECTION):
             if args.frames_as_records or args.units:
                 raise MolrecError("--frames-as-records and --units convert a record (*.mrec); images from ASE are "
@@ -75,8 +90,11 @@ def _convert_collection(args: argparse.Namespace) -> int:
 def run_convert(args: argparse.Namespace) -> int:
     if str(args.source).endswith(_COLLECTION) or str(args.target).endswith(_COLLECTION):
         return _convert_collection(args)
-    if args.group_by or args.frames_as_records or args.units:
-        raise MolrecError("--group-by, --frames-as-records and --units convert into a collection (*.mrec.lmdb)")
+    if args.group_by or args.frames_as_records:
+        raise MolrecError("--group-by and --frames-as-records convert into a collection (*.mrec.lmdb)")
+    if args.units and not str(args.source).endswith(_RECORD):
+        raise MolrecError(f"--units states the units a source record (*.mrec, *.mrec.zip) leaves unstated; "
+                          f"{args.source} is read in its own format's units")
     try:
         from molrec_raw.integrations.convert import convert, parse_frames
     except ImportError as exc:  # the MDAnalysis extra is not installed
@@ -84,7 +102,7 @@ def run_convert(args: argparse.Namespace) -> int:
     with ProgressBar("convert") as bar, warnings.catch_warnings(record=True) as caught:
         report = convert(args.source, args.target, topology=args.topology, precision=args.precision,
                          stride=args.stride, frames=parse_frames(args.frames), in_format=args.format, progress=bar,
-                         overwrite=args.force)
+                         overwrite=args.force, assume_units=units_option(args.units))
     shown = [w for w in caught if not issubclass(w.category, DeprecationWarning) and str(w.message).strip()]
     for message in dict.fromkeys(str(w.message).splitlines()[0] for w in shown):
         print(f"molrec-raw convert: warning: {message}", file=sys.stderr)

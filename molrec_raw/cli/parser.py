@@ -193,8 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "atoms.info[KEY] form one record of many frames (default: each image a record)")
     p.add_argument("--frames-as-records", action="store_true",
                    help="a record (*.mrec) into a collection: each trajectory frame becomes one record")
-    p.add_argument("--units", default=None, metavar="Q=U,...", help="with --frames-as-records: the collection's "
-                   "units when the record states none, e.g. length=angstrom,energy=eV,force=eV/angstrom")
+    p.add_argument("--units", default=None, metavar="Q=U,...", help="units the source record leaves unstated, e.g. "
+                   "length=nm,energy=kJ/mol,force=kJ/mol/nm (a unit is never guessed); with --frames-as-records "
+                   "the collection's units when the record states none")
     p.add_argument("--force", action="store_true", help="replace an existing TARGET (never the SOURCE itself)")
 
     p = command("metrics", "latest value of every metric series; --follow tails the WAL",

@@ -21,7 +21,7 @@ from molrec_raw.record.units import parse_units
 from molrec_raw.record.doors import read_mrec_system, section_names
 from molrec_raw.record.trajectory import MrecReader
 
-__all__ = ["ConvertedCollection", "frames_as_records", "parse_units_option"]
+__all__ = ["ConvertedCollection", "frames_as_records"]
 
 
 @dataclass
@@ -34,20 +34,6 @@ class ConvertedCollection:
     records: int
     frames: int
     atoms: int
-
-
-def parse_units_option(text: Optional[str]) -> Optional[Dict[str, str]]:
-    """``--units length=angstrom,energy=eV`` as a units object (None when not given)."""
-    if text is None:
-        return None
-    out: Dict[str, str] = {}
-    for item in text.split(","):
-        quantity, sep, unit = item.partition("=")
-        if not sep or not quantity.strip() or not unit.strip():
-            raise InvalidValueError(f"--units is QUANTITY=UNIT[,QUANTITY=UNIT...], e.g. length=angstrom,energy=eV; "
-                                    f"not {text!r}")
-        out[quantity.strip()] = unit.strip()
-    return out
 
 
 def _units(source: str, given: Optional[Mapping[str, str]]) -> Dict[str, str]:

@@ -174,3 +174,21 @@ def test_a_record_stating_no_units_is_refused_unless_assumed_13_5(tmp_path):
     assert not (tmp_path / "out.dcd").exists()
     assert convert(plain, tmp_path / "out.dcd", assume_units={"length": "nm"}).frames == 2
     assert mda.Universe(str(tmp_path / "out.dcd")).atoms.positions[0, 0] == pytest.approx(10.0)
+
+
+def test_13_5_convert_units_states_what_the_source_record_leaves_unstated(tmp_path, capsys):
+    """frame-and-types §13.5: a record without a length unit is refused, naming the flag that
+    states it; ``--units length=nm`` converts from nm (MDAnalysis reads in angstrom); --units on
+    a source that is not a record is refused."""
+    system = mr.Frame({}, {"atoms": mr.Block({"element": np.array(["O", "H", "H"], dtype=object)})})
+    frames = [mr.Frame({}, {"atoms": mr.Block({c: np.arange(3.0) + i for c in "xyz"})}) for i in range(2)]
+    src = tmp_path / "src.mrec"
+    mr.write_mrec(src, mr.MolRec(system=system, trajectory=frames))
+    assert main(["convert", str(src), str(tmp_path / "a.xyz")]) == 2
+    err = capsys.readouterr().err
+    assert "states no length unit" in err and "--units length=nm" in err and "assume_units" not in err
+    assert main(["convert", str(src), str(tmp_path / "a.xyz"), "--units", "length=nm"]) == 0
+    u = mda.Universe(str(tmp_path / "a.xyz"))
+    assert np.allclose(u.trajectory[1].positions[2], [30.0, 30.0, 30.0])  # 3 nm = 30 angstrom
+    assert main(["convert", str(tmp_path / "a.xyz"), str(tmp_path / "b.mrec"), "--units", "length=nm"]) == 2
+    assert "--units states the units a source record" in capsys.readouterr().err
