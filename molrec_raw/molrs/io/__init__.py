@@ -39,7 +39,7 @@ def write_mrec(sink: Union["os.PathLike[str]", bytearray], *, meta: Optional[Map
                frame: Optional[Frame] = None, system: Optional[Frame] = None,
                trajectory: Optional[Trajectory] = None, forcefield: Any = None) -> None:
     """Write a record: ``meta`` (a plain JSON document; ``molrec_version`` stamped, root-layout
-    #3) and whichever sections are given (documents#1: at least one).  A path that holds a
+    #3) and whichever sections are given (documents#1.1: at least one).  A path that holds a
     record is replaced; a ``bytearray`` receives the packed record (trajectory §15)."""
     from molrec_raw.molrs.io.mrec import ForceFieldSection
 
