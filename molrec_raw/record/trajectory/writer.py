@@ -612,7 +612,8 @@ class MrecWriter:
     def _manifest(self, nstep: Optional[int] = None) -> recovery.Manifest:
         """What the committed state (of ``nstep`` frames, default the committed ones)
         relies on (recovery.py): every group and array with its committed rows, paths
-        relative to ``trajectory/``."""
+        relative to ``trajectory/``, and (a durable writer) the end of the index of every
+        shard landed in since the last durable point."""
         manifest = recovery.Manifest(self._nstep if nstep is None else nstep)
         cut = len(TRAJ) + 1
         for block in self._blocks.values():
@@ -626,6 +627,10 @@ class MrecWriter:
             manifest.groups.append("meta")
         for arr, rows in self._committed_arrays():
             manifest.arrays[arr.path[cut:]] = rows
+            if self._durable:  # the index pages a power cut may leave older than the marker
+                ends = {key[len(arr.path) + 1:]: end for key, end in arr.landed_ends.items() if key in self._grown}
+                if ends:
+                    manifest.index_ends[arr.path[cut:]] = ends
         return manifest
 
     def _sync_data(self) -> None:
