@@ -61,7 +61,8 @@ def _doc_key(meanings: Dict[str, Tuple[str, str]]) -> Callable[[Dict[str, Any]],
 
 
 _META = {
-    "molrec_version": ("the record generation: a JSON integer 1..2 (absent: a pre-1 store, not checked); "
+    "molrec_version": ("the record generation: a JSON integer 1..2 (absent: a current store, as the newest "
+                       "texts and molrs write it); "
                        "writers stamp 2", "README#decision-1"),
     "creator": ("who wrote the record: an object with a 'name'", f"{_FT}#14.21"),
     "author": ("an object with a 'name'", f"{_FT}#14.21"),

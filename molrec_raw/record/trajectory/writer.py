@@ -192,8 +192,10 @@ class MrecWriter:
         doc = dict(meta.attrs) if isinstance(meta, Group) else {}
         from molrec_raw.record.violations import refuse
         refuse(documents.check_meta(doc))
-        if doc.get("molrec_version") != documents.CURRENT_VERSION:
-            raise spec_error("W14", f"the store is a molrec_version {doc.get('molrec_version')} record; "
+        # an unstamped record is current (README#decision-1): reopened like ours, its meta left
+        # as stored (spec-notes/record.md); one stamped 1 is an older generation
+        if "molrec_version" in doc and doc["molrec_version"] != documents.CURRENT_VERSION:
+            raise spec_error("W14", f"the store is a molrec_version {doc['molrec_version']} record; "
                              f"appending would mix version {documents.CURRENT_VERSION} frames into it")
         if root.store.size(recovery.CHECKPOINT) is not None:  # not closed: what a crash damaged goes back first
             recovery.recover_in_place(root)
