@@ -100,6 +100,40 @@ def test_trajectory_durable_points_end_every_shard_at_a_sector_boundary(tmp_path
         assert len(r) == 7 and r[6].blocks["atoms"].columns["x"].tolist() == [6.0, 7.0, 8.0]
 
 
+def test_trajectory_a_reopen_lays_out_again_a_tail_whose_chunks_share_the_index_page(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks right after the index (another writer's layout; molrs's is so): the reopening
+    writer lays the tail shard out again — first chunk at a sector boundary, by a new file
+    renamed over it — before its first in-place index rewrite; the values stay, and a torn
+    rewrite can then garble only the index page (spec-notes/trajectory.md)."""
+    path = tmp_path / "t.mrec"
+    monkeypatch.setattr(sharding, "SECTOR_ALIGN", 1)  # chunks right after the index
+    with mr.MrecWriter(path, schema(), flush_every=10) as w:  # one landing: no superseded chunk
+        for i in range(5):
+            w.append(frame(i))
+    monkeypatch.setattr(sharding, "SECTOR_ALIGN", SECTOR)
+    x = path / "trajectory" / "atoms" / "x" / "c" / "0"
+    codec = open_array(DirectoryStore(path), "trajectory/atoms/x").pipeline.sharding
+    assert codec is not None
+
+    def first_chunk() -> int:
+        raw = x.read_bytes()
+        index = codec.decode_index(raw[:codec.index_size], len(raw))
+        return int(index[index[:, 0] != sharding.EMPTY, 0].min())
+
+    assert first_chunk() == codec.index_size
+    rec = Recorder(str(tmp_path))
+    w = mr.MrecWriter.open(path, fileops=rec)
+    assert first_chunk() == codec.first_chunk_offset() and x.stat().st_size % SECTOR == 0
+    assert not [op for op in rec.log if op.kind == "write" and op.path == "t.mrec/trajectory/atoms/x/c/0"]
+    w.append(frame(5))
+    w.close()
+    with mr.MrecReader(path) as r:
+        assert [r[i].blocks["atoms"].columns["x"].tolist() for i in range(6)] == [
+            [float(i), i + 1.0, i + 2.0] for i in range(6)]
+    assert mr.validate(path) == []
+
+
 def test_trajectory_a_whole_trajectory_door_leaves_aligned_shards(tmp_path: Path) -> None:
     """write_mrec_trajectory builds with durable=False and makes the record durable by its
     swap: its close() aligns the tails all the same, so a writer reopening it pads nothing."""

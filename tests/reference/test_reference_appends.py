@@ -1,7 +1,8 @@
 """Appends by another conforming writer, both directions (trajectory §10–§11, the reopen
 rule; spec-notes/zarr.md "Positional landings", spec-notes/record.md): molrs 0.19
 (``molrs.io.mrec.MrecWriter.open``) continues a trajectory this package wrote, and
-``MrecWriter.open`` here continues one molrs wrote — with flushes inside each writer's run,
+``MrecWriter.open`` here continues one molrs wrote (laying out again a tail shard whose chunks
+share its index page's sectors) — with flushes inside each writer's run,
 after a writer killed right after a flush, with ragged blocks and a cell per frame.  After
 every hand-over both implementations read every frame, values compared bit for bit, and
 ``validate`` reports nothing.
@@ -19,6 +20,8 @@ import pytest
 
 import molrec_raw as mr
 from molrec_raw.record.model import Block, Box, Frame
+from molrec_raw.zarr import DirectoryStore, open_array
+from molrec_raw.zarr.codecs.sharding import EMPTY
 
 molrs = pytest.importorskip("molrs", reason="molrs (the reference implementation) ships wheels for Python >= 3.12 "
                                             "only: the cross-writer append tests need it")
@@ -149,10 +152,22 @@ def test_trajectory_11_we_extend_a_trajectory_molrs_wrote_leaving_its_meta_as_wr
     then molrs continues what we appended."""
     sizes = [3, 3, 4, 4, 2, 6, 6, 5, 5]
     path, run = tmp_path / "t.mrec", Run(sizes, cells=True, seed=3)
-    molrs_extends(path, run, range(0, 3), flush_at=[0])
+    molrs_extends(path, run, range(0, 3))
     meta = (path / "meta" / "zarr.json").read_bytes()
     assert "molrec_version" not in mr.read_mrec_meta(path)
+    x = open_array(DirectoryStore(path, read_only=True), "trajectory/atoms/x")
+    codec = x.pipeline.sharding
+    assert codec is not None
+
+    def first_chunk() -> int:
+        raw = (path / "trajectory" / "atoms" / "x" / "c" / "0").read_bytes()
+        index = codec.decode_index(raw[:codec.index_size], len(raw))
+        return int(index[index[:, 0] != EMPTY, 0].min())
+
+    assert first_chunk() == codec.index_size  # molrs: its first chunk right after the index
     ours_extends(path, run, range(3, 6), flush_at=[4])
+    # laid out again at the reopen: an in-place index rewrite never shares a sector with chunks
+    assert first_chunk() >= codec.first_chunk_offset()
     assert (path / "meta" / "zarr.json").read_bytes() == meta
     both_read(path, run, 6)
     molrs_extends(path, run, range(6, 9))

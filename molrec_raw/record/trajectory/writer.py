@@ -47,7 +47,7 @@ from molrec_raw.record.trajectory.references import (SystemCounterparts, check_r
                                                      section_rows)
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.record.trajectory.storage import (align_tails, born, delete_node, grow, land_all, read_nstep,
-                                                  tail_shards)
+                                                  relay_tails, tail_shards)
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 
@@ -224,9 +224,16 @@ class MrecWriter:
             live.record_state(root, live.RUNNING, durable=durable)
         if durable:  # the reopened state (arrays maybe shrunk) is the new durable point
             # its tails may be durable and end inside a sector (a record written before issue 23,
-            # by a durable=False writer, or by another tool): rewritten aligned, never written into
-            align_tails(root.store, [key for arr, rows in self._committed_arrays() for key in tail_shards(arr, rows)],
-                        rewrite=True)
+            # by a durable=False writer, or by another tool): rewritten aligned, never written into;
+            # one whose chunks share the index page's sectors (molrs's layout) laid out again first,
+            # unless the commit manifest records where its index ends (a layout it relies on)
+            tails = [(arr, key) for arr, rows in self._committed_arrays() for key in tail_shards(arr, rows)]
+            manifest = recovery.Manifest.from_attrs(dict(tgroup.attrs))
+            named = {f"{TRAJ}/{rel}/{key}" for rel, ends in (manifest.index_ends if manifest else {}).items()
+                     for key in ends}
+            relay_tails(root.store, [(key, arr.pipeline.sharding) for arr, key in tails
+                                     if key not in named and arr.pipeline.sharding is not None])
+            align_tails(root.store, [key for _, key in tails], rewrite=True)
             self._sync_data()
             self._durable_point()
 

@@ -214,6 +214,22 @@ class ShardingCodec(ArrayBytesCodec):
         """(offset, length) of the index in a shard: a negative offset counts from the end."""
         return self._index_range()
 
+    def relaid(self, data: Buffer) -> Optional[bytes]:
+        """A positional shard whose chunk data starts inside its index page's sectors (another
+        writer's layout: molrs writes its first chunk right after the index) laid out again as
+        this codec lays one out — first chunk at :meth:`first_chunk_offset`, stored chunks in
+        C order, the same bytes, superseded ones dropped; None when it already is (or the
+        index is at the end)."""
+        if self.index_location != "start":
+            return None
+        view = memoryview(data).cast("B")
+        index = self._decode_index(view[:self.index_size], len(view))
+        present = index[:, 0] != EMPTY
+        if not present.any() or int(index[present, 0].min()) >= self.first_chunk_offset():
+            return None
+        chunks = [None if o == int(EMPTY) else bytes(view[o:o + n]) for o, n in index.tolist()]
+        return self._assemble(chunks, positional=True)
+
     @staticmethod
     def index_end(index: np.ndarray) -> int:
         """Where the bytes a decoded index covers end: the largest ``offset + nbytes`` of its
