@@ -5,7 +5,7 @@ Targets (tests/fuzz/fuzz_targets.py, shared with the suite's fixed-seed run): ``
 records, ZIP64, central and local headers, over honest and lying range sources),
 ``zarr_json`` (metadata, fill values, codec configurations, read through ``Array``),
 ``chunk`` / ``shard`` / ``vlen_utf8`` (stored values through every codec chain: gzip and
-zstd bombs, lying sizes, shard indexes and written-rows stamps), ``wal`` (metrics WAL lines),
+zstd bombs, lying sizes, shard indexes), ``wal`` (metrics WAL lines),
 ``typed_meta``, ``sequence_schema``, ``checkpoint`` (a live trajectory's recovery snapshot,
 read back through its view), ``frame_bytes`` (a collection's MRF1 values, decoded fresh and
 through a layout cache, lmdb#L9-#L17), and whole doors (tests/fuzz/fuzz_whole.py):

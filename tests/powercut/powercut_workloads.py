@@ -4,8 +4,8 @@
 - **trajectory**: create, automatic commits (``flush_every`` 3, later 2), durable flushes,
   close, reopen and append, a topology change that switches a block to CSR, a cell change
   (the attribute form becomes arrays), step numbers that stop being a progression, close.
-- **trajectory-reopen**: ``MrecWriter.open`` of a record with the layout before issue 23
-  (no sector alignment), appends, a durable flush, close.
+- **trajectory-reopen**: ``MrecWriter.open`` of a record without sector alignment (chunks
+  right after the index, another writer's layout), appends, a durable flush, close.
 - **metrics**: log, automatic WAL appends (a new wall-clock second writes the buffer),
   flush with densify, close, reopen and log again.
 - **doors**: ``write_mrec_frame`` over an existing record (build beside, then swap).
@@ -345,10 +345,10 @@ class TrajectoryWorkload(Workload):
 
 
 class TrajectoryReopenWorkload(TrajectoryWorkload):
-    """``MrecWriter.open`` of a record written with the layout before issue 23 (shards end
-    anywhere; their first chunks share the index page's sector), then appends, a durable
-    flush and close: the reopening writer must align the durable tails without writing
-    into their sectors."""
+    """``MrecWriter.open`` of a record written without sector alignment (shards end anywhere;
+    their first chunks right after the index, in its last sector: another writer's layout,
+    molrs's among them), then appends, a durable flush and close: the reopening writer must
+    lay out and align the durable tails without writing into their sectors."""
 
     name = "trajectory-reopen"
     frames = 14
@@ -356,7 +356,7 @@ class TrajectoryReopenWorkload(TrajectoryWorkload):
     def setup(self, root: Path) -> None:
         import molrec_raw.zarr.codecs.sharding as sharding
 
-        saved, sharding.SECTOR_ALIGN = sharding.SECTOR_ALIGN, 1  # the layout before issue 23
+        saved, sharding.SECTOR_ALIGN = sharding.SECTOR_ALIGN, 1  # chunks right after the index
         try:
             w = mr.MrecWriter(root / self.record, traj_schema(), flush_every=3)
             for i in range(7):
@@ -671,6 +671,20 @@ def sample_states(states: List[State], wanted: int, rng: Any) -> List[State]:
         chosen += rng.sample(by_kind[kind], share)
         left -= share
     return chosen
+
+
+def check_states(recorded: Recorded, states: List[State], jobs: int = 1) -> Any:
+    """Check ``states`` of a recorded workload (no zarr-python pass) in a scratch directory
+    removed afterwards; returns the ``Outcome``."""
+    from powercut_sim import Outcome, run_states
+
+    outcome = Outcome(ops=len(recorded.model.ops))
+    scratch = scratch_root()
+    try:
+        run_states(recorded.model, states, make_checker(recorded, scratch, 0), outcome, jobs=jobs)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return outcome
 
 
 def campaign(names: List[str], seed: int, work: Path, *, device: Device = PSOW_512,

@@ -3,7 +3,7 @@ spec-notes/metrics.md "Power cuts"): no write after a durable point shares a sec
 bytes it made durable.
 
 - A positional shard's index page owns its sectors: its first inner chunk starts at the
-  next 4096-byte boundary after the index and the written-rows stamp (``zarr-v3-subset#7``:
+  next 4096-byte boundary after the index (``zarr-v3-subset#7``:
   bytes outside the indexed ranges are unused), so rewriting the index never touches chunk
   data.
 - ``flush()``, ``close()`` and a reopening writer end every shard they landed in (or will
@@ -55,11 +55,11 @@ def test_zarr_7_a_positional_shard_starts_its_chunks_at_a_sector_of_their_own() 
     a.land(slice(0, 6), np.arange(6.0), shape=(6,), positional=True)
     a.publish((6,))
     codec = a.pipeline.sharding
-    assert codec is not None and codec.index_size + sharding.STAMP_SIZE == 16 * 16 + 4 + 12
+    assert codec is not None and codec.index_size == 16 * 16 + 4
     raw = store.get("x/c/0")
     index = codec.decode_index(raw[:codec.index_size], len(raw))
     assert int(index[:, 0].min()) == codec.first_chunk_offset() == SECTOR
-    assert not any(raw[codec.index_size + sharding.STAMP_SIZE:SECTOR])  # zeros: outside every indexed range
+    assert not any(raw[codec.index_size:SECTOR])  # zeros: outside every indexed range
     a.land(slice(6, 9), np.arange(6.0, 9.0), shape=(9,), positional=True)  # an append after it
     a.publish((9,))
     np.testing.assert_array_equal(open_array(store, "x")[...], np.arange(9.0))
@@ -98,6 +98,40 @@ def test_trajectory_durable_points_end_every_shard_at_a_sector_boundary(tmp_path
     w.close()
     with mr.MrecReader(path) as r:
         assert len(r) == 7 and r[6].blocks["atoms"].columns["x"].tolist() == [6.0, 7.0, 8.0]
+
+
+def test_trajectory_a_reopen_lays_out_again_a_tail_whose_chunks_share_the_index_page(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks right after the index (another writer's layout; molrs's is so): the reopening
+    writer lays the tail shard out again — first chunk at a sector boundary, by a new file
+    renamed over it — before its first in-place index rewrite; the values stay, and a torn
+    rewrite can then garble only the index page (spec-notes/trajectory.md)."""
+    path = tmp_path / "t.mrec"
+    monkeypatch.setattr(sharding, "SECTOR_ALIGN", 1)  # chunks right after the index
+    with mr.MrecWriter(path, schema(), flush_every=10) as w:  # one landing: no superseded chunk
+        for i in range(5):
+            w.append(frame(i))
+    monkeypatch.setattr(sharding, "SECTOR_ALIGN", SECTOR)
+    x = path / "trajectory" / "atoms" / "x" / "c" / "0"
+    codec = open_array(DirectoryStore(path), "trajectory/atoms/x").pipeline.sharding
+    assert codec is not None
+
+    def first_chunk() -> int:
+        raw = x.read_bytes()
+        index = codec.decode_index(raw[:codec.index_size], len(raw))
+        return int(index[index[:, 0] != sharding.EMPTY, 0].min())
+
+    assert first_chunk() == codec.index_size
+    rec = Recorder(str(tmp_path))
+    w = mr.MrecWriter.open(path, fileops=rec)
+    assert first_chunk() == codec.first_chunk_offset() and x.stat().st_size % SECTOR == 0
+    assert not [op for op in rec.log if op.kind == "write" and op.path == "t.mrec/trajectory/atoms/x/c/0"]
+    w.append(frame(5))
+    w.close()
+    with mr.MrecReader(path) as r:
+        assert [r[i].blocks["atoms"].columns["x"].tolist() for i in range(6)] == [
+            [float(i), i + 1.0, i + 2.0] for i in range(6)]
+    assert mr.validate(path) == []
 
 
 def test_trajectory_a_whole_trajectory_door_leaves_aligned_shards(tmp_path: Path) -> None:
@@ -149,7 +183,7 @@ def test_explain_names_the_index_page_padding(tmp_path: Path) -> None:
     a.publish((6,))
     report = explain(tmp_path / "small.mrec", "trajectory/y/c/0")
     titles = [(sec.title, sec.offset, sec.length) for sec in report.sections]
-    assert ("index page padding", 16 * 16 + 4 + 12, SECTOR - (16 * 16 + 4 + 12)) in titles
+    assert ("index page padding", 16 * 16 + 4, SECTOR - (16 * 16 + 4)) in titles
     report = explain(path, "trajectory/atoms/x/c/0")  # the writer's shard: its end padding is among the unused bytes
     tail = [sec for sec in report.sections if sec.title == "unused bytes"][-1]
     assert tail.offset + tail.length == (path / "trajectory/atoms/x/c/0").stat().st_size
@@ -190,7 +224,7 @@ def test_metrics_a_host_wal_is_padded_at_durable_flushes_too(tmp_path: Path) -> 
 
 
 def test_without_alignment_the_old_layout_comes_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``SECTOR_ALIGN = 1`` turns every alignment off (the bytes before issue 23: see
+    """``SECTOR_ALIGN = 1`` turns every alignment off (the layout before issue 23: see
     tests/trajectory/test_store_bytes.py); the power-cut tests use it to show the holes."""
     monkeypatch.setattr(sharding, "SECTOR_ALIGN", 1)
     path = tmp_path / "t.mrec"

@@ -82,6 +82,20 @@ def align_tails(store: Store, keys: Iterable[str], *, rewrite: bool = False) -> 
             store.write_at(key, size, pad)
 
 
+def relay_tails(store: Store, shards: Iterable[Tuple[str, Any]]) -> None:
+    """Lay out again each ``(key, sharding codec)`` shard whose chunk data starts inside its
+    index page's sectors (``ShardingCodec.relaid``: another writer's layout, or this
+    package's without alignment), ended at a ``SECTOR_ALIGN`` boundary, as a new file renamed
+    over the old one (``replace_durable``).  A reopening writer does it before its first
+    in-place index rewrite: on a device without powersafe overwrite a torn rewrite would
+    garble the durable chunks sharing those sectors (spec-notes/trajectory.md)."""
+    for key, codec in shards:
+        data = store.get(key)
+        relaid = None if data is None else codec.relaid(data)
+        if relaid is not None:
+            store.replace_durable(key, relaid + bytes(align_up(len(relaid)) - len(relaid)))
+
+
 def delete_node(group: Group, name: str) -> None:
     """Remove a child node, its zarr.json first (never a node claiming half-gone chunks)."""
     store, prefix = group.store, f"{group.path}/{name}/"

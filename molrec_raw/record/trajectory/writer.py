@@ -53,7 +53,7 @@ from molrec_raw.record.trajectory.references import (SystemCounterparts, check_r
                                                      section_rows)
 from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.record.trajectory.storage import (align_tails, born, delete_node, grow, land_all, read_nstep,
-                                                  tail_shards)
+                                                  relay_tails, tail_shards)
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 
@@ -203,8 +203,10 @@ class MrecWriter:
         doc = dict(meta.attrs) if isinstance(meta, Group) else {}
         from molrec_raw.record.violations import refuse
         refuse(documents.check_meta(doc))
-        if doc.get("molrec_version") != documents.CURRENT_VERSION:
-            raise spec_error("W14", f"the store is a molrec_version {doc.get('molrec_version')} record; "
+        # an unstamped record is current (README#decision-1): reopened like ours, its meta left
+        # as stored (spec-notes/record.md); one stamped 1 is an older generation
+        if "molrec_version" in doc and doc["molrec_version"] != documents.CURRENT_VERSION:
+            raise spec_error("W14", f"the store is a molrec_version {doc['molrec_version']} record; "
                              f"appending would mix version {documents.CURRENT_VERSION} frames into it")
         if root.store.size(recovery.CHECKPOINT) is not None:  # not closed: what a crash damaged goes back first
             recovery.recover_in_place(root)
@@ -233,9 +235,16 @@ class MrecWriter:
             live.record_state(root, live.RUNNING, durable=durable)
         if durable:  # the reopened state (arrays maybe shrunk) is the new durable point
             # its tails may be durable and end inside a sector (a record written before issue 23,
-            # by a durable=False writer, or by another tool): rewritten aligned, never written into
-            align_tails(root.store, [key for arr, rows in self._committed_arrays() for key in tail_shards(arr, rows)],
-                        rewrite=True)
+            # by a durable=False writer, or by another tool): rewritten aligned, never written into;
+            # one whose chunks share the index page's sectors (molrs's layout) laid out again first,
+            # unless the commit manifest records where its index ends (a layout it relies on)
+            tails = [(arr, key) for arr, rows in self._committed_arrays() for key in tail_shards(arr, rows)]
+            manifest = recovery.Manifest.from_attrs(dict(tgroup.attrs))
+            named = {f"{TRAJ}/{rel}/{key}" for rel, ends in (manifest.index_ends if manifest else {}).items()
+                     for key in ends}
+            relay_tails(root.store, [(key, arr.pipeline.sharding) for arr, key in tails
+                                     if key not in named and arr.pipeline.sharding is not None])
+            align_tails(root.store, [key for _, key in tails], rewrite=True)
             self._sync_data()
             self._durable_point()
 
@@ -623,7 +632,8 @@ class MrecWriter:
     def _manifest(self, nstep: Optional[int] = None) -> recovery.Manifest:
         """What the committed state (of ``nstep`` frames, default the committed ones)
         relies on (recovery.py): every group and array with its committed rows, paths
-        relative to ``trajectory/``."""
+        relative to ``trajectory/``, and (a durable writer) the end of the index of every
+        shard landed in since the last durable point."""
         manifest = recovery.Manifest(self._nstep if nstep is None else nstep)
         cut = len(TRAJ) + 1
         for block in self._blocks.values():
@@ -637,6 +647,10 @@ class MrecWriter:
             manifest.groups.append("meta")
         for arr, rows in self._committed_arrays():
             manifest.arrays[arr.path[cut:]] = rows
+            if self._durable:  # the index pages a power cut may leave older than the marker
+                ends = {key[len(arr.path) + 1:]: end for key, end in arr.landed_ends.items() if key in self._grown}
+                if ends:
+                    manifest.index_ends[arr.path[cut:]] = ends
         return manifest
 
     def _sync_data(self) -> None:
