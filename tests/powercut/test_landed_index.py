@@ -49,4 +49,6 @@ def test_trajectory_10_without_the_recorded_index_ends_a_stale_index_reads_as_da
     outcome = _omit_one(tmp_path)
     print(outcome.table())
     assert outcome.failed > 0
-    assert {symptom for symptom, _ in outcome.violations} == {"silent wrong frames"}
+    # wrong frames read silently (a missing shard the manifest writer must have stored is
+    # refused on its own, as unreadable: that check does not depend on the recorded ends)
+    assert "silent wrong frames" in {symptom for symptom, _ in outcome.violations}
