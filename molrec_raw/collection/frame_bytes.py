@@ -289,11 +289,12 @@ class Layout:
     decoded without checking the header's blocks again.  ``checked`` holds a reader's own
     verdicts on the layout (what it checked it against)."""
 
-    __slots__ = ("blocks", "need", "checked", "_flat")
+    __slots__ = ("blocks", "need", "checked", "_flat", "texts")
 
     def __init__(self, blocks: List[_BlockLayout], need: int) -> None:
         self.blocks, self.need = blocks, need
         self.checked: Dict[Any, bool] = {}
+        self.texts = any(col.kind == "strings" for b in blocks for col in b.columns)  # a prefix is never shared
         self._flat: Any = _UNSET
 
     def flat(self) -> Optional[List["FlatColumn"]]:
@@ -375,6 +376,40 @@ class LayoutCache:
     def __init__(self, size: int = 256) -> None:
         self.size = size
         self.layouts: Dict[bytes, Layout] = {}
+        self.prefixes: List[Tuple[bytes, Dict[str, Any], Layout]] = []
+
+    def by_prefix(self, text: bytes) -> Optional[Tuple[Dict[str, Any], Layout]]:
+        """The header of ``text`` when it starts with the exact text of a remembered
+        ``{"blocks": ...`` (the same bytes: the same checked blocks): the other members are
+        parsed alone and the remembered blocks put beside them.  None (parse it whole) when no
+        prefix matches or the rest is not one JSON object's members without ``blocks``."""
+        for prefix, raw_blocks, layout in self.prefixes:
+            if text.startswith(prefix):
+                rest = text[len(prefix):]
+                if rest == b"}":
+                    head: Any = {}
+                elif rest[:1] == b",":
+                    try:
+                        head = orjson.loads(b"{" + rest[1:])
+                    except orjson.JSONDecodeError:
+                        return None
+                    if type(head) is not dict or "blocks" in head:
+                        return None
+                else:
+                    return None
+                head["blocks"] = raw_blocks
+                return head, layout
+        return None
+
+    def remember(self, text: bytes, raw_blocks: Dict[str, Any], layout: Layout) -> None:
+        """Keep the text of ``{"blocks": ...`` that starts ``text`` for :meth:`by_prefix` — a
+        layout without string columns (their values differ from frame to frame), tried once."""
+        if layout.texts or layout.checked.get(LayoutCache) is not None or len(self.prefixes) >= 8:
+            return
+        prefix = b'{"blocks":' + orjson.dumps(raw_blocks)
+        layout.checked[LayoutCache] = text.startswith(prefix)
+        if layout.checked[LayoutCache]:
+            self.prefixes.append((prefix, raw_blocks, layout))
 
     def get(self, raw_blocks: Any, where: str, strings: bool = True) -> Layout:
         """The layout of ``raw_blocks``: kept, or compiled (checked) and kept.  The key is the
@@ -496,6 +531,23 @@ def read_box(raw: Any, where: str) -> Box:
 
 def header_of(value: Any, where: str) -> Tuple[Dict[str, Any], int]:
     """The parsed header of a frame-bytes value and the absolute offset of its payload."""
+    text, payload = header_text(value, where)
+    return _parsed(text, where), payload
+
+
+def _parsed(text: bytes, where: str) -> Dict[str, Any]:
+    try:
+        header = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
+    if type(header) is not dict:
+        raise _corrupt(f"the header is not a JSON object: {brief(header)}", where, R_HEADER, _PREFIX.size)
+    return header  # type: ignore[no-any-return]
+
+
+def header_text(value: Any, where: str) -> Tuple[bytes, int]:
+    """The header's bytes of a frame-bytes value (magic, length and padding checked) and the
+    absolute offset of its payload."""
     end = len(value)
     if end < _PREFIX.size:
         raise _corrupt(f"a frame-bytes value of {end} bytes is shorter than its 8-byte prefix", where, R_MAGIC, 0)
@@ -507,16 +559,15 @@ def header_of(value: Any, where: str) -> Tuple[Dict[str, Any], int]:
     payload = (length + _PREFIX.size + ALIGN - 1) & ~(ALIGN - 1)
     if payload > end:
         raise _corrupt(f"the header's padding runs past the value ({end} bytes)", where, R_MAGIC, _PREFIX.size + length)
-    try:
-        header = orjson.loads(value[_PREFIX.size:_PREFIX.size + length])
-    except orjson.JSONDecodeError as exc:
-        raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
+    text = bytes(value[_PREFIX.size:payload])  # (orjson parses bytes faster than a memoryview)
     pad = payload - _PREFIX.size - length
-    if pad and value[payload - pad:payload] != _ZERO_PAD[:pad]:
+    if pad and text[length:] != _ZERO_PAD[:pad]:
+        try:  # an unparsable header is named before its padding
+            orjson.loads(text[:length])
+        except orjson.JSONDecodeError as exc:
+            raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
         raise _corrupt("the header's padding is not zero bytes", where, R_MAGIC, _PREFIX.size + length)
-    if type(header) is not dict:
-        raise _corrupt(f"the header is not a JSON object: {brief(header)}", where, R_HEADER, _PREFIX.size)
-    return header, payload
+    return text[:length] if pad else text, payload
 
 
 def compile_layout(raw_blocks: Any, where: str) -> Layout:
@@ -579,17 +630,22 @@ def frame_layout(value: Any, where: str, cache: Optional[LayoutCache] = None,
     buffers are checked to fit in the value; string values are the layout's to check when it
     builds, or the caller's).  ``strings``: whether the header may hold string columns (None:
     look; False only costs a missed share of the cache, never a wrong layout)."""
-    header, payload = header_of(value, where)
-    if not header.keys() <= _TOP_KEYS:
-        _object(header, _TOP_KEYS, where, "the header")
-    raw_blocks: Any = header.get("blocks")
-    if cache is None:
-        layout = compile_layout(raw_blocks, where)
+    text, payload = header_text(value, where)
+    hit = cache.by_prefix(text) if cache is not None and cache.prefixes else None
+    if hit is not None:
+        header, layout = hit
+        if not header.keys() <= _TOP_KEYS:
+            _object(header, _TOP_KEYS, where, "the header")
     else:
-        if strings is None:
-            text = value[_PREFIX.size:payload]  # (a memoryview has no substring search: its bytes do)
-            strings = b"string" in (text.tobytes() if type(text) is memoryview else text)
-        layout = cache.get(raw_blocks, where, strings)
+        header = _parsed(text, where)
+        if not header.keys() <= _TOP_KEYS:
+            _object(header, _TOP_KEYS, where, "the header")
+        raw_blocks: Any = header.get("blocks")
+        if cache is None:
+            layout = compile_layout(raw_blocks, where)
+        else:
+            layout = cache.get(raw_blocks, where, b"string" in text if strings is None else strings)
+            cache.remember(text, raw_blocks, layout)
     if payload + layout.need > len(value):
         layout._past_end(payload, len(value), where)
     if "meta" in header and type(header["meta"]) is not dict:

@@ -168,6 +168,42 @@ def test_lmdb_L10_a_cached_layout_still_checks_each_value_fits() -> None:
     assert caught.value.rule == "lmdb#L10"
 
 
+def _header_bytes(text: bytes, payload: bytes = b"") -> bytes:
+    pad = -(8 + len(text)) % 8
+    return b"MRF1" + struct.pack("<I", len(text)) + text + bytes(pad) + payload
+
+
+@pytest.mark.parametrize("rest,outcome", [
+    (b',"meta":{"pe":2.5},"step":7}', "read"),
+    (b"}", "read"),
+    (b',"blocks":{},"step":7}', "read"),      # a second 'blocks': parsed whole, as without a cache
+    (b',"step":7,"extra":1}', "lmdb#L17"),    # an unknown top key, named as without a cache
+    (b',"meta":[1],"step":7}', "lmdb#L17"),   # meta not an object
+    (b',"step":7', "lmdb#L9"),                # the JSON does not close
+    (b' ,"step":7}', "read"),                 # other spacing: parsed whole
+])
+def test_lmdb_L17_a_header_sharing_a_remembered_blocks_text_reads_as_parsed_whole(rest: bytes, outcome: str) -> None:
+    """A header whose text starts with the exact text of blocks a cache has checked gets the
+    cached layout and its other members parsed alone: what it reads, or the rule it breaks,
+    is what a fresh decode says."""
+    cache = LayoutCache()
+    good = encode_frame({"a": Block({"x": np.arange(4.0)})}, meta={"pe": 1.0}, step=1)
+    decode_frame(good, "", cache)
+    payload = good[-32:]
+    blocks = json.dumps(_entries(good), separators=(",", ":")).encode()
+    assert cache.prefixes and cache.prefixes[0][0] == b'{"blocks":' + blocks
+    value = _header_bytes(b'{"blocks":' + blocks + rest, payload)
+    results = []
+    for use in (None, cache):
+        try:
+            got = decode_frame(value, "/f", use)
+            results.append(("read", got.meta, got.step, got.blocks["a"].columns["x"].tolist() if got.blocks else None))
+        except MolrecError as exc:
+            results.append((exc.rule, exc.node))
+    assert results[0] == results[1]
+    assert results[0][0] == outcome
+
+
 @pytest.mark.parametrize("entry,rule", [
     ({"dtype": "f64", "shape": [3], "offset": 0}, "lmdb#L17"),          # shape disagrees with count
     ({"dtype": "f64", "shape": 2, "offset": 0}, "lmdb#L17"),            # shape not a list
