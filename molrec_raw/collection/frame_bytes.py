@@ -43,7 +43,8 @@ from molrec_raw.record.columns import COLUMN_NUMPY, column_dtype_of
 from molrec_raw.record.model import Block, Box
 from molrec_raw.record.precision import check_precision
 
-__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "Layout", "LayoutCache", "compile_layout", "encode_frame", "decode_frame",
+__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "LayoutCache", "compile_layout", "encode_frame",
+           "decode_frame",
            "box_header", "read_box", "header_of", "made_block", "frame_layout"]
 
 MAGIC = b"MRF1"
@@ -133,16 +134,95 @@ def box_header(box: Box) -> Dict[str, Any]:
     return out
 
 
+class _Plan:
+    """How frames of one shape are encoded: the JSON text of the header's ``blocks`` and the
+    padding after each buffer."""
+
+    __slots__ = ("text", "pads")
+
+    def __init__(self, text: bytes, pads: List[bytes]) -> None:
+        self.text, self.pads = text, pads
+
+
+_NATIVE = frozenset(COLUMN_NUMPY.values()) - {np.dtype(object)}
+
+
+def _signature(blocks: Mapping[str, Block]) -> Optional[Tuple[Any, ...]]:
+    """The shape of ``blocks`` as an encoding plan is kept by — None when a block carries
+    what a plan does not hold (masks, precision, targets, attributes, a structural shape) or
+    a column is not a native C-order numeric array of a column dtype."""
+    key: List[Any] = []
+    for name, block in blocks.items():
+        if block.masks or block.precision or block.targets or block.attrs or block.structural_shape is not None:
+            return None
+        key.append(name)
+        key.append(block.count)
+        for column, values in block.columns.items():
+            if type(values) is not np.ndarray or values.dtype not in _NATIVE or not values.flags.c_contiguous:
+                return None
+            key.append(column)
+            key.append(values.dtype)
+            key.append(values.shape)
+        key.append(None)
+    return tuple(key)
+
+
+class EncodeCache:
+    """Encoding plans by the shape of a frame's numeric blocks (:func:`encode_frame` with
+    ``cache=``): the header's blocks are serialized once per shape; the bytes are the same."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self.plans: Dict[Tuple[Any, ...], _Plan] = {}
+
+
+def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], header: Dict[str, Any]) -> bytes:
+    parts: List[Any] = []
+    pads = plan.pads
+    i = 0
+    for block in blocks.values():
+        for values in block.columns.values():
+            parts.append(values)
+            if pads[i]:
+                parts.append(pads[i])
+            i += 1
+    rest = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY) if header else b"{}"
+    text = b'{"blocks":' + plan.text + (b"}" if rest == b"{}" else b"," + rest[1:])  # orjson's compact form
+    start = _align(_PREFIX.size + len(text))
+    return b"".join([_PREFIX.pack(MAGIC, len(text)), text, _ZERO_PAD[:start - _PREFIX.size - len(text)], *parts])
+
+
 def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any]] = None,
                  meta_types: Optional[Mapping[str, str]] = None, step: Any = None, time: Any = None,
-                 box: Optional[Box] = None) -> bytes:
+                 box: Optional[Box] = None, cache: Optional[EncodeCache] = None) -> bytes:
     """One frame as frame bytes.  ``blocks`` hold checked columns (one of the 13 dtypes,
     ``count`` rows each; the caller validated them); their ``precision``, ``targets``,
     ``structural_shape`` and ``attrs`` are written as given, masks as ``validity`` buffers
     (also an all-true one: a nullable index column keeps its mask).  ``meta`` is already in
     typed JSON form; ``meta_types`` is written when given; ``step``/``time`` (typed JSON
     ``i64``/``f64`` values) and ``box`` when given.  Deterministic: the same input gives the
-    same bytes."""
+    same bytes.  ``cache``: plans kept by the blocks' shape (the same bytes, less work per frame)."""
+    if cache is not None:
+        signature = _signature(blocks)
+        plan = None if signature is None else cache.plans.get(signature)
+        if plan is not None:
+            header: Dict[str, Any] = {}
+            if meta is not None:
+                header["meta"] = meta
+            if meta_types is not None:
+                header["meta_types"] = meta_types
+            if step is not None:
+                header["step"] = step
+            if time is not None:
+                header["time"] = time
+            if box is not None:
+                header["box"] = box_header(box)
+            try:
+                return _encode_planned(plan, blocks, header)
+            except TypeError as exc:
+                raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
+    else:
+        signature = None
     parts: List[Any] = []
     size = 0
 
@@ -205,9 +285,24 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
         text = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
     except TypeError as exc:
         raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
+    if signature is not None and cache is not None:
+        _keep_plan(cache, signature, header_blocks, parts)
     start = _align(_PREFIX.size + len(text))
     prefix = _PREFIX.pack(MAGIC, len(text)) + text + _ZERO_PAD[:start - _PREFIX.size - len(text)]
     return b"".join([prefix, *parts])
+
+
+def _keep_plan(cache: EncodeCache, signature: Tuple[Any, ...], header_blocks: Dict[str, Any], parts: List[Any]) -> None:
+    """Keep the plan of a frame just encoded."""
+    pads: List[bytes] = []
+    for part in parts:
+        if type(part) is bytes:
+            pads[-1] = part
+        else:
+            pads.append(b"")
+    if len(cache.plans) >= cache.size:
+        cache.plans.clear()
+    cache.plans[signature] = _Plan(orjson.dumps(header_blocks), pads)
 
 
 # -- decoding --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collection_helpers import Columns, hand_block, hand_frame
-from molrec_raw.collection.frame_bytes import ALIGN, LayoutCache, decode_frame, encode_frame, header_of
+from molrec_raw.collection.frame_bytes import ALIGN, EncodeCache, LayoutCache, decode_frame, encode_frame, header_of
 from molrec_raw.errors import CorruptDataError, MolrecError, SpecViolationError
 from molrec_raw.record.model import Block, Box
 
@@ -343,3 +343,26 @@ def test_property_any_mutation_of_valid_bytes_is_read_or_refused_with_a_molrec_e
             decode_frame(bytes(value), "", use)
         except MolrecError:
             pass
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(blocks(), st.integers(-(2**63), 2**63 - 1), st.sampled_from([None, {}, {"pe": 1.5}]))
+def test_property_an_encoding_plan_writes_the_same_bytes(given_blocks: dict, step: int, meta: object) -> None:
+    """Frames encoded through a cache of plans (one per shape of their blocks) are the bytes
+    encoded without one — the first, which makes the plan, and every later one."""
+    cache = EncodeCache()
+    plain = encode_frame(given_blocks, meta=meta, step=step)
+    for _ in range(3):
+        assert encode_frame(given_blocks, meta=meta, step=step, cache=cache) == plain
+    assert encode_frame(given_blocks, cache=cache) == encode_frame(given_blocks)
+
+
+def test_lmdb_L12_a_planned_shape_still_refuses_a_string_column_holding_a_non_string() -> None:
+    cache = EncodeCache()
+    good = {"a": Block({"s": np.array(["x", "y"], dtype=object), "x": np.arange(2.0)})}
+    encode_frame(good, cache=cache)
+    bad = {"a": Block({"s": np.array(["x", 2], dtype=object), "x": np.arange(2.0)})}
+    for use in (None, cache):
+        with pytest.raises(MolrecError) as caught:
+            encode_frame(bad, cache=use)
+        assert caught.value.rule == "lmdb#L11"
