@@ -206,19 +206,8 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
         signature = _signature(blocks)
         plan = None if signature is None else cache.plans.get(signature)
         if plan is not None:
-            header: Dict[str, Any] = {}
-            if meta is not None:
-                header["meta"] = meta
-            if meta_types is not None:
-                header["meta_types"] = meta_types
-            if step is not None:
-                header["step"] = step
-            if time is not None:
-                header["time"] = time
-            if box is not None:
-                header["box"] = box_header(box)
             try:
-                return _encode_planned(plan, blocks, header)
+                return _encode_planned(plan, blocks, _header_rest(meta, meta_types, step, time, box))
             except TypeError as exc:
                 raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
     else:
@@ -270,17 +259,7 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
         if block.attrs:
             header_block["attributes"] = dict(block.attrs)
         header_blocks[name] = header_block
-    header: Dict[str, Any] = {"blocks": header_blocks}
-    if meta is not None:
-        header["meta"] = meta
-    if meta_types is not None:
-        header["meta_types"] = meta_types
-    if step is not None:
-        header["step"] = step
-    if time is not None:
-        header["time"] = time
-    if box is not None:
-        header["box"] = box_header(box)
+    header: Dict[str, Any] = {"blocks": header_blocks, **_header_rest(meta, meta_types, step, time, box)}
     try:
         text = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
     except TypeError as exc:
@@ -290,6 +269,22 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
     start = _align(_PREFIX.size + len(text))
     prefix = _PREFIX.pack(MAGIC, len(text)) + text + _ZERO_PAD[:start - _PREFIX.size - len(text)]
     return b"".join([prefix, *parts])
+
+
+def _header_rest(meta: Any, meta_types: Any, step: Any, time: Any, box: Optional[Box]) -> Dict[str, Any]:
+    """The header's members after ``blocks``, in their order, those given."""
+    rest: Dict[str, Any] = {}
+    if meta is not None:
+        rest["meta"] = meta
+    if meta_types is not None:
+        rest["meta_types"] = meta_types
+    if step is not None:
+        rest["step"] = step
+    if time is not None:
+        rest["time"] = time
+    if box is not None:
+        rest["box"] = box_header(box)
+    return rest
 
 
 def _keep_plan(cache: EncodeCache, signature: Tuple[Any, ...], header_blocks: Dict[str, Any], parts: List[Any]) -> None:
@@ -637,7 +632,7 @@ def _parsed(text: bytes, where: str) -> Dict[str, Any]:
         raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
     if type(header) is not dict:
         raise _corrupt(f"the header is not a JSON object: {brief(header)}", where, R_HEADER, _PREFIX.size)
-    return header  # type: ignore[no-any-return]
+    return header
 
 
 def header_text(value: Any, where: str) -> Tuple[bytes, int]:

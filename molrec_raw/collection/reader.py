@@ -1015,6 +1015,7 @@ class _Batch:
                 try:
                     f_header, at, f_layout = frame_layout(raw_f, node, cache, strings_in_frames)
                     step, f_meta = f_header.get("step"), f_header.get("meta")
+                    update: Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]
                     if type(step) is int and -(2**53) <= step <= 2**53 and type(f_meta) is dict and \
                             f_meta.keys() == tags and len(f_header) == 3:  # blocks, meta, step: nothing to decode
                         update = (f_meta, step, None, None)

@@ -349,7 +349,7 @@ class CollectionWriter:
                                      rule="lmdb#L16")
         shape = _plain_shape(system)
         if shape is not None and shape in self._system_shapes:  # this shape was checked whole: its values only
-            plain = {name: made_block(dict(b.columns), {}, {}, {}, None, {}, b.count) for name, b in system.blocks.items()}
+            plain = {name: made_block(dict(b.columns), {}, {}, {}, None, {}, b.nrows) for name, b in system.blocks.items()}
             if _strings_are_str(plain):
                 return encode_frame(plain, meta={}, cache=self._encodes), plain
         prepared = prepare_frame(system, node, rows_of=_system_rows(system.blocks))
