@@ -155,15 +155,11 @@ def _signature(blocks: Mapping[str, Block]) -> Optional[Tuple[Any, ...]]:
     for name, block in blocks.items():
         if block.masks or block.precision or block.targets or block.attrs or block.structural_shape is not None:
             return None
-        key.append(name)
-        key.append(block.count)
+        key.append((name, block.count))
         for column, values in block.columns.items():
             if type(values) is not np.ndarray or values.dtype not in _NATIVE or not values.flags.c_contiguous:
                 return None
-            key.append(column)
-            key.append(values.dtype)
-            key.append(values.shape)
-        key.append(None)
+            key.append((column, values.dtype, values.shape))
     return tuple(key)
 
 
