@@ -361,7 +361,8 @@ class CollectionReader:
         refusals, ``collection#C11``); meta not yet decoded."""
         if raw is None:
             return None
-        k, node = key(SYSTEM, r), f"/records/{r}/system"
+        node = f"/records/{r}/system"
+        k = SYSTEM + r.to_bytes(8, "big")
         try:
             decoded = decode_frame(raw, node, self._layouts, True)
         except MolrecError as exc:
@@ -410,7 +411,7 @@ class CollectionReader:
     def _update(self, get: Getter, r: int, k: int) -> "_Update":
         """The trajectory update of frame ``k`` of record ``r``, checked against the
         declaration (lmdb#L8)."""
-        fk = FRAME + (int(self._first[r]) + k).to_bytes(8, "big")
+        fk = FRAME + (self._first.item(r) + k).to_bytes(8, "big")
         raw = get(fk)
         if raw is None:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
@@ -700,7 +701,7 @@ class Record:
     @property
     def trajectory(self) -> Optional["RecordTrajectory"]:
         """The record's trajectory (carry-forward resolved inside the record), or None."""
-        if not self._c._has_trajectory[self.number]:
+        if not self._c._has_trajectory.item(self.number):
             return None
         return RecordTrajectory(self._c, self.number, self._view)
 
@@ -741,7 +742,7 @@ class RecordTrajectory:
 
     def __init__(self, reader: CollectionReader, number: int, view: Optional[CollectionView]) -> None:
         self._c, self.number, self._view = reader, number, view
-        self._n = int(reader._count[number])
+        self._n: int = reader._count.item(number)
         self._updates: Dict[str, List[int]] = {}
         self._box_updates: List[int] = []
         self._steps: List[int] = []
