@@ -109,19 +109,6 @@ def _plain_shape(system: Frame) -> Optional[Tuple[Any, ...]]:
     return tuple(key)
 
 
-def _strings_are_str(blocks: Dict[str, Block]) -> bool:
-    """Every value of the object columns is a ``str`` (frame-and-types#14.37; else the whole
-    check names the column)."""
-    for block in blocks.values():
-        for values in block.columns.values():
-            if values.dtype.kind == "O":
-                try:
-                    "".join(values.ravel().tolist())
-                except TypeError:
-                    return False
-    return True
-
-
 def _system_rows(blocks: Dict[str, Block]) -> Any:
     """Absolute targets ``/<section>/<block>`` of a collection record: ``/system/...`` rows
     of its own system; any other section is absent (not checked, frame-and-types §9)."""
@@ -350,8 +337,10 @@ class CollectionWriter:
         shape = _plain_shape(system)
         if shape is not None and shape in self._system_shapes:  # this shape was checked whole: its values only
             plain = {name: made_block(dict(b.columns), {}, {}, {}, None, {}, b.nrows) for name, b in system.blocks.items()}
-            if _strings_are_str(plain):
+            try:  # the encoder holds object columns to str values (lmdb#L11)
                 return encode_frame(plain, meta={}, cache=self._encodes), plain
+            except InvalidValueError:
+                pass  # a value the shape does not vouch for: the whole check below names its rule
         prepared = prepare_frame(system, node, rows_of=_system_rows(system.blocks))
         if shape is not None and all(prepared.blocks[name].columns[c] is v for name, b in system.blocks.items()
                                      for c, v in b.columns.items()):  # nothing converted: the checks were the shape's
