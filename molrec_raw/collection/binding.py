@@ -7,7 +7,7 @@
   system (frame bytes), the trajectory update at global frame ordinal ``j``.
 * ``meta`` is written last, in the transaction that commits the collection; a file without
   it is not a collection (``lmdb#L3``).  It holds ``layout: "mrec-lmdb"`` and
-  ``layout_version`` (``lmdb#L4``), the collection document with ``molrec_version``
+  ``layout_version`` (``lmdb#L4``; a reader takes an absent one as the current layout), the collection document with ``molrec_version``
   (``lmdb#L5``), the ``sequence_schema`` and the counts (``lmdb#L6``).
 
 LMDB forbids one process to open the same file twice (its locks are per process and file),
@@ -192,7 +192,8 @@ def meta_value(collection: Dict[str, Any], schema: Dict[str, Any], n_records: in
 
 def read_meta_value(raw: Optional[bytes], path: str) -> Dict[str, Any]:
     """The ``meta`` value parsed and its binding fields checked: present (``lmdb#L3``),
-    ``layout`` and ``layout_version`` (``lmdb#L4``), the counts (``lmdb#L6``).  The
+    ``layout``, and ``layout_version`` when present (``lmdb#L4``: a version this reader
+    knows; absent is the current layout, README#decision-21), the counts (``lmdb#L6``).  The
     collection document and the declaration are the caller's to check."""
     node = "/meta"
     if raw is None:
@@ -210,11 +211,13 @@ def read_meta_value(raw: Optional[bytes], path: str) -> Dict[str, Any]:
     if doc.get("layout") != LAYOUT:
         raise SpecViolationError(f"layout {brief(doc.get('layout'))} is not {LAYOUT!r}: not a collection in this "
                                  "binding", store=path, key="meta", node=node, rule=L4)
-    version = doc.get("layout_version")
-    if type(version) is not int or not 1 <= version <= NEWEST_LAYOUT_VERSION:
-        error = UnsupportedFeatureError if type(version) is int and version > NEWEST_LAYOUT_VERSION else SpecViolationError
-        raise error(f"layout_version {brief(version)} is not an integer in 1..{NEWEST_LAYOUT_VERSION} (the newest "
-                    "this reader knows)", store=path, key="meta", node=node, rule=L4)
+    if "layout_version" in doc:  # absent: the current layout (the newest lmdb.md has none, README#decision-21)
+        version = doc["layout_version"]
+        if type(version) is not int or not 1 <= version <= NEWEST_LAYOUT_VERSION:
+            error = UnsupportedFeatureError if type(version) is int and version > NEWEST_LAYOUT_VERSION \
+                else SpecViolationError
+            raise error(f"layout_version {brief(version)} is not an integer in 1..{NEWEST_LAYOUT_VERSION} (the "
+                        "newest this reader knows)", store=path, key="meta", node=node, rule=L4)
     for name in ("n_records", "n_frames"):
         value = doc.get(name)
         if type(value) is not int or value < 0:

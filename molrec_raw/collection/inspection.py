@@ -96,9 +96,10 @@ def describe(path: Any) -> Dict[str, Any]:
     with CollectionReader(path) as c:
         schema = c.schema
         index = c.index
+        stored = orjson.loads(_get(path, META_KEY) or b"{}")
         doc: Dict[str, Any] = {
             "path": os.fspath(path), "file_bytes": os.path.getsize(path), "layout": binding.LAYOUT,
-            "layout_version": binding.LAYOUT_VERSION, "collection": c.meta, "n_records": len(c),
+            "layout_version": stored.get("layout_version"), "collection": c.meta, "n_records": len(c),
             "n_frames": c.n_frames,
             "keys": {kind: {"count": n, "bytes": b} for kind, (n, b) in kinds.items()},
             "index_columns": {name: str(values.dtype) + (str(list(values.shape[1:])) if values.ndim > 1 else "")
@@ -116,7 +117,8 @@ def describe(path: Any) -> Dict[str, Any]:
 def describe_lines(doc: Dict[str, Any]) -> List[str]:
     """:func:`describe`'s document as the lines ``molrec-raw inspect`` prints."""
     coll = doc["collection"]
-    lines = [f"{doc['path']}: collection ({doc['layout']} v{doc['layout_version']}, molrec_version "
+    layout = doc["layout"] if doc["layout_version"] is None else f"{doc['layout']} v{doc['layout_version']}"
+    lines = [f"{doc['path']}: collection ({layout}, molrec_version "
              f"{coll.get('molrec_version', '-')}), {doc['file_bytes']} bytes",
              f"  records: {doc['n_records']} ({doc['records_with_system']} with a system, "
              f"{doc['records_with_trajectory']} with a trajectory); frames: {doc['n_frames']}",

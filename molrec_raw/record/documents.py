@@ -146,7 +146,7 @@ def stamp_meta(doc: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
 
 
 def _check_version(doc: Mapping[str, Any], node: str) -> Checks:
-    if "molrec_version" not in doc:  # pre-1 store: no check (frame-and-types#14.30)
+    if "molrec_version" not in doc:  # unstamped: a current store, nothing to check (frame-and-types#14.30)
         return
     v = doc["molrec_version"]
     if not _is_int(v):
@@ -213,8 +213,9 @@ def _object_of(doc: Mapping[str, Any], name: str, entry_ok: Callable[[Any], bool
 
 
 def meta_version(doc: Optional[Mapping[str, Any]]) -> Optional[int]:
-    """The stored ``molrec_version`` (``None`` = pre-1 store, read by v1 rules); refuses a
-    bad one with SpecViolationError (frame-and-types#14.23). A missing document is ``None``.
+    """The stored ``molrec_version`` (``None``: unstamped, a current store read by the current
+    rules, README#decision-1); refuses a bad one with SpecViolationError
+    (frame-and-types#14.23). A missing document is ``None``.
     """
     if doc is None:
         return None

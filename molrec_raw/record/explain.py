@@ -11,9 +11,8 @@ store key inside it, a chunk of an array, or a trajectory frame, and returns an
 - ``frame=I``: how frame I is resolved — the commit marker, step and time, each block's
   update (elision arithmetic or the ``step_index``/``offset`` lookups), the rows, the inner
   chunks of the shards holding them, the cell and the per-step meta — then the frame;
-- molrec_raw's own extras: the written-rows stamps of positional shards, the commit
-  manifest ``molrec_raw_commit`` and the transient checkpoint file (other readers ignore
-  all three), and a metrics WAL line by line.
+- molrec_raw's own extras: the commit manifest ``molrec_raw_commit`` and the transient
+  checkpoint file (other readers ignore both), and a metrics WAL line by line.
 
 Hostile or corrupt input is explained up to the first fault, named with its byte offset.
 The record is opened read-only; nothing is ever written.
@@ -62,7 +61,8 @@ def _doc_key(meanings: Dict[str, Tuple[str, str]]) -> Callable[[Dict[str, Any]],
 
 
 _META = {
-    "molrec_version": ("the record generation: a JSON integer 1..2 (absent: a pre-1 store, not checked); "
+    "molrec_version": ("the record generation: a JSON integer 1..2 (absent: a current store, as the newest "
+                       "texts and molrs write it); "
                        "writers stamp 2", "README#decision-1"),
     "creator": ("who wrote the record: an object with a 'name'", f"{_FT}#14.21"),
     "author": ("an object with a 'name'", f"{_FT}#14.21"),
@@ -103,8 +103,10 @@ _TRAJECTORY = {
                          "trajectory#3.1"),
     "time_progression": ("time[i] = start + float(i)*stride in binary64, while bit-exact", "trajectory#3.1"),
     MANIFEST: ("molrec_raw extra, ignored by other readers: the commit manifest — every group and array (with "
-               "its committed rows) this commit relies on, so a reader tells a marker that persisted without "
-               "its data after a power cut (spec-notes/trajectory.md, power cuts)", "trajectory#10"),
+               "its committed rows) this commit relies on, and the end of the index of each shard landed in "
+               "since the last durable point (index_ends), so a reader tells a marker that persisted without "
+               "its data after a power cut (spec-notes/trajectory.md, power cuts); it applies only while its "
+               "nstep is the marker's", "trajectory#10"),
 }
 _TRAJ_BLOCK = {
     "structural_shape": ("every update has prod(shape) rows", "trajectory#4"),

@@ -107,7 +107,7 @@ def _read(path: RecordSource, root: Group, out: Optional[List[Violation]],
         elif name == "forcefield":
             rec.forcefield = read_forcefield_group(group, out=collect)
             version = meta.get("molrec_version")  # already checked above; here only read
-            if out is not None and (version is None or (type(version) is int and version == 1)):
+            if out is not None and type(version) is int and version == 1:  # unstamped is current
                 collect.append(Violation("README#decision-15", "/forcefield",
                                          "version-1 force field: read as stored, no unit or angle conversion"))
         elif name == "observables":

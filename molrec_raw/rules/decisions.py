@@ -12,10 +12,11 @@ CHAPTER = Chapter(
 RULES = (
     Rule("decision-1", BOTH, "the version key",
          "Writers create the root zarr.json, then meta/ with molrec_version stamped as 2 (over any value the "
-         "caller gave), then the other sections. Readers: an absent key is a store from before version 1, read "
-         "without a check; a present one must be a JSON integer (not 1.0, '1', null or a boolean) with 1 <= v <= "
-         "2, else the record is refused. read_mrec_meta returns the document as stored; a trajectory of a record "
-         "that is not version 2 is read but not reopened for appending.",
+         "caller gave), then the other sections. Readers: a present key must be a JSON integer (not 1.0, '1', "
+         "null or a boolean) with 1 <= v <= 2, else the record is refused; an absent key is a current store (the "
+         "newest texts carry no version key), read and validated by the current rules, reopened and appended to "
+         "like one stamped 2. read_mrec_meta returns the document as stored; a trajectory stamped 1 is read but "
+         "not reopened for appending.",
          f"{_M}storage.md, overview.md (the version-2 texts; the newest texts drop the key)"),
     Rule("decision-2", BOTH, "required sections",
          "A record holds meta and at least one of frame, system, trajectory, forcefield, status. A writer refuses "
@@ -63,8 +64,9 @@ RULES = (
          "f64x6 values are carried in the producer's order; the documented convention is (xx, yy, zz, xy, xz, "
          "yz), as the reference implementation documents it; nothing is reordered.", f"{_M}conventions.md"),
     Rule("decision-15", READER, "version-1 force fields are read as stored",
-         "A version-1 record's force field is read as stored, without unit or angle conversion; read_mrec_meta "
-         "reports the stored version so callers can tell, and validate notes it.", f"{_M}forcefield.md (version 1)"),
+         "The force field of a record stamped molrec_version 1 is read as stored, without unit or angle "
+         "conversion; read_mrec_meta reports the stored version so callers can tell, and validate notes it. An "
+         "unstamped record's force field is current, not version 1 (decision 1).", f"{_M}forcefield.md (version 1)"),
     Rule("decision-16", BOTH, "the WAL watermark",
          "The catalog's wal.lines counts every newline-terminated line inside the first wal.bytes bytes, blank "
          "ones included. A WAL shorter than wal.bytes was truncated outside the writer: readers return the dense "
@@ -82,4 +84,8 @@ RULES = (
     Rule("decision-20", READER, "cell_defined must be a boolean",
          "A cell_defined attribute that is present and not a JSON boolean is refused on read.",
          f"{_M}frame.md (box)"),
+    Rule("decision-21", BOTH, "collections without layout_version",
+         "A collection whose meta has no layout_version (the newest lmdb.md defines layout, collection, "
+         "sequence_schema, n_records and n_frames only) is read as the current layout; a present layout_version "
+         "must be one this reader knows. Writers may keep writing it.", f"{_M}lmdb.md (meta)"),
 )

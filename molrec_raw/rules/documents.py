@@ -162,8 +162,8 @@ RULES = (
          "Readers never refuse unresolved type names, never evaluate or refuse an expression, and never convert "
          "units on read (beyond the version-1 rules).", f"{_FF} (linking a system)"),
     Rule("9.33", BOTH, "version-1 force fields",
-         "A version-1 force field with a pair14 style, a multi-term improper.periodic, an expression on a "
-         "converted style, an unknown angular style with params or expression, a non-radian angle beside a "
+         "A version-1 force field (of a record stamped molrec_version 1; an unstamped one is current) with a "
+         "pair14 style, a multi-term improper.periodic, an expression on a converted style, an unknown angular style with params or expression, a non-radian angle beside a "
          "preset, a rename collision, or both dihedral.fourier and dihedral.periodic is refused; writers never "
          "write version 1 and never append to a version-1 trajectory.", f"{_FF} (reading a version-1 record)"),
     Rule("9.34", WRITER, "translators refuse what a format cannot hold",

@@ -135,7 +135,7 @@ RULES = (
          "(README#decision-1).", f"{_STORAGE} (Invariants, 6)"),
     # -- checklist: reader must not refuse -------------------------------------------------
     Rule("14.24", READER, "a missing meta/ is an empty document",
-         "A record without a meta/ group reads as an empty meta document (a store from before version 1).",
+         "A record without a meta/ group reads as an empty meta document.",
          f"{_STORAGE} (Document sections)"),
     Rule("14.25", READER, "the unknown is preserved",
          "Unknown root sections, document keys (null-valued ones included), blocks, columns and block attributes "
@@ -154,7 +154,8 @@ RULES = (
          "Absent box parts take their normative defaults: origin 0, boundary all true (all false for an "
          "undefined cell), identity vectors for an undefined cell.", f"{_FRAME} (box)"),
     Rule("14.30", READER, "no molrec_version, no check",
-         "A record without molrec_version is a store from before version 1 and is not checked for it.",
+         "A record without molrec_version is a current store: nothing is checked for the key, and it is read "
+         "and validated by the current rules (README#decision-1).",
          f"{_STORAGE} (Invariants, 6)"),
     # -- checklist: writer refuses -----------------------------------------------------------
     Rule("14.31", WRITER, "no block named box",

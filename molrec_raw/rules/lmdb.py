@@ -27,9 +27,9 @@ RULES = (
          "The meta value is written last, in the transaction that commits the collection; a file without a meta "
          "key is not a collection and a reader refuses it.", f"{_L} (meta)"),
     Rule("L4", READER, "layout and layout_version",
-         "meta holds layout = 'mrec-lmdb' and layout_version, which is required and an integer from 1 to the "
-         "newest byte layout the reader supports; anything else (absent, null, 0, a float, a newer version) is "
-         "refused.", f"{_L} (meta)"),
+         "meta holds layout = 'mrec-lmdb'; a layout_version, when present, is an integer from 1 to the newest "
+         "byte layout the reader supports, and anything else (null, 0, a float, a newer version) is refused; an "
+         "absent one is the current layout (README#decision-21).", f"{_L} (meta)"),
     Rule("L5", BOTH, "the contract version of a collection",
          "Every writer stamps collection.molrec_version; a reader checks it when present (an integer from 1 to "
          "the newest supported, never null). It covers the document, the declaration and every record, so a "

@@ -24,8 +24,8 @@ RULES = (
          "unchanged: nothing a reader does not interpret is lost."),
     Rule("6", BOTH, "molrec_version",
          "Writers create meta/ and stamp meta['molrec_version']. Readers check it only when present: a JSON "
-         "integer of at least 1 and at most the newest they support, never null; absent means a store from "
-         "before version 1, read without a check."),
+         "integer of at least 1 and at most the newest they support, never null; an absent key is a current "
+         "store, read without a check (README#decision-1)."),
     Rule("7", WRITER, "data precede metadata",
          "Chunk bytes land before the array's zarr.json is replaced (atomically), and the trajectory's commit "
          "marker nstep is written last of all; readers are bound by nstep."),

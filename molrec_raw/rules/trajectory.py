@@ -126,9 +126,10 @@ RULES = (
          "An aligned block that shares its name with a system/ block is refused at create and reopen.",
          f"{_RAGGED} (aligned blocks)"),
     Rule("W14", WRITER, "what a reopen refuses",
-         "Reopening for append refuses the legacy trajectory/frames/ layout, a record whose molrec_version is not "
-         "the current one, a store without sequence_schema or with a bad pin, a column array whose dtype or "
-         "trailing shape differs from the pin, and malformed markers.", f"{_CHUNKING} (reopen rule)"),
+         "Reopening for append refuses the trajectory/frames/ layout of molrs <= 0.13, a record stamped with a "
+         "molrec_version other than the current one (an unstamped record is current and reopened), a store "
+         "without sequence_schema or with a bad pin, a column array whose dtype or trailing shape differs from "
+         "the pin, and malformed markers.", f"{_CHUNKING} (reopen rule)"),
     Rule("W15", WRITER, "knobs before the first append",
          "Extent and compression knobs after the first append, and a flush cadence that is not a positive "
          "integer, are refused.", f"{_CHUNKING} (extents)"),
@@ -229,7 +230,7 @@ RULES = (
          "A store without sequence_schema is read by deriving the declaration from its groups (blocks, columns, "
          "masks, structural shape, meta keys with meta_dtype).", _DECL),
     Rule("N4", READER, "a store without molrec_version",
-         "A store without molrec_version is read by the version-1 rules.", _READ),
+         "A store without molrec_version is current: read by the current rules (README#decision-1).", _READ),
     Rule("N5", READER, "unknown child groups",
          "A child group of trajectory/ that the pin does not declare is not a block: it is preserved, not refused.",
          _DECL),

@@ -13,7 +13,7 @@ import itertools
 import struct
 from concurrent.futures import ThreadPoolExecutor
 from math import prod
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -195,6 +195,8 @@ class Array(Node):
         self._pipeline = pipeline  # reused when the creator already built it
         self._metadata = metadata
         self._memos: Dict[str, Dict[str, Any]] = {}  # per stored value, immutable stores only
+        # positional shard key -> the end of the index this object last landed in it
+        self.landed_ends: Dict[str, int] = {}
         if pipeline is None:
             self.metadata = metadata
 
@@ -381,17 +383,18 @@ class Array(Node):
         elif jobs:
             decode_batch(jobs, threads)
 
-    def check_written(self, length: int, *, strict: bool = False) -> None:
-        """Refuse when rows ``[0, length)`` (leading axis) were not all landed in the
-        positional shards holding them: a shard whose written-rows stamp is smaller than
-        the rows asked of it has an index older than those rows, and reading them would
-        return the fill value as if it were data (zarr-v3-subset#7, sharding.py).  A shard
-        without a stamp is taken as written; ``strict`` refuses a missing shard too (a
-        writer that stamps stores every shard it lands in, even an all-fill one)."""
-        from molrec_raw.zarr.chunkread import check_written
+    def check_landed(self, ends: Mapping[str, Optional[int]]) -> None:
+        """Refuse a positional shard whose index is older than a landing in it: ``ends``
+        maps shard keys to the end of the index that landing wrote (:attr:`landed_ends`), or
+        None (the index only checked when stored); each shard with an end must be stored,
+        its index valid and ending at least there — a positional
+        landing only appends, so a later index ends at or past an earlier one
+        (zarr-v3-subset#7, sharding.py).  An older index would serve the fill value, or a
+        superseded chunk, for rows that landing wrote."""
+        from molrec_raw.zarr.chunkread import check_landed
         from molrec_raw.zarr.handles import StoreRanges
 
-        check_written(self, length, strict, StoreRanges(self.store))
+        check_landed(self, ends, StoreRanges(self.store))
 
     # -- writing ------------------------------------------------------------
     def __setitem__(self, selection: Any, value: Any) -> None:
@@ -404,7 +407,8 @@ class Array(Node):
         data precede metadata; call :meth:`publish` afterwards).  ``shape`` lets the data
         land beyond the published shape.  ``positional`` (sharded arrays with the index at
         the start) appends re-encoded inner chunks at the shard's end and rewrites the index
-        in place instead of rewriting the shard.  ``durable`` replaces whole chunks with
+        in place instead of rewriting the shard; the end of each index it writes is kept in
+        :attr:`landed_ends` (what :meth:`check_landed` checks).  ``durable`` replaces whole chunks with
         ``Store.replace_durable`` (the new bytes are durable before the name moves: a power
         cut leaves the old chunk or the new one).  Returns the store keys written."""
         self._check_writable()
@@ -472,7 +476,7 @@ class Array(Node):
         try:
             if plan.positional:
                 assert plan.shard is not None and self.pipeline.sharding is not None, "positional writes are sharded"
-                self.pipeline.sharding.finish_positional(self.store, plan.shard, encoded)
+                self.landed_ends[key] = self.pipeline.sharding.finish_positional(self.store, plan.shard, encoded)
                 return key
             if plan.shard is not None:
                 assert self.pipeline.sharding is not None, "a shard plan comes from the sharding codec"

@@ -18,10 +18,11 @@ where their bytes lie, fetches them and decodes them:
   per shard, every shard of a request in one call), then every chunk's byte range, one
   :class:`~molrec_raw.zarr.handles.RangeReader` call per stored value (neighbours read as
   one run), then one decode batch for all of them (zstd on up to ``threads`` threads).
-- :func:`check_written` — the written-rows stamps of an array's shards
-  (``Array.check_written``), its index pages kept in a :class:`ShardIndexes`; a read
-  checks the stamp of every index page it reads the same way, so a caller may check some
-  shards when it opens an array and leave the rest to the first read of each.
+- :func:`check_landed` — the index pages of chosen shards, each at least as new as a
+  landing a writer recorded (``Array.check_landed``), kept in a :class:`ShardIndexes`; a
+  read checks every index page it reads (checksum, entries inside the shard), so a caller
+  checks the shards a commit may have left stale when it opens an array and leaves the rest
+  to the first read of each.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from math import prod
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from molrec_raw.zarr.codecs.batch import DecodeJob, decode_batch
 from molrec_raw.zarr.codecs.sharding import EMPTY
 from molrec_raw.zarr.handles import RangeReader
 
-__all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_many", "check_written", "INDEX_CACHE_BYTES"]
+__all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_many", "check_landed", "INDEX_CACHE_BYTES"]
 
 INDEX_CACHE_BYTES = 8 << 20  # decoded shard indexes a reader keeps: 2,048 indexes of 255 inner chunks
 _EMPTY = int(EMPTY)
@@ -103,13 +104,11 @@ class FirstAxis:
 
 class ShardIndexes:
     """Decoded shard indexes within ``budget`` bytes, each with the rows it is trusted for
-    (see the module docstring).  Every index is checked when read: its checksum, the shard's
-    size, and its written-rows stamp covering the trusted rows (``strict``: a shard holding
-    trusted rows must exist).  Thread-safe."""
+    (see the module docstring).  Every index is checked when read: its checksum and the
+    shard's size.  Thread-safe."""
 
-    def __init__(self, budget: int = INDEX_CACHE_BYTES, strict: bool = False) -> None:
+    def __init__(self, budget: int = INDEX_CACHE_BYTES) -> None:
         self.budget = max(0, int(budget))
-        self.strict = strict  # a shard holding trusted rows must be stored (see _checked_page)
         self._entries: "OrderedDict[Tuple[str, int], Tuple[np.ndarray, int]]" = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -168,56 +167,41 @@ class ShardIndexes:
         return self._bytes
 
 
-def _checked_page(array: Any, coords: Tuple[int, ...], ranges: RangeReader, trusted: int,
-                  strict: bool, with_index: bool) -> Tuple[str, Optional[np.ndarray], bool]:
-    """Read the index page of the shard at grid ``coords`` and check it for rows
-    ``[0, trusted)`` of the array: its checksum, and its written-rows stamp covering the rows
-    of that shard (``Array.check_written``); ``with_index``: also decode the index, checked
-    against the shard's size.  (key, index or None, stored?).  A shard that is not stored
-    reads as fill, or is refused when ``strict`` (a writer that stamps stores every shard)."""
+def _checked_page(array: Any, coords: Tuple[int, ...], ranges: RangeReader,
+                  end: Optional[int] = None) -> Tuple[str, Optional[np.ndarray]]:
+    """Read and decode the index of the shard at grid ``coords``, checked: its checksum, its
+    entries inside the shard and, when ``end`` is given, reaching at least that end (see
+    :func:`check_landed`).  (key, index), or (key, None) for a shard not stored — it reads
+    as the fill value, unless ``end`` says a landing stored it."""
     sharding = array.pipeline.sharding
     key = array.chunk_key(coords)
-    shard_rows = array.metadata.chunk_shape[0]
-    start = coords[0] * shard_rows
     try:
-        if sharding.index_location == "start":
-            found = ranges.read(key, [sharding.stamp_range()])
-        else:
-            found = ranges.read(key, [(-sharding.index_size, sharding.index_size)])
-        if found is None:
-            if strict and trusted > start:
-                raise CorruptDataError(f"rows up to {trusted} are claimed but shard {list(coords)} is missing: "
-                                       "they were never written", rule="zarr-v3-subset#7")
-            return key, None, False
-        page = memoryview(found[0])
-        index = None
-        if with_index:
-            size = ranges.size(key)
-            if size is None:  # removed between the two reads: as missing
-                return key, None, False
-            index = sharding.decode_index(page[:sharding.index_size], size)
-        rows = sharding.written_rows(page, index)
+        found = ranges.read(key, [sharding.index_range()])
+        size = None if found is None else ranges.size(key)
+        if found is None or size is None:  # (size None: removed between the two reads)
+            if end is not None:
+                raise CorruptDataError(f"shard {list(coords)} was landed in, but it is not stored",
+                                       rule="zarr-v3-subset#7")
+            return key, None
+        index = sharding.decode_index(memoryview(found[0])[:sharding.index_size], size)
+        if end is not None and sharding.index_end(index) < end:
+            raise CorruptDataError(
+                f"the index of shard {list(coords)} covers bytes up to {sharding.index_end(index)}, but the landing "
+                f"recorded for it wrote an index covering bytes up to {end}: it is older than the rows claimed, "
+                "which were never written here", rule="zarr-v3-subset#7")
     except MolrecError as exc:
         raise array._context(exc, key) from None
-    need = min(shard_rows, trusted - start)
-    if rows is not None and rows < need:
-        raise array._context(CorruptDataError(
-            f"rows up to {trusted} are claimed but the index of shard {list(coords)} was written "
-            f"for {rows} of its rows, not {need}: the rest were never written (the index is "
-            "older than the data it is asked for)", rule="zarr-v3-subset#7"), key)
-    return key, index, True
+    return key, index
 
 
 def _read_indexes(wanted: List[Tuple[FirstAxis, int, int]], ranges: RangeReader, indexes: Optional[ShardIndexes],
                   each: Mapper) -> Dict[Tuple[str, int], Optional[np.ndarray]]:
     """The checked indexes (:func:`_checked_page`) of ``(axis, shard, trusted rows)``:
     (path, shard) -> index, None for a shard not stored.  Kept in ``indexes``."""
-    strict = indexes is not None and indexes.strict
 
     def fetch(item: Tuple[FirstAxis, int, int]) -> Optional[np.ndarray]:
         axis, shard, trusted = item
-        _, index, _ = _checked_page(axis.array, (shard,) + (0,) * (axis.array.ndim - 1), ranges, trusted, strict,
-                                    True)
+        _, index = _checked_page(axis.array, (shard,) + (0,) * (axis.array.ndim - 1), ranges)
         if indexes is not None and index is not None:
             indexes.reads += 1
             indexes.put(axis.path, shard, index, trusted)
@@ -409,24 +393,40 @@ def _read_in_place(item: Tuple[Tuple[FirstAxis, str], List[Tuple[int, int, int, 
                 f"crc32c mismatch: stored {stored:#010x}, computed {actual:#010x}", rule="zarr-v3-subset#5.5"), key)
 
 
-def check_written(array: Any, length: int, strict: bool, ranges: RangeReader,
-                  indexes: Optional[ShardIndexes] = None, each: Mapper = map,
-                  first_shard: int = 0) -> None:
-    """Refuse when rows ``[0, length)`` (leading axis) were not all landed in the positional
-    shards holding them (``Array.check_written``: the rule and its messages), from shard
-    ``first_shard`` on (the ones before it were proved otherwise: a read engine checks a
-    shard's stamp when it first reads its index page).  The indexes read are kept in
-    ``indexes``, trusted for those rows; every page is fetched in one pass (``each``)."""
+def check_landed(array: Any, ends: Mapping[str, Optional[int]], ranges: RangeReader,
+                 indexes: Optional[ShardIndexes] = None, trusted: int = 0, each: Mapper = map) -> None:
+    """Refuse when a positional shard's index is older than a landing recorded in it
+    (``Array.check_landed``: the rule and its messages).  ``ends``: shard key -> the end of
+    the index that landing wrote (``ShardingCodec.index_end``; a landing only appends, so a
+    later index ends at or past it), or None for a shard only checked when stored (its
+    checksum and entries).  The indexes read are kept in ``indexes``, trusted for rows
+    ``[0, trusted)``; every page is fetched in one pass (``each``)."""
     sharding = array.pipeline.sharding
-    if sharding is None or sharding.index_location != "start" or array.ndim == 0 or length <= 0:
+    if sharding is None or sharding.index_location != "start" or array.ndim == 0 or not ends:
         return
+    by_key = {array.chunk_key(coords): coords for coords in _shard_coords(array, ends)}
+    unknown = sorted(set(ends) - set(by_key))
+    if unknown:
+        raise array._context(CorruptDataError(f"{unknown[0]!r} is not a shard key of this array",
+                                              rule="zarr-v3-subset#7"))
+    units = [(by_key[key], end) for key, end in sorted(ends.items())]
     keep = indexes is not None and FirstAxis(array).direct
-    shard_rows = array.metadata.chunk_shape[0]
-    rest = [range(g) for g in array.metadata.grid_shape[1:]]
-    last = -(-min(length, array.shape[0]) // shard_rows)
-    units = [coords for k in range(min(max(0, first_shard), last), last) for coords in itertools.product([k], *rest)]
-    pages = each(lambda coords: _checked_page(array, coords, ranges, length, strict, keep), units)
-    for coords, (_, index, _) in zip(units, pages):
+    pages = each(lambda unit: _checked_page(array, unit[0], ranges, unit[1]), units)
+    for (coords, _), (_, index) in zip(units, pages):
         if keep and index is not None and indexes is not None:
             indexes.reads += 1
-            indexes.put(array.path, coords[0], index, length)
+            indexes.put(array.path, coords[0], index, trusted)
+
+
+def _shard_coords(array: Any, keys: Iterable[str]) -> List[Tuple[int, ...]]:
+    """The grid coordinates of the shard keys ``keys`` of ``array`` (others left out)."""
+    prefix = f"{array.path}/" if array.path else ""
+    encoding = array.metadata.chunk_key_encoding
+    out = []
+    for key in keys:
+        if not key.startswith(prefix):
+            continue
+        coords = encoding.decode(key[len(prefix):], array.ndim)
+        if coords is not None:
+            out.append(coords)
+    return out

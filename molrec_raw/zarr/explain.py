@@ -8,7 +8,7 @@ Three kinds of values are explained here, each by the parser the readers use:
 - a ``zarr.json`` (:func:`explain_metadata`): every field, its value, meaning and rule,
   then the real parser (``parse_metadata`` and the codec pipeline) as the verdict;
 - a chunk or shard (:func:`explain_chunk`): the shard index (entries, the empty-chunk
-  sentinel, its checksum stored vs computed), the written-rows stamp, unused gaps, and each
+  sentinel, its checksum stored vs computed), unused gaps, and each
   chunk through ``CodecPipeline.trace`` down to its decoded shape and first values;
 - a zip archive (:func:`explain_zip`): the records ``ZipStore`` parses, then each entry's
   local header.
@@ -30,7 +30,7 @@ import numpy as np
 from molrec_raw.errors import ChecksumMismatchError, MolrecError
 from molrec_raw.zarr import jsonio
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline
-from molrec_raw.zarr.codecs.sharding import EMPTY, STAMP_SIZE, ShardingCodec
+from molrec_raw.zarr.codecs.sharding import EMPTY, ShardingCodec
 from molrec_raw.zarr.metadata import ArrayMetadata, parse_metadata
 from molrec_raw.zarr.parts import Part, Stage, ZipRecord
 from molrec_raw.zarr.zipstore import ZipStore
@@ -363,7 +363,7 @@ def _entries_parts(index: np.ndarray, codec: ShardingCodec, start: int) -> List[
 _UNUSED_NOTE = ("no index entry points here: superseded inner chunks (positional writes append, never rewrite), "
                 "and the zero bytes with which a durable point ended the shard at a 4096-byte boundary (so that no "
                 "later write shares a sector with durable bytes: power cuts without powersafe overwrite, "
-                "spec-notes/zarr.md); readers skip them")
+                "spec-notes/zarr.md), or anything else a writer left outside every indexed range; readers skip them")
 
 
 def _gaps(covered: List[Tuple[int, int]], size: int, data: bytes, page_end: Optional[int]) -> List[Section]:
@@ -385,25 +385,8 @@ def _gaps(covered: List[Tuple[int, int]], size: int, data: bytes, page_end: Opti
     return out
 
 
-def _stamp_section(codec: ShardingCodec, data: bytes, first_chunk: Optional[int]) -> Optional[Section]:
-    stamp = codec.read_stamp(data[:codec.index_size + STAMP_SIZE])
-    if stamp is None:
-        return None
-    at = codec.index_size
-    note = ("molrec_raw extra, ignored by other readers (they read only the indexed ranges): the "
-            "leading-axis rows landed when this index was written (spec-notes/zarr.md, written-rows stamp)"
-            if stamp.valid else f"not a stamp: {stamp.why}")
-    if not stamp.valid and first_chunk is not None and first_chunk < at + STAMP_SIZE:
-        return None  # chunk data: shown with its chunk
-    return Section("written-rows stamp", at, STAMP_SIZE, note, [
-        Part("rows", stamp.rows, "u64: rows of the shard's leading axis written", at, 8),
-        Part("crc32c stored", f"{stamp.stored:#010x}", "over the index and the rows field", at + 8, 4),
-        Part("crc32c computed", f"{stamp.computed:#010x}", "matches" if stamp.stored == stamp.computed else "differs"),
-    ])
-
-
 def explain_shard(codec: ShardingCodec, data: bytes, title: str = "shard") -> Tuple[List[Section], Optional[Fault]]:
-    """A shard: its index (location, entries, checksum), the stamp, unused gaps, then each
+    """A shard: its index (location, entries, checksum), unused gaps, then each
     stored inner chunk through its codecs (zarr-v3-subset#7)."""
     size = len(data)
     sections: List[Section] = []
@@ -430,11 +413,7 @@ def explain_shard(codec: ShardingCodec, data: bytes, title: str = "shard") -> Tu
         return sections, fault_of(exc)
     present = [(i, int(o), int(n)) for i, (o, n) in enumerate(index.tolist()) if o != int(EMPTY)]
     covered = [(start, start + codec.index_size)] + [(o, o + n) for _, o, n in present]
-    stamp = _stamp_section(codec, data, min((o for _, o, _ in present), default=None))
-    if stamp is not None:
-        sections.append(stamp)
-        covered.append((codec.index_size, codec.index_size + STAMP_SIZE))
-    sections.extend(_gaps(covered, size, data, codec.first_chunk_offset() if stamp is not None else None))
+    sections.extend(_gaps(covered, size, data, codec.first_chunk_offset() if codec.index_location == "start" else None))
     coords = list(itertools.product(*(range(n) for n in codec.chunks_per_shard)))
     for n, (i, offset, nbytes) in enumerate(present):
         if n == _DETAILED_INNER_CHUNKS:

@@ -97,6 +97,21 @@ class ChunkKeyEncoding:
             return self.separator.join(["c", *map(str, coords)])
         return self.separator.join(map(str, coords)) if coords else "0"
 
+    def decode(self, key: str, ndim: int) -> Optional[Tuple[int, ...]]:
+        """The grid coordinates of chunk key ``key`` of an ``ndim``-d array; None when
+        ``key`` is not one :meth:`encode` writes."""
+        parts = key.split(self.separator)
+        if self.name == "default":
+            if parts[0] != "c":
+                return None
+            parts = parts[1:]
+        elif ndim == 0:
+            return () if key == "0" else None
+        if len(parts) != ndim or not all(p.isdigit() and p.isascii() for p in parts):
+            return None
+        coords = tuple(int(p) for p in parts)
+        return coords if self.encode(coords) == key else None
+
 
 @dataclass(frozen=True)
 class GroupMetadata:

@@ -8,8 +8,8 @@ the bytes an earlier durable point relied on are never touched.  A :class:`Snaps
 taken at a durable point holds copies of those two kinds of bytes:
 
 - the ``zarr.json`` of every node of a subtree, and
-- for each array, the size and the index page (index + written-rows stamp) of the shard
-  that holds its last rows — the one shard later landings rewrite in place.
+- for each array, the size and the index page of the shard that holds its last rows —
+  the one shard later landings rewrite in place.
 
 :class:`SnapshotView` is a read-only store that shows the base store as it was at the
 snapshot (its ``zarr.json`` files, nodes created later hidden, each tail shard cut to its
@@ -113,7 +113,7 @@ def _tail_pages(store: Store, array: Array, length: int) -> Iterator[Tuple[str, 
     if sharding is None or sharding.index_location != "start" or array.ndim == 0 or length <= 0:
         return
     k = (length - 1) // array.metadata.chunk_shape[0]
-    start, size = sharding.stamp_range()
+    start, size = sharding.index_range()
     for coords in itertools.product([k], *(range(g) for g in array.metadata.grid_shape[1:])):
         key = array.chunk_key(coords)
         total = store.size(key)

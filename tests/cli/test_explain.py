@@ -86,8 +86,8 @@ def test_issue16_explain_zarr_json_of_another_writer():
 
 # -- shards and chunks -----------------------------------------------------------------------------
 def test_issue16_explain_a_trajectory_shard():
-    """Index (where it lies, entries, the empty sentinel, checksum stored vs computed), the
-    written-rows stamp, unused gaps, each inner chunk through its codecs, decoded values."""
+    """Index (where it lies, entries, the empty sentinel, checksum stored vs computed), unused
+    gaps, each inner chunk through its codecs, decoded values."""
     report = explain(case("valid/traj-flushes"), "trajectory/atoms/x", chunk="0")
     assert report.kind == "shard" and report.target == "trajectory/atoms/x/c/0" and report.fault is None
     index = next(s for s in report.sections if s.title == "index")
@@ -98,9 +98,7 @@ def test_issue16_explain_a_trajectory_shard():
     assert empty.value == "empty" and "2^64-1" in empty.meaning and empty.length == 254 * 16
     stored, computed = part(report, "crc32c stored", "crc32c"), part(report, "crc32c computed", "crc32c")
     assert stored.offset == 4080 and stored.value == computed.value
-    stamp = next(s for s in report.sections if s.title == "written-rows stamp")
-    assert (stamp.offset, stamp.length) == (4084, 12) and "ignored by other readers" in stamp.note
-    assert part(report, "rows", "written-rows stamp").value == 10
+    assert not any(s.title == "written-rows stamp" for s in report.sections)
     gaps = [s for s in report.sections if s.title == "unused bytes"]
     assert gaps and gaps[0].offset == 4096  # superseded inner chunks of the earlier flushes
     inner = next(s for s in report.sections if s.title == "inner chunk [0]")
@@ -137,7 +135,7 @@ def test_issue16_explain_chunk_codec_stages():
 def test_issue16_explain_shard_of_a_2d_array_with_index_at_start():
     report = explain(case("valid/zarr-shards-index-start"), "frame/atoms/m", chunk="1.0")
     assert report.fault is None and part(report, "entry [0, 0]", "index").offset == 0
-    assert not any(s.title == "written-rows stamp" for s in report.sections)  # another writer's: no stamp
+    assert not any(s.title == "index page padding" for s in report.sections)  # another writer's layout
 
 
 # -- zip archives ----------------------------------------------------------------------------------
@@ -210,8 +208,8 @@ def test_issue16_explain_frame_of_a_ragged_trajectory_with_cell_and_meta():
 
 
 def test_issue16_explain_frame_over_a_torn_shard_index_stops_there():
-    """Opening the trajectory checks each shard's written-rows stamp, so the reader stops at
-    the torn index: the frame explanation shows that shard up to its fault."""
+    """Opening the trajectory checks each tail shard's index, so the reader stops at the torn
+    index: the frame explanation shows that shard up to its fault."""
     report = explain(case("invalid/shard-index-torn"), frame=1)
     assert report.fault is not None and report.fault.rule == "zarr-v3-subset#5.5" and report.fault.offset == 4080
     assert report.sections[0].title == "shard trajectory/atoms/x/c/0"
@@ -223,7 +221,7 @@ def test_issue16_explain_frame_past_the_marker_is_a_fault():
     assert report.fault is not None and "3 committed frame(s)" in report.fault.message
 
 
-# -- molrec_raw's extras: checkpoint, manifest, stamps ------------------------------------------------
+# -- molrec_raw's extras: checkpoint, manifest, WAL ---------------------------------------------------
 def test_issue16_explain_checkpoint_and_wal(tmp_path):
     schema = mr.SequenceSchema().declare_block("atoms").declare_column("atoms", "x", "f64")
     writer = mr.MrecWriter(tmp_path / "live.mrec", schema)

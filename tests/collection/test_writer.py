@@ -336,7 +336,7 @@ def test_lmdb_L4_L6_hand_built_meta_values_are_checked(tmp_path: Path) -> None:
         (hand_meta(0, 0, ATOMS_SCHEMA, layout_version=2), "lmdb#L4", UnsupportedFeatureError),
         (hand_meta(0, 0, ATOMS_SCHEMA, layout_version=0), "lmdb#L4", SpecViolationError),
         (hand_meta(0, 0, ATOMS_SCHEMA, layout_version=1.0), "lmdb#L4", SpecViolationError),
-        (hand_meta(0, 0, ATOMS_SCHEMA, drop=["layout_version"]), "lmdb#L4", SpecViolationError),
+        (hand_meta(0, 0, ATOMS_SCHEMA, layout_version=None), "lmdb#L4", SpecViolationError),
         (hand_meta(0, -1, ATOMS_SCHEMA), "lmdb#L6", SpecViolationError),
         (hand_meta(1, 0, ATOMS_SCHEMA), "lmdb#L7", SpecViolationError),  # n_records disagrees with the index
         (hand_meta(0, 0, ATOMS_SCHEMA, drop=["sequence_schema"]), "lmdb#L3", SpecViolationError),

@@ -217,7 +217,7 @@ def test_issue22_collection_cases_cover_collection_md_conformance_and_refusals(i
     cases = {c["name"]: c for c in index["cases"] if c["forms"] == [COLLECTION]}
     assert {n for n in cases if n.startswith("valid/")} == {
         "valid/collection-basic", "valid/collection-sparse-records", "valid/collection-forcefield",
-        "valid/collection-aligned", "valid/collection-empty"}
+        "valid/collection-aligned", "valid/collection-empty", "valid/collection-unversioned"}
     refused = {c["rule"] for c in cases.values() if not c["valid"]}
     assert refused == {"lmdb#L3", "lmdb#L4", "lmdb#L7", "lmdb#L9", "lmdb#L10", "lmdb#L11", "collection#C1",
                        "collection#C2", "collection#C9"}

@@ -23,7 +23,7 @@ import zstandard
 
 from molrec_raw.errors import MolrecError
 from molrec_raw.zarr.codecs import CodecPipeline
-from molrec_raw.zarr.codecs.sharding import EMPTY, STAMP_SIZE, ShardingCodec
+from molrec_raw.zarr.codecs.sharding import EMPTY, ShardingCodec
 
 __all__ = [
     "mutate_bytes", "edit_json", "edit_zarr_json", "edit_wal_lines", "edit_zip", "edit_value", "edit_checkpoint",
@@ -597,13 +597,7 @@ def _edit_shard(rng: Random, codec: ShardingCodec, data: bytes, bombs: Bombs) ->
     if start < 0 or start + nbytes > len(data):
         return None
     index = np.frombuffer(data, "<u8", 2 * n, start).reshape(n, 2).copy()
-    stamped = codec.index_location == "start" and len(data) >= codec.index_size + STAMP_SIZE
-    op = rng.randrange(5 if stamped else 4)
-    if op == 4:  # the written-rows stamp after a start index: a lying row count, its crc32c redone
-        b = bytearray(data)
-        at = codec.index_size
-        b[at:at + 8] = interesting_int(rng, 8, len(b), int.from_bytes(b[at:at + 8], "little")).to_bytes(8, "little")
-        return _restamp(codec, bytes(b)) if rng.random() < 0.8 else bytes(b)
+    op = rng.randrange(4)
     if op == 0:  # an inner chunk through its own codecs, the shard laid out again
         present = [i for i in range(n) if index[i, 0] != EMPTY and int(index[i, 0]) + int(index[i, 1]) <= len(data)]
         if not present:
@@ -629,15 +623,8 @@ def _edit_shard(rng: Random, codec: ShardingCodec, data: bytes, bombs: Bombs) ->
             index[i, rng.randrange(2)] = EMPTY  # half empty
     encoded = bytes(memoryview(codec.index_pipeline.encode(index.reshape(codec.chunks_per_shard + (2,)))).cast("B"))
     if codec.index_location == "start":
-        edited = encoded + data[codec.index_size:]
-        return _restamp(codec, edited) if stamped and rng.random() < 0.5 else edited
+        return encoded + data[codec.index_size:]
     return data[:start] + encoded
-
-
-def _restamp(codec: ShardingCodec, data: bytes) -> bytes:
-    """The stamp's crc32c recomputed over the index and row count in front of it."""
-    at = codec.index_size + 8
-    return data[:at] + crc32c.crc32c(data[:at]).to_bytes(4, "little") + data[at + 4:]
 
 
 _EDITS: Dict[str, Callable[[Random, Any, bytes, Bombs], Optional[bytes]]] = {"zstd": _edit_zstd, "gzip": _edit_gzip, "vlen-utf8": _edit_vlen, "sharding_indexed": _edit_shard}

@@ -378,7 +378,7 @@ def _run_chunk(context: ChunkContext, payload: bytes) -> None:
     """Read the value as ``Array`` does, chunk by chunk (without its safety net): every
     selection through ``read_into`` (with and without a memo, i.e. as an immutable store
     reads a shard), then the general ``decode`` of the whole value when it is small, and a
-    positional shard's written-rows stamp as the recovery reader parses it."""
+    positional shard's index end as the recovery reader's landed-index check computes it."""
     store = MemoryStore()
     store.set(context.key, payload)
     pipeline = context.pipeline
@@ -390,9 +390,8 @@ def _run_chunk(context: ChunkContext, payload: bytes) -> None:
     if nbytes <= 1 << 20:
         pipeline.decode(payload)
     sharding = pipeline.sharding
-    if sharding is not None and sharding.index_location == "start":  # the recovery reader's stamp
-        offset, length = sharding.stamp_range()
-        sharding.written_rows(payload[offset:offset + length])
+    if sharding is not None and sharding.index_location == "start":  # the recovery reader's check
+        sharding.index_end(sharding.decode_index(payload[:sharding.index_size], len(payload)))
 
 
 def _chunk_slots(store: MemoryStore, names: Sequence[str], label: str) -> List[Slot]:

@@ -673,6 +673,20 @@ def sample_states(states: List[State], wanted: int, rng: Any) -> List[State]:
     return chosen
 
 
+def check_states(recorded: Recorded, states: List[State], jobs: int = 1) -> Any:
+    """Check ``states`` of a recorded workload (no zarr-python pass) in a scratch directory
+    removed afterwards; returns the ``Outcome``."""
+    from powercut_sim import Outcome, run_states
+
+    outcome = Outcome(ops=len(recorded.model.ops))
+    scratch = scratch_root()
+    try:
+        run_states(recorded.model, states, make_checker(recorded, scratch, 0), outcome, jobs=jobs)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return outcome
+
+
 def campaign(names: List[str], seed: int, work: Path, *, device: Device = PSOW_512,
              budget: Optional[Dict[str, int]] = None, random_states: int = 0, deep_every: int = 25, jobs: int = 1,
              progress: Optional[Callable[[str, int, int], None]] = None) -> Dict[str, Any]:

@@ -3,7 +3,7 @@ spec-notes/metrics.md "Power cuts"): no write after a durable point shares a sec
 bytes it made durable.
 
 - A positional shard's index page owns its sectors: its first inner chunk starts at the
-  next 4096-byte boundary after the index and the written-rows stamp (``zarr-v3-subset#7``:
+  next 4096-byte boundary after the index (``zarr-v3-subset#7``:
   bytes outside the indexed ranges are unused), so rewriting the index never touches chunk
   data.
 - ``flush()``, ``close()`` and a reopening writer end every shard they landed in (or will
@@ -55,11 +55,11 @@ def test_zarr_7_a_positional_shard_starts_its_chunks_at_a_sector_of_their_own() 
     a.land(slice(0, 6), np.arange(6.0), shape=(6,), positional=True)
     a.publish((6,))
     codec = a.pipeline.sharding
-    assert codec is not None and codec.index_size + sharding.STAMP_SIZE == 16 * 16 + 4 + 12
+    assert codec is not None and codec.index_size == 16 * 16 + 4
     raw = store.get("x/c/0")
     index = codec.decode_index(raw[:codec.index_size], len(raw))
     assert int(index[:, 0].min()) == codec.first_chunk_offset() == SECTOR
-    assert not any(raw[codec.index_size + sharding.STAMP_SIZE:SECTOR])  # zeros: outside every indexed range
+    assert not any(raw[codec.index_size:SECTOR])  # zeros: outside every indexed range
     a.land(slice(6, 9), np.arange(6.0, 9.0), shape=(9,), positional=True)  # an append after it
     a.publish((9,))
     np.testing.assert_array_equal(open_array(store, "x")[...], np.arange(9.0))
@@ -149,7 +149,7 @@ def test_explain_names_the_index_page_padding(tmp_path: Path) -> None:
     a.publish((6,))
     report = explain(tmp_path / "small.mrec", "trajectory/y/c/0")
     titles = [(sec.title, sec.offset, sec.length) for sec in report.sections]
-    assert ("index page padding", 16 * 16 + 4 + 12, SECTOR - (16 * 16 + 4 + 12)) in titles
+    assert ("index page padding", 16 * 16 + 4, SECTOR - (16 * 16 + 4)) in titles
     report = explain(path, "trajectory/atoms/x/c/0")  # the writer's shard: its end padding is among the unused bytes
     tail = [sec for sec in report.sections if sec.title == "unused bytes"][-1]
     assert tail.offset + tail.length == (path / "trajectory/atoms/x/c/0").stat().st_size
@@ -190,7 +190,7 @@ def test_metrics_a_host_wal_is_padded_at_durable_flushes_too(tmp_path: Path) -> 
 
 
 def test_without_alignment_the_old_layout_comes_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``SECTOR_ALIGN = 1`` turns every alignment off (the bytes before issue 23: see
+    """``SECTOR_ALIGN = 1`` turns every alignment off (the layout before issue 23: see
     tests/trajectory/test_store_bytes.py); the power-cut tests use it to show the holes."""
     monkeypatch.setattr(sharding, "SECTOR_ALIGN", 1)
     path = tmp_path / "t.mrec"

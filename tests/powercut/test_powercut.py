@@ -23,7 +23,7 @@ from molrec_raw.errors import MolrecError
 from molrec_raw.zarr import DirectoryStore, open_array
 from powercut_sim import (CLASSES, PSOW_512, TORN_4096, TORN_512, CrashModel, Device, Outcome, Recorder, State, Variant,
                           enumerate_states, materialize, run_states, snapshot)
-from powercut_workloads import WORKLOADS, campaign, make_checker, record, sample_states, scratch_root
+from powercut_workloads import WORKLOADS, campaign, check_states, make_checker, record, sample_states, scratch_root
 
 SUITE_STATES = {"trajectory": 200, "trajectory-reopen": 100, "metrics": 150, "doors": 90, "doors-renames": None,
                 "pack": 90}  # None: every state
@@ -84,15 +84,7 @@ def _hole_campaign(tmp_path: Path, device: Device, aligned: bool, monkeypatch: p
         monkeypatch.setattr(sharding, "SECTOR_ALIGN", 1)  # the layout before issue 23
     recorded = record(WORKLOADS["trajectory"](), tmp_path, device)
     states = [s for s in enumerate_states(recorded.model, seed=SEED) if s.kind in ("torn", "torn-alone")]
-    states = sample_states(states, 120, random.Random(SEED))
-    outcome = Outcome(ops=len(recorded.model.ops))
-    scratch = scratch_root()
-    try:
-        run_states(recorded.model, states, make_checker(recorded, scratch, 0), outcome, jobs=JOBS)
-    finally:
-        import shutil
-        shutil.rmtree(scratch, ignore_errors=True)
-    return outcome
+    return check_states(recorded, sample_states(states, 120, random.Random(SEED)), JOBS)
 
 
 def test_powercut_without_alignment_a_torn_sector_breaks_durable_frames(tmp_path: Path,

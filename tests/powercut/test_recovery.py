@@ -2,7 +2,7 @@
 "Power cuts"): the three known holes made by hand on a real record, and every entry point —
 ``MrecReader`` (reads a crashed record correctly without writing, from a zip too),
 ``MrecWriter.open`` (recovers, then continues), ``molrec-raw repair [--dry-run]`` and
-``molrec-raw validate`` — plus the written-rows stamp that tells "not written" from "fill".
+``molrec-raw validate`` — plus the landed-index check that tells "not written" from "fill".
 """
 from __future__ import annotations
 
@@ -84,40 +84,59 @@ def test_trajectory_10_hole_2_an_empty_marker_falls_back_to_the_durable_commit(t
 
 def test_trajectory_10_hole_3_a_marker_without_its_index_is_never_read_as_fill(tmp_path: Path) -> None:
     """The commit marker persisted, the shard's new index did not: rows 18..35 of atoms/x
-    are not written, and the reader must not return the fill value for them."""
+    are not written, and the reader must not return the fill value for them.  The marker's
+    manifest records where the index of every shard landed in since the durable point ended;
+    the old index ends before that, so the live state is refused and the checkpoint read."""
     path = tmp_path / "t.mrec"
     saved = crashed(path)
+    attrs = json.loads((path / "trajectory" / "zarr.json").read_bytes())["attributes"]
+    end = attrs[MANIFEST]["index_ends"]["atoms/x"]["c/0"]
     shard = path / X_SHARD
     raw = bytearray(shard.read_bytes())
     raw[:4096] = saved["x-page"]  # the index as the durable point left it; nstep says 12
     shard.write_bytes(bytes(raw))
     frames_ok(path, 6)
+    with mr.MrecReader(path) as r:
+        assert r.source == "checkpoint" and "never written" in (r.recovery_reason or "")
     x = open_array(DirectoryStore(path, read_only=True), "trajectory/atoms/x")
     with pytest.raises(CorruptDataError, match="never written"):
-        x.check_written(36)
-    x.check_written(18)
+        x.check_landed({X_SHARD: end})
+    sharding = x.pipeline.sharding
+    durable_end = sharding.index_end(sharding.decode_index(saved["x-page"][:sharding.index_size], None))
+    x.check_landed({X_SHARD: durable_end})  # the index is the durable point's, whole and valid
 
 
-def test_zarr_7_stamp_tells_not_written_from_fill(tmp_path: Path) -> None:
-    """A positional landing of all-fill rows still stores its shard and stamps it: rows
-    under the stamp are data (here zeros), rows past it were never written."""
+def test_zarr_7_a_positional_landing_only_moves_the_index_end_forward(tmp_path: Path) -> None:
+    """Each positional landing that changes an index makes it end further (it appends, and
+    stores the fill chunk rather than emptying a stored one), so "at least as new as landing
+    L" is "ends at or past L's end"; a landing of all-fill rows into a new shard stores it."""
     codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
     a = open_array(tmp_path / "s.zarr", "x", mode="w", shape=(0,), dtype="float64", chunks=(4,), shards=(16,),
                    codecs=codecs, shard_index_location="start")
     a.land(slice(0, 6), np.zeros(6), shape=(6,), positional=True)
     a.publish((6,))
-    a.check_written(6, strict=True)  # all fill, but written
+    key = a.chunk_key((0,))
+    assert a.landed_ends == {key: 0}  # stored, every inner chunk empty
+    a.check_landed({key: 0})
+    a.land(slice(6, 7), np.ones(1), shape=(7,), positional=True)
+    a.publish((7,))
+    first = a.landed_ends[key]
+    assert first > 0
+    a.land(slice(6, 8), np.zeros(2), shape=(8,), positional=True)  # the stored chunk [4, 8) becomes all fill
+    a.publish((8,))
+    assert a.landed_ends[key] > first
+    np.testing.assert_array_equal(a[0:8], np.zeros(8))
+    a.check_landed({key: a.landed_ends[key]})
     with pytest.raises(CorruptDataError, match="never written"):
-        a.check_written(7)
-    a.resize((16,), reset_stale=False)  # a lying shape: rows 6..15 were never landed
-    np.testing.assert_array_equal(a[0:6], np.zeros(6))
-    with pytest.raises(CorruptDataError):
-        a.check_written(16)
+        a.check_landed({key: a.landed_ends[key] + 1})
+    with pytest.raises(CorruptDataError, match="not stored"):
+        a.check_landed({a.chunk_key((1,)): 0})
 
 
 @pytest.mark.interop
-def test_zarr_7_stamped_shards_read_by_zarr_python_and_tensorstore(tmp_path: Path) -> None:
-    """The stamp lives outside every indexed byte range: other readers never see it."""
+def test_zarr_7_positional_shards_read_by_zarr_python_and_tensorstore(tmp_path: Path) -> None:
+    """Positional shards (index page padding, superseded chunks) hold only bytes outside
+    every indexed range besides their chunks: other readers read them."""
     zarr = pytest.importorskip("zarr")
     ts = pytest.importorskip("tensorstore")
     codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip", "configuration": {"level": 1}},

@@ -66,7 +66,7 @@ def test_frame_and_types_14_23_supported_versions_accepted(good):
     assert type(meta_version({"molrec_version": good})) is int
 
 
-def test_frame_and_types_14_30_missing_version_is_pre1():
+def test_frame_and_types_14_30_missing_version_is_a_current_store():
     doc = {"producer": "other", "x": None}
     assert list(check_meta(doc)) == []
     assert meta_version(doc) is None

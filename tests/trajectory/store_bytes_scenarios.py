@@ -2,8 +2,8 @@
 produces do not change").  Each scenario writes one record (or Zarr hierarchy) through the
 public API; ``digest`` hashes every file of it.  ``EXPECTED`` in test_store_bytes.py holds
 the digests of the current code (print them by running this module: ``python
-store_bytes_scenarios.py``), ``EXPECTED_UNALIGNED`` those of the code before issue 23's
-sector alignment (main at ef1f6ad; the batched write path of issue 11 changed none of them).
+store_bytes_scenarios.py``), ``EXPECTED_UNALIGNED`` those of the same code without sector
+alignment (test_store_bytes.py keeps the history of deliberate changes).
 
 Only public API calls that exist on both sides; every input is generated from fixed seeds.
 """

@@ -19,7 +19,7 @@ from molrec_raw.errors import ChecksumMismatchError, CorruptDataError, MolrecErr
 from molrec_raw.record.model import Block, Frame
 from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 from molrec_raw.zarr import DirectoryStore, open_group
-from molrec_raw.zarr.chunkread import FirstAxis, ShardIndexes, check_written, read_chunks
+from molrec_raw.zarr.chunkread import FirstAxis, ShardIndexes, check_landed, read_chunks
 from molrec_raw.zarr.handles import FileRanges, StoreRanges, range_reader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -197,20 +197,23 @@ def test_trajectory_9_shard_indexes_stay_within_their_budget_and_trust(tmp_path)
     assert len(tiny) == 0
 
 
-def test_zarr_7_check_written_from_a_shard_on(tmp_path):
-    """The written-rows check of chosen shards only (opening checks the shards a commit since
-    the last durable point can have changed); the pages it reads are kept for reads."""
+def test_zarr_7_check_landed_keeps_the_pages_it_checked(tmp_path):
+    """The landed-index check of chosen shards only (opening checks the shards a commit since
+    the last durable point landed in); the pages it reads are kept for reads, and an index
+    ending before a recorded landing's, or a recorded shard not stored, is refused."""
     path = _record(tmp_path / "w.mrec", frames=30)
     x = open_group(path)["trajectory/atoms/x"]
+    sharding = x.pipeline.sharding
+    keys = [x.chunk_key((k,)) for k in range(x.metadata.grid_shape[0])]
+    ends = {key: sharding.index_end(sharding.decode_index(x.store.get_range(key, 0, sharding.index_size), None))
+            for key in keys}
+    assert all(end > 0 for end in ends.values())
     indexes = ShardIndexes()
-    check_written(x, 30 * 300, True, StoreRanges(x.store), indexes, first_shard=0)
-    assert len(indexes) == x.metadata.grid_shape[0]
+    check_landed(x, ends, StoreRanges(x.store), indexes, trusted=30 * 300)
+    assert len(indexes) == len(keys) and indexes.get(x.path, 0, 30 * 300) is not None
     with pytest.raises(CorruptDataError, match="never written"):
-        _claim_past(x)
-
-
-def _claim_past(x: Any) -> None:
-    """Rows in a shard that was never stored, claimed by a strict reader."""
-    big = x.metadata.with_shape((x.shape[0] + x.metadata.chunk_shape[0] * 2,))
-    grown = type(x)(x.store, x.path, big)
-    check_written(grown, grown.shape[0], True, StoreRanges(x.store))
+        check_landed(x, {keys[-1]: ends[keys[-1]] + 1}, StoreRanges(x.store))
+    grown = type(x)(x.store, x.path, x.metadata.with_shape((x.shape[0] + x.metadata.chunk_shape[0] * 2,)))
+    missing = grown.chunk_key((grown.metadata.grid_shape[0] - 1,))
+    with pytest.raises(CorruptDataError, match="not stored"):
+        check_landed(grown, {missing: 0}, StoreRanges(x.store))

@@ -1,50 +1,54 @@
-"""Deterministic stores (issues 11 and 23): the same input gives byte-identical stores.
+"""Deterministic stores (issues 11, 23 and 27): the same input gives byte-identical stores.
 
-``EXPECTED_UNALIGNED`` holds the digests of the code before issue 23 (main at ef1f6ad, whose
-records carry a run status document; first taken at 6fb7b8e: the batched write path of
-issue 11 changed no byte of them) from the same inputs (store_bytes_scenarios.py).  Issue 23
-ends positional shards and the metrics WAL at 4096-byte boundaries (sharding.SECTOR_ALIGN):
-with ``SECTOR_ALIGN = 1`` the code writes exactly those old bytes again, which proves that
-alignment padding is the only change; ``EXPECTED`` holds the aligned digests (a durable=False
-writer pads at close too: ``one_shot`` and ``w5_small_flush1_nondurable`` change; regenerate:
-``PYTHONPATH=tests/trajectory python -m store_bytes_scenarios``)."""
+``EXPECTED`` holds the digests of the current code from fixed inputs (store_bytes_scenarios.py;
+regenerate: ``PYTHONPATH=tests/trajectory python -m store_bytes_scenarios``), and
+``EXPECTED_UNALIGNED`` those of the same code with ``SECTOR_ALIGN = 1`` (no sector alignment:
+the positional layout of issue 11, a shard's first chunk right after its index).  History of
+deliberate changes: issue 11's batched write path changed no byte; issue 23 added the alignment
+padding and nothing else (the unaligned digests were then those of main at ef1f6ad; a
+durable=False writer pads at close too); issue 27 removed the written-rows stamp, and every
+aligned store then differed from issue 23's only in the 12 bytes after each positional index
+(the stamp, now zeros: same sizes, every chunk at the same offset) and in the marker of
+``w5_small_flush50``, whose last commit was automatic: its manifest carries ``index_ends``
+(compared file by file when the digests were renewed); the unaligned stores lost the 12 bytes
+(their chunks moved up by 12)."""
 import pytest
 
 import molrec_raw.zarr.codecs.sharding as sharding
 from store_bytes_scenarios import SCENARIOS, digest
 
 EXPECTED = {
-    "w1_coords_flush7": "053a563c67a8295dbfba86855e8a57cb5f35dda793af7b80039819ec03aad759",
-    "w1_coords_auto": "7c123ca7f88e22464d2faf106cda32bcc56653317ad3081046028836f4505127",
-    "w5_small_auto": "95cc9191d3891205ec76f7054e257d5a68214270260383eb58863b087493536a",
-    "w5_small_flush50": "5924b16c9e6c42798d4c6f26388e5a9a2293ebd6ef5d0533122e6780f34a1e05",
-    "w5_small_flush1_nondurable": "3c304c179ef47752189a1d199c0aefee4d619bc012d9bdd6309ad44b3cc4c831",
-    "coords_gzip": "651a05cc287d257fb7ad10d006aa4127ae4d13b925053177bb52647a5f1a0c31",
-    "coords_zstd5": "4f9a8f18acf3e7b6431a066f37b8c4f604f4108ef84fd20fdc969a064bee03e8",
-    "coords_none": "bd3822a0057316ac2a1e80005596c121ee38b4fcac41ed563602bf1b88e133c7",
-    "below_grid": "dfae7fcc1cb36fa88f941341d06e7001d9e43dbc6e2685a3dfd00dcad90fb49d",
-    "mixed": "4f2190a791600261dadf7ab3073391edee2f9b58c19634244281b432c6ff04e9",
-    "reopened": "021fb12e0df3175ab8d115421f57da45be5a21d1a3c814f968fd2cb0e238c03e",
-    "one_shot": "1c97fc4a02e802d7621b43b492a2a2ad648363c04900d47da652c280cbd2c743",
+    "w1_coords_flush7": "2fcc91de21a4de12e99ed8aa3d8b734b4bf6e9e61e334849290afa15f24b2825",
+    "w1_coords_auto": "2013b3bbb72936e114d397c98f01ecf366e599b5d2dca328136e60d6ac48c84c",
+    "w5_small_auto": "2e700e937da00e822ffd1e65c08e9a747e8f8a18a7b8b9f10d657a1a5e202358",
+    "w5_small_flush50": "f7f1d188185b8a2cf652e0e080fab13db0d41935837d9511fc96d04be360eb2c",
+    "w5_small_flush1_nondurable": "d09601fac8647b7883c20a4b3b38393127b7358626665b9ee1066ca98d801175",
+    "coords_gzip": "ba291dfcb6860883fe4a4677c6f373609dcc346d6d39276b0bb0122e577ed745",
+    "coords_zstd5": "2daa995e3e0fb39158c300b680111c27d458ca8a99eb95fcbb731a82d341d728",
+    "coords_none": "f77f1d240219dfc15c184da2c408f80981cb1f0d32e42042775e9abd8b9b998f",
+    "below_grid": "6c88c65baa81a1fb78d6271cdd7a4667c321f9b8611959e7611bbdc3d18bfec4",
+    "mixed": "6238539fc0d4207a97f433b5f8c7cb03eb3881a13e1eb3c4d4b6ba14ff6f3df6",
+    "reopened": "fe87fb630a0b313c2b3e404781e2976704fb5733dcd6da062056d7d06984a281",
+    "one_shot": "8edc3b978ab254520d8ef735456781dfeb517a4baa2b35a3b32055cd1c71d20a",
     "frame_record": "d6b0d5f166f6f7387dbb109bfc797aa3a2fdcc14f857d8bd8e3505571caf1388",
-    "zarr_layer": "a62285d9ec845f5a1de2025ac303914ea4f9666b8dd5aa40dcca96f5d6c20bf3",
+    "zarr_layer": "1ddb895fc2cbe6e5dd00de13d81f9c63a59e36f7623bdf7dfed548b3c4269651",
 }
 
 EXPECTED_UNALIGNED = {
-    "w1_coords_flush7": "d6de1fdb477bcce7dadbd1b3234b6946488059264ab5a97737168142ebc0a272",
-    "w1_coords_auto": "de768a1c5a93965437d9d3aa0747b5d533b89f91d20fd25e3e055aa25d42c89d",
-    "w5_small_auto": "2c5370f91e3c6655c230f8a3cdd271d659afb2fd66786b2ab3963404fc0567db",
-    "w5_small_flush50": "d229eb8e6ce4417ce176914847a96e4acd408abea8376cb0292347eeb3394d79",
-    "w5_small_flush1_nondurable": "ed65b5cff6b89eb80bac4755ffbb5238446d785ba71324fe0885cc7bac750de3",
-    "coords_gzip": "4778d90b8c564bbb361a183177645ec3084c070b34a6bd9732bb2d0484597d13",
-    "coords_zstd5": "896c42054fdcca90d7d406edda743aa437d7ea1754c0df34d7411af43960e0f5",
-    "coords_none": "39023d75ef98a8901392e1602fd6edd785f90380afc4152775e6944844843fb7",
-    "below_grid": "c3f624da2f75bae83bd0d223ef01f45ea53a7967b750b3ca02e0167ae18bccae",
-    "mixed": "ccd8523f38a88bac8717b29c81551927a61250550a225f06cb2477b47cfc43f0",
-    "reopened": "96e4bdfc0560e96e64ac12d0f2c4649d9f9cf169eccf8504e5603b02f59be5e9",
-    "one_shot": "6f1894665a9d6466fdb767f86b8ce1b6780ba88c47ffff76dc3dc8fc5dec9266",
+    "w1_coords_flush7": "4d53b7a9729d8df8782d6edee242a09b30cb58d1b869ab96b5349e47fe33a448",
+    "w1_coords_auto": "1b0a9ad1aed53cf7485c2be783467db2a805ffb2fb0fb1bd27da9c25eecc595b",
+    "w5_small_auto": "7ab59056deece8f76d62dc71cb11eaf367ad3579536a6e7846d6e90ff15b3401",
+    "w5_small_flush50": "2da4791e3f895ff569c2b3cde95649cceda4d72610698e5515a892646421011b",
+    "w5_small_flush1_nondurable": "91713b68b301caa0b63b8c79f4d253597a65db4225bd7cb99fecdb43d93b06fe",
+    "coords_gzip": "759cfb552ca50159dbe1a4b2e4b4f256acd83cebf37cc0054ffaadad0823a16a",
+    "coords_zstd5": "cd297062337bf169b491801f628aa6ba54fb5adfe74a66e1cae54deca862de94",
+    "coords_none": "0c64e13385c7b6f75b7ec0ca02598e0faf66f03076a91cca9781034db83b6dde",
+    "below_grid": "a013cc26adc0fdee5b4a6fe37b9d37b7cb63a37bbe4e1eae6e9a590c08ad7c96",
+    "mixed": "ef578e6e3214bf05c1710f2bb3c50deea8ae60d542175cec6e87b5ba05b64dee",
+    "reopened": "bfa220bbae6a9032764e3f9f1acafcdc8f02832bf4863917e0c3a77209a46384",
+    "one_shot": "fe48ea84191c4b58cac501ce1ef29b4136213f0e66cd2f8d0998f2a43effc012",
     "frame_record": "d6b0d5f166f6f7387dbb109bfc797aa3a2fdcc14f857d8bd8e3505571caf1388",
-    "zarr_layer": "0286970d4e6bbbbe4edb92139b1bfd7adc13ca0983608566cb3f727871842d85",
+    "zarr_layer": "fb396a2eaf6d49bee525148ded97f0b7c39d3d7592acca8129139a9057681d7c",
 }
 
 
@@ -57,8 +61,9 @@ def test_store_bytes_unchanged_by_the_batched_path(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_store_bytes_without_alignment_are_the_bytes_before_issue_23(tmp_path, monkeypatch, name):
-    """Alignment padding is the only byte issue 23 changed: without it, the old bytes."""
+def test_store_bytes_without_alignment_are_deterministic_too(tmp_path, monkeypatch, name):
+    """Without sector alignment (the layout the power-cut tests use to show its holes), the
+    same input gives the same bytes as well."""
     monkeypatch.setattr(sharding, "SECTOR_ALIGN", 1)
     target = tmp_path / f"{name}.mrec"
     SCENARIOS[name](target)

@@ -66,7 +66,7 @@ def test_dead_bytes_are_bounded_by_one_chunk_per_flush():
         a.land(slice(n, n + 1), np.full((1, 3), n, dtype=float), shape=(n + 1, 3), positional=True)
         a.publish((n + 1, 3))
     shard = store.get("t/c/0/0")
-    page = 4096  # index, stamp and zeros: the index page's own sector (sharding.SECTOR_ALIGN)
+    page = 4096  # index and zeros: the index page's own sector (sharding.SECTOR_ALIGN)
     live = 4 * (4 * 3 * 8 + 4)  # four full inner chunks with their crc
     assert len(shard) <= page + live + 16 * (4 * 3 * 8 + 4)
     np.testing.assert_array_equal(a[...][:, 0], np.arange(16.0))

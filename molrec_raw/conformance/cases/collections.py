@@ -7,7 +7,8 @@ The valid cases are collection.md's conformance list: the round trip of meta, sc
 and every record; records without a system, without a trajectory, with zero frames; a
 topology block that changes mid-record and one that never does; subsets of one declaration;
 a collection-wide force field; an aligned block carried forward while its target moves and
-restated on growth; an empty collection whose index columns are declared.
+restated on growth; an empty collection whose index columns are declared; a collection whose meta carries no
+version keys (the newest lmdb.md).
 """
 from __future__ import annotations
 
@@ -210,6 +211,16 @@ def _column_entry(header: Dict[str, Any], column: str = "y") -> Dict[str, Any]:
     return entry
 
 
+def _unversioned(doc: Dict[str, Any]) -> None:
+    doc.pop("layout_version")
+    doc["collection"].pop("molrec_version")
+
+
+valid_collection("collection-unversioned", "lmdb.md (newest) meta: layout, collection, sequence_schema, n_records "
+                 "and n_frames, no layout_version, and a collection document without molrec_version: the current "
+                 "layout, read as such (README#decision-21, #decision-1)")(_meta_edit(_unversioned))
+
+
 @invalid_collection("collection-no-meta", "lmdb#L3", "lmdb.md meta: a file without the meta key (its writer "
                     "writes it last) is not a collection")
 def _no_meta(path: Path) -> None:
@@ -220,8 +231,6 @@ def _no_meta(path: Path) -> None:
 invalid_collection("collection-layout-version-newer", "lmdb#L4", "lmdb.md meta: layout_version 99 is outside "
                    "1..newest supported; a reader refuses it")(
     _meta_edit(lambda doc: doc.update(layout_version=99)))
-invalid_collection("collection-layout-version-missing", "lmdb#L4", "lmdb.md meta: layout_version is required")(
-    _meta_edit(lambda doc: doc.pop("layout_version")))
 invalid_collection("collection-no-units", "collection#C1", "collection.md meta: the collection document must "
                    "carry units")(
     _meta_edit(lambda doc: doc["collection"].pop("units")))

@@ -200,10 +200,17 @@ def _meta_provenance(rec: Path) -> None:
     write_mrec_frame(rec, Frame({}, {"atoms": _ATOMS}), meta=meta, durable=False)
 
 
-@valid("meta-absent", "no meta/ group: a pre-1 store, read as an empty document (frame-and-types#14.24)")
+@valid("meta-absent", "no meta/ group: read as an empty document (frame-and-types#14.24)")
 def _meta_absent(rec: Path) -> None:
     write_mrec_frame(rec, Frame({}, {"atoms": _ATOMS}), durable=False)
     remove(rec, "meta")
+
+
+@valid("meta-unstamped", "a meta document without molrec_version, as the newest texts and molrs 0.19 write it: "
+       "a current store, read as stored (README#decision-1, frame-and-types#14.30)")
+def _meta_unstamped(rec: Path) -> None:
+    write_mrec_frame(rec, Frame({}, {"atoms": _ATOMS}), meta={"creator": {"name": "another writer"}}, durable=False)
+    edit_attrs(rec, "meta", lambda a: a.pop("molrec_version"))
 
 
 @valid("meta-version-1", "molrec_version 1: an older generation a reader accepts (README#decision-1)")

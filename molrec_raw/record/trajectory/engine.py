@@ -130,7 +130,6 @@ class ReadEngine:
         self.indexes.retain({path: rows for path, (_, rows) in trusted.items()})
         self.indexes.merge(state.indexes)
         merged = self.indexes
-        merged.strict = state.indexes.strict  # the new state's rule for shards not stored
         self.ranges.close()
         self._use(state)
         self.indexes = merged

@@ -5,10 +5,13 @@ unsynced bytes in any order, so three more pieces close what it could break:
 
 - **The manifest** (``molrec_raw_commit`` in ``trajectory/zarr.json``, written in the same
   atomic replace as ``nstep``): every group and array the commit relies on, with each
-  array's committed rows.  A reader checks a live state against it — every node present,
-  every array long enough, the layout it derives accounting for exactly those rows, and
-  every positional shard's written-rows stamp covering them (``Array.check_written``) —
-  so a marker that persisted without its data is detected, never read as fill values.
+  array's committed rows, and the end of the index of every shard landed in since the last
+  durable point (``index_ends``).  A reader checks a live state against it — every node
+  present, every array long enough, the layout it derives accounting for exactly those rows,
+  and each of those shard indexes at least as new as the commit wrote it
+  (``Array.check_landed``) — so a marker that persisted without its data is detected, never
+  read as fill values.  Another writer that extends the record rewrites ``nstep`` without
+  the manifest, which then no longer applies (:meth:`Manifest.from_attrs`).
 - **The checkpoint** (``trajectory/__molrec_checkpoint``, a :class:`~molrec_raw.zarr.snapshot.Snapshot`
   written durably at every durable point: creation, ``flush()``, reopening): the
   ``zarr.json`` of every committed node and the index page of every tail shard, which are
@@ -34,8 +37,9 @@ from typing import Any, Dict, List, Optional
 from molrec_raw.errors import CorruptDataError, MolrecError
 from molrec_raw.record.trajectory.common import TRAJ
 from molrec_raw.record.trajectory.layout import TrajectoryLayout, load_layout
+from molrec_raw.record.trajectory.storage import tail_shards
 from molrec_raw.zarr import Array, Group, Store, open_group
-from molrec_raw.zarr.chunkread import INDEX_CACHE_BYTES, ShardIndexes, check_written
+from molrec_raw.zarr.chunkread import INDEX_CACHE_BYTES, ShardIndexes, check_landed
 from molrec_raw.zarr.handles import RangeReader, range_reader
 from molrec_raw.zarr.metadata import ArrayMetadata, GroupMetadata, parse_metadata
 from molrec_raw.zarr.snapshot import Action, Snapshot, SnapshotView, capture, restore_plan
@@ -52,32 +56,47 @@ _VERIFY_ROWS_BYTES = 64 << 20  # rows verified per read when checking what lande
 @dataclass
 class Manifest:
     """What the commit of ``nstep`` frames relies on: group paths and array path ->
-    committed rows (relative to ``trajectory/``)."""
+    committed rows (relative to ``trajectory/``), and array path -> {shard key relative to
+    the array -> the end of the index the commit's landings left in it} for the shards
+    landed in since the last durable point (the only index pages a power cut can leave
+    older than the marker; a durable commit has none)."""
 
     nstep: int = 0
     groups: List[str] = field(default_factory=list)
     arrays: Dict[str, int] = field(default_factory=dict)
+    index_ends: Dict[str, Dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
-        return {"nstep": self.nstep, "groups": sorted(self.groups), "arrays": dict(sorted(self.arrays.items()))}
+        out: Dict[str, Any] = {"nstep": self.nstep, "groups": sorted(self.groups),
+                               "arrays": dict(sorted(self.arrays.items()))}
+        ends = {path: dict(sorted(shards.items())) for path, shards in sorted(self.index_ends.items()) if shards}
+        if ends:
+            out["index_ends"] = ends
+        return out
 
     @classmethod
     def from_attrs(cls, attrs: Dict[str, Any]) -> Optional["Manifest"]:
         """The manifest of the commit ``attrs`` describe; None when there is none, or when
-        it describes another ``nstep`` (the marker was edited by hand: the manifest is not
-        about these frames)."""
+        it describes another ``nstep`` (another writer committed since, or the marker was
+        edited by hand: the manifest is not about these frames)."""
         raw = attrs.get(MANIFEST)
         if raw is None:
             return None
         get = raw.get if isinstance(raw, dict) else (lambda key: None)
-        nstep, groups, arrays = get("nstep"), get("groups"), get("arrays")
+        nstep, groups, arrays, ends = get("nstep"), get("groups"), get("arrays"), get("index_ends")
+        if ends is None:
+            ends = {}
         if not (type(nstep) is int and isinstance(groups, list) and all(isinstance(g, str) for g in groups)
                 and isinstance(arrays, dict)
-                and all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in arrays.items())):
+                and all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in arrays.items())
+                and isinstance(ends, dict)
+                and all(isinstance(path, str) and isinstance(shards, dict) for path, shards in ends.items())
+                and all(isinstance(k, str) and type(v) is int and v >= 0
+                        for shards in ends.values() for k, v in shards.items())):
             raise CorruptDataError(f"malformed {MANIFEST} attribute", node="/trajectory", rule=RULE)
         if nstep != attrs.get("nstep", 0):
             return None
-        return cls(nstep, list(groups), dict(arrays))
+        return cls(nstep, list(groups), dict(arrays), {path: dict(shards) for path, shards in ends.items()})
 
     def nodes(self) -> List[str]:
         """Store paths of every node, the trajectory group first."""
@@ -162,33 +181,35 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
     array path -> the rows the reader derived (``opened``: the arrays it opened for them);
     ``since``: the checkpoint's committed rows (the rows past them are decoded).  Raises
     CorruptDataError naming what is missing.  Not ``strict`` (no checkpoint: a record
-    closed cleanly, or edited by hand): only the stamps are checked, the reader stays as
-    lenient as trajectory §11 asks.  ``ranges`` reads the shards' index pages (default:
-    the store's own reader), ``indexes`` keeps them, trusted for the rows checked."""
+    closed cleanly, written with ``durable=False``, or edited by hand): only each array's
+    tail shard index is checked, the reader stays as lenient as trajectory §11 asks.
+    ``ranges`` reads the shards' index pages (default: the store's own reader), ``indexes``
+    keeps them, trusted for the rows committed."""
     manifest = Manifest.from_attrs(dict(tgroup.attrs)) if strict else None
-    if manifest is not None:
-        for rel in manifest.groups:
-            if not isinstance(tgroup.get(rel), Group):
-                raise CorruptDataError(f"the commit relies on group {rel!r}, which is missing",
-                                       node=f"/{TRAJ}/{rel}", rule=RULE)
-        for rel, rows in manifest.arrays.items():
-            node = opened.get(f"{TRAJ}/{rel}") or tgroup.get(rel)
-            where = f"/{TRAJ}/{rel}"
-            if not isinstance(node, Array) or not node.shape or node.shape[0] < rows:
-                raise CorruptDataError(f"the commit relies on {rows} rows of {rel!r}, which it does not hold",
-                                       node=where, rule=RULE)
-            derived = logical.get(node.path)
-            if derived != rows:
-                raise CorruptDataError(f"the commit holds {rows} rows of {rel!r}, the layout accounts for {derived}",
-                                       node=where, rule=RULE)
-            opened.setdefault(node.path, node)
-    # every array read, written at least as far as it is read (strict: a writer with
-    # manifests stamps every shard it lands in): here the shards a commit since the last
-    # durable point can have changed — its tail shard, and with a checkpoint every shard
-    # from the checkpoint's on; older shards were durable and untouched since, and their
-    # stamps are checked when a read first reads their index (zarr/chunkread.py)
-    if indexes is not None:
-        indexes.strict = manifest is not None
+    for rel in manifest.groups if manifest is not None else []:
+        if not isinstance(tgroup.get(rel), Group):
+            raise CorruptDataError(f"the commit relies on group {rel!r}, which is missing",
+                                   node=f"/{TRAJ}/{rel}", rule=RULE)
+    for rel, rows in manifest.arrays.items() if manifest is not None else []:
+        node = opened.get(f"{TRAJ}/{rel}") or tgroup.get(rel)
+        where = f"/{TRAJ}/{rel}"
+        if not isinstance(node, Array) or not node.shape or node.shape[0] < rows:
+            raise CorruptDataError(f"the commit relies on {rows} rows of {rel!r}, which it does not hold",
+                                   node=where, rule=RULE)
+        derived = logical.get(node.path)
+        if derived != rows:
+            raise CorruptDataError(f"the commit holds {rows} rows of {rel!r}, the layout accounts for {derived}",
+                                   node=where, rule=RULE)
+        opened.setdefault(node.path, node)
+    # each shard landed in since the last durable point holds an index at least as new as
+    # the commit wrote it; older shards were durable and untouched since
+    ends = manifest.index_ends if manifest is not None else {}
+    for rel in ends:
+        if f"{TRAJ}/{rel}" not in opened:
+            raise CorruptDataError(f"the commit landed in {rel!r}, which it does not name among its arrays",
+                                   node=f"/{TRAJ}/{rel}", rule=RULE)
+    # and every tail shard's index is checked now (checksum, entries inside the shard), the
+    # others when a read first reads them
     pages = ranges if ranges is not None else range_reader(tgroup.store)
     try:
         for path, rows in logical.items():
@@ -196,28 +217,19 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
             if array is None:
                 node = tgroup.get(path[len(TRAJ) + 1:])
                 array = node if isinstance(node, Array) else None
-            if array is not None:
-                check_written(array, rows, manifest is not None, pages, indexes,
-                              first_shard=_first_changed_shard(array, rows, path, since if manifest else None))
+            if array is None:
+                continue
+            landed: Dict[str, Optional[int]] = dict.fromkeys(tail_shards(array, rows))
+            landed.update({f"{path}/{key}": end for key, end in ends.get(path[len(TRAJ) + 1:], {}).items()})
+            check_landed(array, landed, pages, indexes, trusted=rows)
     finally:
         if ranges is None:
             pages.close()
-    if manifest is not None and since is not None:
+    if manifest is None:
+        return
+    if since is not None:
         for rel, rows in manifest.arrays.items():
             _decode_rows(opened[f"{TRAJ}/{rel}"], since.get(rel, 0), rows)
-
-
-def _first_changed_shard(array: Array, rows: int, path: str, since: Optional[Dict[str, int]]) -> int:
-    """The first shard (leading axis) whose index page a commit since the last durable
-    point may have rewritten: the one holding the array's last rows, or with a checkpoint
-    (``since``: its committed rows) the one holding the first row past it."""
-    if array.ndim == 0 or not array.metadata.chunk_shape or array.metadata.chunk_shape[0] <= 0:
-        return 0
-    shard_rows = array.metadata.chunk_shape[0]
-    tail = max(0, (min(rows, array.shape[0]) - 1) // shard_rows)
-    if since is None:
-        return tail
-    return min(tail, since.get(path[len(TRAJ) + 1:], 0) // shard_rows)
 
 
 def _decode_rows(array: Array, start: int, stop: int) -> None:

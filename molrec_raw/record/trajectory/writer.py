@@ -192,8 +192,10 @@ class MrecWriter:
         doc = dict(meta.attrs) if isinstance(meta, Group) else {}
         from molrec_raw.record.violations import refuse
         refuse(documents.check_meta(doc))
-        if doc.get("molrec_version") != documents.CURRENT_VERSION:
-            raise spec_error("W14", f"the store is a molrec_version {doc.get('molrec_version')} record; "
+        # an unstamped record is current (README#decision-1): reopened like ours, its meta left
+        # as stored (spec-notes/record.md); one stamped 1 is an older generation
+        if "molrec_version" in doc and doc["molrec_version"] != documents.CURRENT_VERSION:
+            raise spec_error("W14", f"the store is a molrec_version {doc['molrec_version']} record; "
                              f"appending would mix version {documents.CURRENT_VERSION} frames into it")
         if root.store.size(recovery.CHECKPOINT) is not None:  # not closed: what a crash damaged goes back first
             recovery.recover_in_place(root)
@@ -612,7 +614,8 @@ class MrecWriter:
     def _manifest(self, nstep: Optional[int] = None) -> recovery.Manifest:
         """What the committed state (of ``nstep`` frames, default the committed ones)
         relies on (recovery.py): every group and array with its committed rows, paths
-        relative to ``trajectory/``."""
+        relative to ``trajectory/``, and (a durable writer) the end of the index of every
+        shard landed in since the last durable point."""
         manifest = recovery.Manifest(self._nstep if nstep is None else nstep)
         cut = len(TRAJ) + 1
         for block in self._blocks.values():
@@ -626,6 +629,10 @@ class MrecWriter:
             manifest.groups.append("meta")
         for arr, rows in self._committed_arrays():
             manifest.arrays[arr.path[cut:]] = rows
+            if self._durable:  # the index pages a power cut may leave older than the marker
+                ends = {key[len(arr.path) + 1:]: end for key, end in arr.landed_ends.items() if key in self._grown}
+                if ends:
+                    manifest.index_ends[arr.path[cut:]] = ends
         return manifest
 
     def _sync_data(self) -> None:

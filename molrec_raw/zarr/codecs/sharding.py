@@ -7,18 +7,16 @@ Reading a selection fetches the index with one ranged read and then only the
 byte ranges of the inner chunks it needs — never the whole shard, unless every
 inner chunk is needed anyway.  Inner chunks are written in C order.
 
-Positional shards (index at the start, grown in place) carry a *written-rows stamp* in
-the 12 unused bytes right after the index: ``u64`` rows of the shard's leading axis that
-had been landed when the index was written, and a ``u32`` crc32c over the index and that
-count.  Their first inner chunk starts after the stamp, so other readers never see it
-(the spec leaves bytes outside the indexed ranges unused).  A reader that needs rows up
-to ``n`` of a shard tells "not written" (stamp < n: the index is older than the data it
-is asked for) from "fill value" (an empty inner chunk under the stamp).  The stamp shares
-a 16-byte-aligned block — so a 512-byte sector — with the index checksum: a torn page
-fails one or both checks, never passes with a wrong count.
+Positional shards (index at the start, grown in place) only ever append: a landing writes
+its new inner chunks past the shard's end, then rewrites the index in place.  So the bytes an
+index covers end further with every landing that changes it (:meth:`ShardingCodec.index_end`;
+a landing never turns a stored inner chunk into an empty entry, it stores the fill chunk
+instead), and "this index is at least as new as landing L" is ``index_end >= end of L`` — what
+a writer's commit record can state and a reader check without any byte other writers do not
+write (spec-notes/zarr.md, "Positional landings").
 
 The index page of a positional shard owns whole sectors: its first inner chunk starts at
-the next multiple of ``SECTOR_ALIGN`` (4096) bytes after the stamp, zero bytes between —
+the next multiple of ``SECTOR_ALIGN`` (4096) bytes after the index, zero bytes between —
 outside every indexed range, so other readers never see them.  Rewriting the index in place
 then never touches a sector that holds chunk data: on a device without *powersafe
 overwrite* a torn sector loses every byte of it, not only those the write covered (issue
@@ -28,7 +26,7 @@ so that the next append starts in a sector of its own.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from math import prod
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -39,33 +37,18 @@ from molrec_raw.zarr.codecs.base import (
     ArrayBytesCodec, Buffer, ChunkSpec, Reader, check_config, is_int, register,
 )
 from molrec_raw.zarr.codecs.batch import DecodeJob, Item, decode_batch, encode_batch, item_size
-from molrec_raw.zarr.codecs.crc32c_codec import crc32c_of
 from molrec_raw.zarr.codecs.pipeline import CodecPipeline, fill_rows, is_all_fill
 from molrec_raw.zarr.dtypes import data_type
 from molrec_raw.zarr.indexing import DimSelection, Local, covers, project
 from molrec_raw.zarr.store import Store
 
 EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
-STAMP_SIZE = 12  # u64 rows written + u32 crc32c(index bytes + rows), right after a start index
 SECTOR_ALIGN = 4096  # a 4Kn sector (and a 4 KiB page): the unit a power cut may tear whole
 MAX_NESTING = 8  # sharding_indexed inside sharding_indexed, at most this many levels in all
 DEFAULT_INDEX_CODECS = [
     {"name": "bytes", "configuration": {"endian": "little"}},
     {"name": "crc32c"},
 ]
-
-
-@dataclass(frozen=True)
-class Stamp:
-    """The 12 bytes after a start index read as a written-rows stamp: ``rows`` (u64), the
-    crc32c ``stored`` after it and the one ``computed`` over index + rows; ``valid`` when
-    they are a stamp (``why`` says what they are otherwise)."""
-
-    rows: int
-    stored: int
-    computed: int
-    valid: bool
-    why: str
 
 
 def align_up(offset: int, unit: Optional[int] = None) -> int:
@@ -194,15 +177,16 @@ class ShardingCodec(ArrayBytesCodec):
         order = list(range(0, 2 * len(self.chunk_shape), 2)) + list(range(1, 2 * len(self.chunk_shape), 2))
         return shard.reshape(split).transpose(order)
 
-    def _assemble(self, encoded: Sequence[Optional[Item]], stamp: Optional[int] = None) -> Optional[bytes]:
+    def _assemble(self, encoded: Sequence[Optional[Item]], positional: bool = False) -> Optional[bytes]:
         """Lay out encoded inner chunks (C order) with the index; None when all empty.
-        ``stamp`` (index at the start only): write the written-rows stamp after the index,
-        and keep the shard even when every inner chunk is empty."""
-        if stamp is None and all(e is None for e in encoded):
+        ``positional`` (index at the start only): the first chunk at
+        :meth:`first_chunk_offset`, and the shard kept even when every inner chunk is empty
+        (every shard a positional landing touched exists: a commit record can name it)."""
+        if not positional and all(e is None for e in encoded):
             return None
         index = np.full((self.n_chunks, 2), EMPTY, dtype=np.uint64)
         offset = self.index_size if self.index_location == "start" else 0
-        if stamp is not None:
+        if positional:
             offset = self.first_chunk_offset()
         parts: List[Buffer] = []
         for i, data in enumerate(encoded):
@@ -211,61 +195,33 @@ class ShardingCodec(ArrayBytesCodec):
                 index[i] = (offset, size)
                 offset += size
                 parts.extend(data if isinstance(data, tuple) else (data,))
-        index_bytes = self._encode_index(index, stamp)
-        if stamp is not None and parts:  # zeros up to the first chunk: the index page's own sectors
+        index_bytes = self._encode_index(index)
+        if positional and parts:  # zeros up to the first chunk: the index page's own sectors
             index_bytes += bytes(self.first_chunk_offset() - len(index_bytes))
         parts = [index_bytes, *parts] if self.index_location == "start" else [*parts, index_bytes]
         return b"".join(parts)
 
     def first_chunk_offset(self) -> int:
-        """Where a positional shard's chunk data begins: after the index and its stamp, at
-        the next ``SECTOR_ALIGN`` boundary (see the module docstring)."""
-        return align_up(self.index_size + STAMP_SIZE)
+        """Where a positional shard's chunk data begins: after the index, at the next
+        ``SECTOR_ALIGN`` boundary (see the module docstring)."""
+        return align_up(self.index_size)
 
-    def _encode_index(self, index: np.ndarray, stamp: Optional[int]) -> bytes:
-        """The encoded index, followed by the written-rows stamp when ``stamp`` is given."""
-        raw = bytes(self.index_pipeline.encode(index.reshape(self.chunks_per_shard + (2,))))
-        if stamp is None:
-            return raw
-        rows = int(stamp).to_bytes(8, "little")
-        return raw + rows + crc32c_of(raw + rows).to_bytes(4, "little")
+    def _encode_index(self, index: np.ndarray) -> bytes:
+        return bytes(self.index_pipeline.encode(index.reshape(self.chunks_per_shard + (2,))))
 
-    def stamp_range(self) -> Tuple[int, int]:
-        """(offset, length) of the index followed by its stamp (positional shards)."""
-        return 0, self.index_size + STAMP_SIZE
+    def index_range(self) -> Tuple[int, int]:
+        """(offset, length) of the index in a shard: a negative offset counts from the end."""
+        return self._index_range()
 
-    def written_rows(self, page: Optional[Buffer], index: Optional[np.ndarray] = None) -> Optional[int]:
-        """The written-rows stamp of a positional shard from the bytes at ``stamp_range``:
-        the leading-axis rows landed when its index was written, or None when the shard
-        carries no stamp (written before stamps, or by another writer).  A page whose
-        index fails its checksum raises (CorruptDataError): nothing can be said of it.
-        ``index``: the page's index, already decoded and checked."""
-        stamp = self.read_stamp(page, index)
-        return stamp.rows if stamp is not None and stamp.valid else None
-
-    def read_stamp(self, page: Optional[Buffer], index: Optional[np.ndarray] = None) -> Optional["Stamp"]:
-        """The 12 bytes after a start index, read as a written-rows stamp (None when the
-        index is at the end, or the page ends before a stamp could lie there); ``valid``
-        says whether they are one.  A page whose index fails its checksum raises;
-        ``index``: the page's index, already decoded and checked."""
-        if self.index_location != "start":
-            return None
-        if page is None or len(page) < self.index_size:
-            raise CorruptDataError(f"shard shorter than its {self.index_size}-byte index", rule="zarr-v3-subset#7")
-        view = memoryview(page).cast("B")
-        if index is None:
-            index = self._decode_index(view[:self.index_size], None)
-        if len(view) < self.index_size + STAMP_SIZE:
-            return None
-        rows = int.from_bytes(view[self.index_size:self.index_size + 8], "little")
-        stored = int.from_bytes(view[self.index_size + 8:self.index_size + STAMP_SIZE], "little")
-        computed = crc32c_of(view[:self.index_size + 8])
+    @staticmethod
+    def index_end(index: np.ndarray) -> int:
+        """Where the bytes a decoded index covers end: the largest ``offset + nbytes`` of its
+        stored inner chunks, 0 when none is stored.  A positional landing that changes an
+        index makes it end further than before (see the module docstring)."""
         present = index[:, 0] != EMPTY
-        if present.any() and int(index[present, 0].min()) < self.index_size + STAMP_SIZE:
-            return Stamp(rows, stored, computed, False, "a chunk starts where a stamp would be: chunk data")
-        if stored != computed:
-            return Stamp(rows, stored, computed, False, "checksum differs: no stamp (written by another writer, or torn)")
-        return Stamp(rows, stored, computed, True, "a written-rows stamp")
+        if not present.any():
+            return 0
+        return int((index[present, 0] + index[present, 1]).max())
 
     def encode(self, chunk: np.ndarray, threads: int = 1) -> Buffer:
         blocks = self._inner_blocks(chunk)
@@ -398,10 +354,10 @@ class ShardingCodec(ArrayBytesCodec):
         return kept, chunks, empties
 
     def plan_write(self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray,
-                   extent: Tuple[int, ...], stamp: Optional[int] = None) -> "ShardWrite":
+                   extent: Tuple[int, ...], positional: bool = False) -> "ShardWrite":
         """The new value of the shard after ``shard[local] = value``, planned: the touched
-        inner chunks to encode; untouched ones keep their stored bytes.  ``stamp``: lay the
-        shard out with a written-rows stamp (positional shards)."""
+        inner chunks to encode; untouched ones keep their stored bytes.  ``positional``: lay
+        the shard out as a positional one (a new shard of a positional landing)."""
         existing: Optional[Buffer] = None
         kept: List[Optional[Item]] = [None] * self.n_chunks
         if not covers(local, extent):
@@ -420,7 +376,7 @@ class ShardingCodec(ArrayBytesCodec):
         touched = list(project(_local_dims(local), self.chunk_shape))
         slots, chunks, empties = self._prepared(touched, value, extent, stored)
         plan = ShardWrite(self.inner, slots, chunks, empties)
-        plan.kept, plan.stamp = kept, stamp
+        plan.kept, plan.positional = kept, positional
         return plan
 
     def finish_write(self, plan: "ShardWrite", encoded: Sequence[Item]) -> Optional[bytes]:
@@ -431,14 +387,12 @@ class ShardingCodec(ArrayBytesCodec):
             chunks[slot] = item
         for slot in plan.empties:
             chunks[slot] = None
-        return self._assemble(chunks, plan.stamp)
+        return self._assemble(chunks, plan.positional)
 
     def write(self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray,
-              extent: Tuple[int, ...], each: Any = map, stamp: Optional[int] = None,
-              threads: int = 1) -> Optional[Buffer]:
-        """Re-encode the touched inner chunks; untouched ones keep their stored bytes.
-        ``stamp``: lay the shard out with a written-rows stamp (positional shards)."""
-        plan = self.plan_write(reader, local, value, extent, stamp)
+              extent: Tuple[int, ...], each: Any = map, threads: int = 1) -> Optional[Buffer]:
+        """Re-encode the touched inner chunks; untouched ones keep their stored bytes."""
+        plan = self.plan_write(reader, local, value, extent)
         return self.finish_write(plan, plan.encode(threads))
 
     def plan_positional(self, store: Store, key: str, local: Tuple[Local, ...], value: np.ndarray,
@@ -448,16 +402,17 @@ class ShardingCodec(ArrayBytesCodec):
         bytes of inner chunks the selection only partly covers."""
         if self.index_location != "start":
             raise InvalidValueError("positional shard writes need index_location 'start'")
-        stamp = int(extent[0]) if extent else 0
         size = store.size(key)
-        if size is None:  # a new shard, stored even when all fill: its stamp says "written"
-            plan = self.plan_write(lambda s, n: None, local, value, extent, stamp)
+        if size is None:  # a new shard, stored even when all fill (every touched shard exists)
+            plan = self.plan_write(lambda s, n: None, local, value, extent, positional=True)
             plan.key, plan.size = key, None
             return plan
-        page = store.get_range(key, 0, self.index_size + STAMP_SIZE)
-        index = self._decode_index(None if page is None else page[:self.index_size], size).copy()
+        page = store.get_range(key, 0, self.index_size)
+        index = self._decode_index(page, size).copy()
         present = index[:, 0] != EMPTY
-        stamped = not present.any() or int(index[present, 0].min()) >= self.index_size + STAMP_SIZE
+        # a shard laid out by this codec keeps its index page's sectors; one whose chunks
+        # start right after the index (another writer's) is appended to as it is
+        aligned = not present.any() or int(index[present, 0].min()) >= self.first_chunk_offset()
         pairs = index.tolist()
 
         def stored(slot: int) -> Optional[Reader]:
@@ -468,24 +423,28 @@ class ShardingCodec(ArrayBytesCodec):
 
         touched = list(project(_local_dims(local), self.chunk_shape))
         slots, chunks, empties = self._prepared(touched, value, extent, stored)
+        emptied = [slot for slot in empties if pairs[slot][0] != int(EMPTY)]
+        if emptied:  # a stored chunk becomes all fill: store the fill chunk (the index's end only grows)
+            fill = self.inner.spec.fill_chunk()
+            slots, chunks = [*slots, *emptied], [*list(chunks), *(fill for _ in emptied)]
+            empties = [slot for slot in empties if pairs[slot][0] == int(EMPTY)]
         plan = ShardWrite(self.inner, slots, chunks, empties)
-        plan.key, plan.size, plan.index, plan.stamp = key, size, index, (stamp if stamped else None)
-        plan.first = max(size, self.first_chunk_offset()) if stamped else size
+        plan.key, plan.size, plan.index, plan.positional = key, size, index, True
+        plan.first = max(size, self.first_chunk_offset()) if aligned else size
         return plan
 
-    def finish_positional(self, store: Store, plan: "ShardWrite", encoded: Sequence[Item]) -> None:
+    def finish_positional(self, store: Store, plan: "ShardWrite", encoded: Sequence[Item]) -> int:
         """Land a planned positional write: every new inner chunk appended at the end of the
         shard value in one write, then the index (which must be at the start) rewritten in
         place — data before the index that points at it.  A superseded inner chunk stays as
-        dead bytes (trajectory §10).  The index page carries the written-rows stamp
-        ``extent[0]`` (see the module docstring), except in a shard laid out without room
-        for it.  A new shard is written whole, stamped."""
+        dead bytes (trajectory §10).  A new shard is written whole.  Returns the end of the
+        index written (:meth:`index_end`)."""
         assert plan.key is not None, "plan_positional sets it"
         if plan.size is None:
             shard = self.finish_write(plan, encoded)
-            assert shard is not None, "a stamped shard is always laid out"
+            assert shard is not None, "a positional shard is always laid out"
             store.set(plan.key, shard)
-            return
+            return self.index_end(self._decode_index(shard[:self.index_size], None))
         index = plan.index
         assert index is not None, "plan_positional reads it"
         tail, parts = plan.first, []  # type: Tuple[int, List[Buffer]]
@@ -498,13 +457,15 @@ class ShardingCodec(ArrayBytesCodec):
             index[slot] = (EMPTY, EMPTY)
         if parts:  # one write for every new inner chunk, then the index
             store.write_at(plan.key, plan.first, b"".join(parts))
-        store.write_at(plan.key, 0, self._encode_index(index, plan.stamp))
+        store.write_at(plan.key, 0, self._encode_index(index))
+        return self.index_end(index)
 
     def write_positional(self, store: Store, key: str, local: Tuple[Local, ...], value: np.ndarray,
-                         extent: Tuple[int, ...], each: Any = map, threads: int = 1) -> None:
-        """Land ``shard[local] = value`` without rewriting the shard (plan, encode, finish)."""
+                         extent: Tuple[int, ...], each: Any = map, threads: int = 1) -> int:
+        """Land ``shard[local] = value`` without rewriting the shard (plan, encode, finish);
+        returns the end of the index written."""
         plan = self.plan_positional(store, key, local, value, extent)
-        self.finish_positional(store, plan, plan.encode(threads))
+        return self.finish_positional(store, plan, plan.encode(threads))
 
 
 class ShardWrite:
@@ -515,7 +476,7 @@ class ShardWrite:
     def __init__(self, inner: Any, slots: List[int], chunks: Any, empties: List[int]) -> None:
         self.inner, self.slots, self.chunks, self.empties = inner, slots, chunks, empties
         self.kept: Optional[List[Optional[Item]]] = None
-        self.stamp: Optional[int] = None
+        self.positional = False
         self.key: Optional[str] = None
         self.size: Optional[int] = None
         self.index: Optional[np.ndarray] = None
