@@ -548,8 +548,7 @@ def _strings(values: Any, count: int, shape: Tuple[int, ...], where: str) -> np.
         "".join(values)  # a C loop that fails on any element that is not a str
     except TypeError:
         raise _corrupt("string column 'values' holds a non-string", where, R_STRING) from None
-    text = np.empty(count, dtype=object)
-    text[:] = values
+    text = np.array(values, dtype=object) if count else np.empty(0, dtype=object)  # a list of str: one axis
     return text if len(shape) == 1 else text.reshape(shape)
 
 
