@@ -26,6 +26,9 @@ as H5MD would (positions in chunks of 32 frames, gzip 1 + shuffle; ``pe`` in chu
 Every timed small call gets a reader opened just before it (nothing cached from a call
 before); ours and h5py alternate in a fresh random order each round.
 
+molrs 0.19 (``--only molrs``; bench/reference.py): streaming appends, random and in-order reads of
+64-atom frames, ours and molrs each on its own store and on the other's (absent: the rows say so).
+
 Peers, all in the same process and the same rounds (interleaved, so a slow phase of the
 shared machine hits every one of them):
 
@@ -928,8 +931,10 @@ def main() -> int:
                         help="print the spread of the ratios over earlier runs' JSON files and exit")
     parser.add_argument("--compare", nargs=2, default=None, metavar=("BEFORE", "AFTER"),
                         help="print the before/after table of two runs' JSON files and exit")
-    parser.add_argument("--only", choices=("all", "big", "small"), default="all",
-                        help="big: W1-W7 (10,000 atoms); small: the 64-atom workloads of issue 21")
+    parser.add_argument("--only", choices=("all", "big", "small", "molrs"), default="all",
+                        help="big: W1-W7 (10,000 atoms); small: the 64-atom workloads of issue 21; molrs: the "
+                             "reference's rows (bench/reference.py: appends, random and in-order reads, each side on "
+                             "both stores)")
     parser.add_argument("--cache", default=None, help="where the small workloads' records are built once and kept")
     parser.add_argument("--small-records", type=int, default=100_000, help="frames of the S1/S2 trajectory")
     parser.add_argument("--small-picks", type=int, default=2_000, help="random frames read per S1/G call")
@@ -952,6 +957,13 @@ def main() -> int:
         result["small"] = run_small(args)
         print()
         print(small_report(result["small"]))
+    if args.only in ("all", "molrs"):  # molrs 0.19 as a peer (every row says so where it is not installed)
+        import reference
+        result["molrs"] = reference.run(argparse.Namespace(frames=args.small_frames, picks=args.small_picks,
+                                                           sequential=args.small_sequential, rounds=args.repeats,
+                                                           dir=args.dir))
+        print()
+        print(reference.report(result["molrs"]))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)

@@ -43,7 +43,8 @@ from molrec_raw.record.columns import COLUMN_NUMPY, column_dtype_of
 from molrec_raw.record.model import Block, Box
 from molrec_raw.record.precision import check_precision
 
-__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "Layout", "LayoutCache", "compile_layout", "encode_frame", "decode_frame",
+__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "LayoutCache", "compile_layout", "encode_frame",
+           "decode_frame",
            "box_header", "read_box", "header_of", "made_block", "frame_layout"]
 
 MAGIC = b"MRF1"
@@ -133,16 +134,80 @@ def box_header(box: Box) -> Dict[str, Any]:
     return out
 
 
+class _Plan:
+    """How frames of one shape are encoded: the JSON text of the header's ``blocks`` and the
+    padding after each buffer."""
+
+    __slots__ = ("text", "pads")
+
+    def __init__(self, text: bytes, pads: List[bytes]) -> None:
+        self.text, self.pads = text, pads
+
+
+_NATIVE = frozenset(COLUMN_NUMPY.values()) - {np.dtype(object)}
+
+
+def _signature(blocks: Mapping[str, Block]) -> Optional[Tuple[Any, ...]]:
+    """The shape of ``blocks`` as an encoding plan is kept by — None when a block carries
+    what a plan does not hold (masks, precision, targets, attributes, a structural shape) or
+    a column is not a native C-order numeric array of a column dtype."""
+    key: List[Any] = []
+    for name, block in blocks.items():
+        if block.masks or block.precision or block.targets or block.attrs or block.structural_shape is not None:
+            return None
+        key.append((name, block.count))
+        for column, values in block.columns.items():
+            if type(values) is not np.ndarray or values.dtype not in _NATIVE or not values.flags.c_contiguous:
+                return None
+            key.append((column, values.dtype, values.shape))
+    return tuple(key)
+
+
+class EncodeCache:
+    """Encoding plans by the shape of a frame's numeric blocks (:func:`encode_frame` with
+    ``cache=``): the header's blocks are serialized once per shape; the bytes are the same."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self.plans: Dict[Tuple[Any, ...], _Plan] = {}
+
+
+def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], header: Dict[str, Any]) -> bytes:
+    parts: List[Any] = []
+    pads = plan.pads
+    i = 0
+    for block in blocks.values():
+        for values in block.columns.values():
+            parts.append(values)
+            if pads[i]:
+                parts.append(pads[i])
+            i += 1
+    rest = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY) if header else b"{}"
+    text = b'{"blocks":' + plan.text + (b"}" if rest == b"{}" else b"," + rest[1:])  # orjson's compact form
+    start = _align(_PREFIX.size + len(text))
+    return b"".join([_PREFIX.pack(MAGIC, len(text)), text, _ZERO_PAD[:start - _PREFIX.size - len(text)], *parts])
+
+
 def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any]] = None,
                  meta_types: Optional[Mapping[str, str]] = None, step: Any = None, time: Any = None,
-                 box: Optional[Box] = None) -> bytes:
+                 box: Optional[Box] = None, cache: Optional[EncodeCache] = None) -> bytes:
     """One frame as frame bytes.  ``blocks`` hold checked columns (one of the 13 dtypes,
     ``count`` rows each; the caller validated them); their ``precision``, ``targets``,
     ``structural_shape`` and ``attrs`` are written as given, masks as ``validity`` buffers
     (also an all-true one: a nullable index column keeps its mask).  ``meta`` is already in
     typed JSON form; ``meta_types`` is written when given; ``step``/``time`` (typed JSON
     ``i64``/``f64`` values) and ``box`` when given.  Deterministic: the same input gives the
-    same bytes."""
+    same bytes.  ``cache``: plans kept by the blocks' shape (the same bytes, less work per frame)."""
+    if cache is not None:
+        signature = _signature(blocks)
+        plan = None if signature is None else cache.plans.get(signature)
+        if plan is not None:
+            try:
+                return _encode_planned(plan, blocks, _header_rest(meta, meta_types, step, time, box))
+            except TypeError as exc:
+                raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
+    else:
+        signature = None
     parts: List[Any] = []
     size = 0
 
@@ -190,24 +255,45 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
         if block.attrs:
             header_block["attributes"] = dict(block.attrs)
         header_blocks[name] = header_block
-    header: Dict[str, Any] = {"blocks": header_blocks}
-    if meta is not None:
-        header["meta"] = meta
-    if meta_types is not None:
-        header["meta_types"] = meta_types
-    if step is not None:
-        header["step"] = step
-    if time is not None:
-        header["time"] = time
-    if box is not None:
-        header["box"] = box_header(box)
+    header: Dict[str, Any] = {"blocks": header_blocks, **_header_rest(meta, meta_types, step, time, box)}
     try:
         text = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
     except TypeError as exc:
         raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
+    if signature is not None and cache is not None:
+        _keep_plan(cache, signature, header_blocks, parts)
     start = _align(_PREFIX.size + len(text))
     prefix = _PREFIX.pack(MAGIC, len(text)) + text + _ZERO_PAD[:start - _PREFIX.size - len(text)]
     return b"".join([prefix, *parts])
+
+
+def _header_rest(meta: Any, meta_types: Any, step: Any, time: Any, box: Optional[Box]) -> Dict[str, Any]:
+    """The header's members after ``blocks``, in their order, those given."""
+    rest: Dict[str, Any] = {}
+    if meta is not None:
+        rest["meta"] = meta
+    if meta_types is not None:
+        rest["meta_types"] = meta_types
+    if step is not None:
+        rest["step"] = step
+    if time is not None:
+        rest["time"] = time
+    if box is not None:
+        rest["box"] = box_header(box)
+    return rest
+
+
+def _keep_plan(cache: EncodeCache, signature: Tuple[Any, ...], header_blocks: Dict[str, Any], parts: List[Any]) -> None:
+    """Keep the plan of a frame just encoded."""
+    pads: List[bytes] = []
+    for part in parts:
+        if type(part) is bytes:
+            pads[-1] = part
+        else:
+            pads.append(b"")
+    if len(cache.plans) >= cache.size:
+        cache.plans.clear()
+    cache.plans[signature] = _Plan(orjson.dumps(header_blocks), pads)
 
 
 # -- decoding --------------------------------------------------------------------------------
@@ -289,11 +375,12 @@ class Layout:
     decoded without checking the header's blocks again.  ``checked`` holds a reader's own
     verdicts on the layout (what it checked it against)."""
 
-    __slots__ = ("blocks", "need", "checked", "_flat")
+    __slots__ = ("blocks", "need", "checked", "_flat", "texts")
 
     def __init__(self, blocks: List[_BlockLayout], need: int) -> None:
         self.blocks, self.need = blocks, need
         self.checked: Dict[Any, bool] = {}
+        self.texts = any(col.kind == "strings" for b in blocks for col in b.columns)  # a prefix is never shared
         self._flat: Any = _UNSET
 
     def flat(self) -> Optional[List["FlatColumn"]]:
@@ -375,6 +462,40 @@ class LayoutCache:
     def __init__(self, size: int = 256) -> None:
         self.size = size
         self.layouts: Dict[bytes, Layout] = {}
+        self.prefixes: List[Tuple[bytes, Dict[str, Any], Layout]] = []
+
+    def by_prefix(self, text: bytes) -> Optional[Tuple[Dict[str, Any], Layout]]:
+        """The header of ``text`` when it starts with the exact text of a remembered
+        ``{"blocks": ...`` (the same bytes: the same checked blocks): the other members are
+        parsed alone and the remembered blocks put beside them.  None (parse it whole) when no
+        prefix matches or the rest is not one JSON object's members without ``blocks``."""
+        for prefix, raw_blocks, layout in self.prefixes:
+            if text.startswith(prefix):
+                rest = text[len(prefix):]
+                if rest == b"}":
+                    head: Any = {}
+                elif rest[:1] == b",":
+                    try:
+                        head = orjson.loads(b"{" + rest[1:])
+                    except orjson.JSONDecodeError:
+                        return None
+                    if type(head) is not dict or "blocks" in head:
+                        return None
+                else:
+                    return None
+                head["blocks"] = raw_blocks
+                return head, layout
+        return None
+
+    def remember(self, text: bytes, raw_blocks: Dict[str, Any], layout: Layout) -> None:
+        """Keep the text of ``{"blocks": ...`` that starts ``text`` for :meth:`by_prefix` — a
+        layout without string columns (their values differ from frame to frame), tried once."""
+        if layout.texts or layout.checked.get(LayoutCache) is not None or len(self.prefixes) >= 8:
+            return
+        prefix = b'{"blocks":' + orjson.dumps(raw_blocks)
+        layout.checked[LayoutCache] = text.startswith(prefix)
+        if layout.checked[LayoutCache]:
+            self.prefixes.append((prefix, raw_blocks, layout))
 
     def get(self, raw_blocks: Any, where: str, strings: bool = True) -> Layout:
         """The layout of ``raw_blocks``: kept, or compiled (checked) and kept.  The key is the
@@ -427,8 +548,7 @@ def _strings(values: Any, count: int, shape: Tuple[int, ...], where: str) -> np.
         "".join(values)  # a C loop that fails on any element that is not a str
     except TypeError:
         raise _corrupt("string column 'values' holds a non-string", where, R_STRING) from None
-    text = np.empty(count, dtype=object)
-    text[:] = values
+    text = np.array(values, dtype=object) if count else np.empty(0, dtype=object)  # a list of str: one axis
     return text if len(shape) == 1 else text.reshape(shape)
 
 
@@ -496,6 +616,23 @@ def read_box(raw: Any, where: str) -> Box:
 
 def header_of(value: Any, where: str) -> Tuple[Dict[str, Any], int]:
     """The parsed header of a frame-bytes value and the absolute offset of its payload."""
+    text, payload = header_text(value, where)
+    return _parsed(text, where), payload
+
+
+def _parsed(text: bytes, where: str) -> Dict[str, Any]:
+    try:
+        header = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
+    if type(header) is not dict:
+        raise _corrupt(f"the header is not a JSON object: {brief(header)}", where, R_HEADER, _PREFIX.size)
+    return header
+
+
+def header_text(value: Any, where: str) -> Tuple[bytes, int]:
+    """The header's bytes of a frame-bytes value (magic, length and padding checked) and the
+    absolute offset of its payload."""
     end = len(value)
     if end < _PREFIX.size:
         raise _corrupt(f"a frame-bytes value of {end} bytes is shorter than its 8-byte prefix", where, R_MAGIC, 0)
@@ -507,16 +644,15 @@ def header_of(value: Any, where: str) -> Tuple[Dict[str, Any], int]:
     payload = (length + _PREFIX.size + ALIGN - 1) & ~(ALIGN - 1)
     if payload > end:
         raise _corrupt(f"the header's padding runs past the value ({end} bytes)", where, R_MAGIC, _PREFIX.size + length)
-    try:
-        header = orjson.loads(value[_PREFIX.size:_PREFIX.size + length])
-    except orjson.JSONDecodeError as exc:
-        raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
+    text = bytes(value[_PREFIX.size:payload])  # (orjson parses bytes faster than a memoryview)
     pad = payload - _PREFIX.size - length
-    if pad and value[payload - pad:payload] != _ZERO_PAD[:pad]:
+    if pad and text[length:] != _ZERO_PAD[:pad]:
+        try:  # an unparsable header is named before its padding
+            orjson.loads(text[:length])
+        except orjson.JSONDecodeError as exc:
+            raise _corrupt(f"the header is not UTF-8 JSON: {exc}", where, R_MAGIC, _PREFIX.size) from None
         raise _corrupt("the header's padding is not zero bytes", where, R_MAGIC, _PREFIX.size + length)
-    if type(header) is not dict:
-        raise _corrupt(f"the header is not a JSON object: {brief(header)}", where, R_HEADER, _PREFIX.size)
-    return header, payload
+    return text[:length] if pad else text, payload
 
 
 def compile_layout(raw_blocks: Any, where: str) -> Layout:
@@ -579,17 +715,22 @@ def frame_layout(value: Any, where: str, cache: Optional[LayoutCache] = None,
     buffers are checked to fit in the value; string values are the layout's to check when it
     builds, or the caller's).  ``strings``: whether the header may hold string columns (None:
     look; False only costs a missed share of the cache, never a wrong layout)."""
-    header, payload = header_of(value, where)
-    if not header.keys() <= _TOP_KEYS:
-        _object(header, _TOP_KEYS, where, "the header")
-    raw_blocks: Any = header.get("blocks")
-    if cache is None:
-        layout = compile_layout(raw_blocks, where)
+    text, payload = header_text(value, where)
+    hit = cache.by_prefix(text) if cache is not None and cache.prefixes else None
+    if hit is not None:
+        header, layout = hit
+        if not header.keys() <= _TOP_KEYS:
+            _object(header, _TOP_KEYS, where, "the header")
     else:
-        if strings is None:
-            text = value[_PREFIX.size:payload]  # (a memoryview has no substring search: its bytes do)
-            strings = b"string" in (text.tobytes() if type(text) is memoryview else text)
-        layout = cache.get(raw_blocks, where, strings)
+        header = _parsed(text, where)
+        if not header.keys() <= _TOP_KEYS:
+            _object(header, _TOP_KEYS, where, "the header")
+        raw_blocks: Any = header.get("blocks")
+        if cache is None:
+            layout = compile_layout(raw_blocks, where)
+        else:
+            layout = cache.get(raw_blocks, where, b"string" in text if strings is None else strings)
+            cache.remember(text, raw_blocks, layout)
     if payload + layout.need > len(value):
         layout._past_end(payload, len(value), where)
     if "meta" in header and type(header["meta"]) is not dict:

@@ -362,7 +362,8 @@ class CollectionReader:
         refusals, ``collection#C11``); meta not yet decoded."""
         if raw is None:
             return None
-        k, node = key(SYSTEM, r), f"/records/{r}/system"
+        node = f"/records/{r}/system"
+        k = SYSTEM + r.to_bytes(8, "big")
         try:
             decoded = decode_frame(raw, node, self._layouts, True)
         except MolrecError as exc:
@@ -411,7 +412,7 @@ class CollectionReader:
     def _update(self, get: Getter, r: int, k: int) -> "_Update":
         """The trajectory update of frame ``k`` of record ``r``, checked against the
         declaration (lmdb#L8)."""
-        fk = FRAME + (int(self._first[r]) + k).to_bytes(8, "big")
+        fk = FRAME + (self._first.item(r) + k).to_bytes(8, "big")
         raw = get(fk)
         if raw is None:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
@@ -706,7 +707,7 @@ class Record:
     @property
     def trajectory(self) -> Optional["RecordTrajectory"]:
         """The record's trajectory (carry-forward resolved inside the record), or None."""
-        if not self._c._has_trajectory[self.number]:
+        if not self._c._has_trajectory.item(self.number):
             return None
         return RecordTrajectory(self._c, self.number, self._view)
 
@@ -748,7 +749,7 @@ class RecordTrajectory:
 
     def __init__(self, reader: CollectionReader, number: int, view: Optional[CollectionView]) -> None:
         self._c, self.number, self._view = reader, number, view
-        self._n = int(reader._count[number])
+        self._n: int = reader._count.item(number)
         self._updates: Dict[str, List[int]] = {}
         self._box_updates: List[int] = []
         self._steps: List[int] = []
@@ -992,6 +993,9 @@ class _Batch:
         times: List[Optional[float]] = []
         boxes: List[Optional[Box]] = []
         strings_in_frames = c._strings_in_frames
+        counts = c._count[numbers].tolist() if trajectory else ()
+        firsts = c._first[numbers].tolist() if trajectory else ()
+        tags = c._meta_tags.keys()
         for i, r in enumerate(numbers):
             tail = r.to_bytes(8, "big")
             s_layout = f_layout = None
@@ -1003,25 +1007,31 @@ class _Batch:
                     s_header, at, s_layout = frame_layout(raw, node, cache, True)
                 except MolrecError as exc:
                     raise exc.add_context(store=where, key=key_name(SYSTEM + tail)) from None
-                if not s_layout.checked.get("system") or s_header.get("step") is not None or \
-                        s_header.get("time") is not None or s_header.get("box") is not None:
+                if not s_layout.checked.get("system") or len(s_header) > 1 and (
+                        s_header.get("step") is not None or s_header.get("time") is not None
+                        or s_header.get("box") is not None):
                     c._system_blocks(raw, r)  # the single read's checks (they refuse, or mark the layout)
                 if s_layout.flat() is None:
                     return None
                 s_part = raw[at:at + s_layout.need]
             if trajectory:
-                count = int(c._count[r])
-                if count == 0:
-                    raise InvalidValueError(f"batch: record {r} has {count} frames, no frame {frame}", store=where,
+                if counts[i] == 0:
+                    raise InvalidValueError(f"batch: record {r} has 0 frames, no frame {frame}", store=where,
                                             node=f"/records/{r}/trajectory")
-                fk = FRAME + (int(c._first[r])).to_bytes(8, "big")
+                fk = FRAME + firsts[i].to_bytes(8, "big")
                 raw_f = txn_get(fk)
                 if raw_f is None:
                     c._update(txn_get, r, 0)  # refuses: the frame is missing
                 node = f"/records/{r}/trajectory"
                 try:
                     f_header, at, f_layout = frame_layout(raw_f, node, cache, strings_in_frames)
-                    update = c._header_update(f_header, f_layout, r, 0, node)
+                    step, f_meta = f_header.get("step"), f_header.get("meta")
+                    update: Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]
+                    if type(step) is int and -(2**53) <= step <= 2**53 and type(f_meta) is dict and \
+                            f_meta.keys() == tags and len(f_header) == 3:  # blocks, meta, step: nothing to decode
+                        update = (f_meta, step, None, None)
+                    else:
+                        update = c._header_update(f_header, f_layout, r, 0, node)
                 except MolrecError as exc:
                     raise exc.add_context(store=where, key=key_name(fk)) from None
                 if not f_layout.checked.get("trajectory"):
@@ -1092,8 +1102,12 @@ class _Batch:
                     target = out[label]
                     filled[label] = filled.get(label, 0) + len(group) * col.rows
                     if col.strings:
-                        values = [v for i in group for v in _string_values(headers[i][side], col, c._where,
-                                                                             numbers[i], side)]
+                        values: List[str] = []
+                        for i in group:
+                            values += _string_values(headers[i][side], col, c._where, numbers[i], side)
+                        if whole and not col.trailing:
+                            target[:] = values  # (object arrays: straight from the list)
+                            continue
                         source = np.empty(len(values), _OBJECT)
                         source[:] = values
                     else:

@@ -45,7 +45,7 @@ from molrec_raw.record.trajectory.references import SystemCounterparts, check_re
 from molrec_raw.record.trajectory.schema import SKIPPED_FRAME_META_KEYS, BlockSpec, MetaSpec, SequenceSchema
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, SUFFIX, key
-from molrec_raw.collection.frame_bytes import encode_frame, made_block
+from molrec_raw.collection.frame_bytes import EncodeCache, encode_frame, made_block
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, IndexColumns, IndexRow, check_record_meta,
                                          collection_document)
@@ -84,6 +84,29 @@ class _Draft:
         self.n_atoms: Optional[int] = None
         self.values: List[Tuple[bytes, bytes]] = []
         self.undo: Optional[Tuple[SequenceSchema, Optional[Dict[str, MetaSpec]]]] = None
+
+
+_PLAIN = frozenset(np.dtype(t) for t in ("f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "?", "c8", "c16", "O"))
+
+
+def _plain_shape(system: Frame) -> Optional[Tuple[Any, ...]]:
+    """The shape of a system whose checks depend on its shape alone (no meta, blocks without
+    masks, precision, targets, attributes or a structural shape; native arrays): block names,
+    counts, column names, dtypes and shapes.  None for any other system (checked whole)."""
+    if system.meta or len(system.blocks) > 8:
+        return None
+    key: List[Any] = []
+    for name, block in system.blocks.items():
+        if type(block) is not Block or block.masks or block.precision or block.targets or block.attrs or \
+                block.column_attrs or block.structural_shape is not None or type(block.count) is not int:
+            return None
+        key += (name, block.count)
+        for column, values in block.columns.items():
+            if type(values) is not np.ndarray or values.dtype not in _PLAIN:
+                return None
+            key += (column, values.dtype, values.shape)
+        key.append(None)
+    return tuple(key)
 
 
 def _system_rows(blocks: Dict[str, Block]) -> Any:
@@ -155,6 +178,8 @@ class CollectionWriter:
         self._index = _located(lambda: IndexColumns(index_schema), where)
         self._commit_every, self._commit_bytes, self._durable = int(commit_every), int(commit_bytes), bool(durable)
         self._states: Dict[str, BlockWriter] = {}
+        self._encodes = EncodeCache()  # encoding plans by the shape of a frame's blocks
+        self._system_shapes: Set[Tuple[Any, ...]] = set()  # plain system shapes checked whole (_plain_shape)
         self._resolved_check = False
         self._refresh_states()
         self._closed = False
@@ -309,7 +334,19 @@ class CollectionWriter:
             raise SpecViolationError("a collection record's system carries no cell: give the box on its trajectory "
                                      "frames (lmdb.md: box appears only on trajectory updates)", node=f"{node}/box",
                                      rule="lmdb#L16")
+        shape = _plain_shape(system)
+        if shape is not None and shape in self._system_shapes:  # this shape was checked whole: its values only
+            plain = {name: made_block(dict(b.columns), {}, {}, {}, None, {}, b.nrows) for name, b in system.blocks.items()}
+            try:  # the encoder holds object columns to str values (lmdb#L11)
+                return encode_frame(plain, meta={}, cache=self._encodes), plain
+            except InvalidValueError:
+                pass  # a value the shape does not vouch for: the whole check below names its rule
         prepared = prepare_frame(system, node, rows_of=_system_rows(system.blocks))
+        if shape is not None and all(prepared.blocks[name].columns[c] is v for name, b in system.blocks.items()
+                                     for c, v in b.columns.items()):  # nothing converted: the checks were the shape's
+            if len(self._system_shapes) >= 4096:
+                self._system_shapes.clear()
+            self._system_shapes.add(shape)
         blocks: Dict[str, Block] = {}
         for name, block in prepared.blocks.items():
             if block.column_attrs:
@@ -322,7 +359,8 @@ class CollectionWriter:
             masks = {c: m for c, m in block.masks.items() if not m.all()}
             blocks[name] = made_block(columns, masks, dict(block.precision), dict(block.targets),
                                       block.structural_shape, dict(block.attrs), block.nrows)
-        value = encode_frame(blocks, meta=prepared.meta, meta_types=prepared.meta_types if prepared.meta_types else None)
+        value = encode_frame(blocks, meta=prepared.meta, meta_types=prepared.meta_types if prepared.meta_types else None,
+                             cache=self._encodes)
         return value, prepared.blocks
 
     def _record_schema(self, schema: Any, where: str) -> None:
@@ -513,7 +551,7 @@ class CollectionWriter:
                   for name, u in changed.items()}
         value = encode_frame(blocks, meta=meta, step=typed_json.encode_value("i64", step),
                              time=typed_json.encode_value("f64", time) if time is not None else None,
-                             box=cell.box() if cell is not None else None)
+                             box=cell.box() if cell is not None else None, cache=self._encodes)
         if more:
             for name, u in changed.items():  # the base of the next frame: our own copy, never the caller's arrays
                 draft.last[name] = Update(k, u.rows, {c: v.copy() for c, v in u.columns.items()},

@@ -25,6 +25,7 @@ from molrec_raw.zarr.codecs.base import Buffer
 from molrec_raw.zarr.codecs.batch import DecodeJob, Item, decode_batch, decode_each, encode_batch, join_item
 from molrec_raw.zarr.codecs.sharding import ShardWrite
 from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
+from molrec_raw.zarr.chunkread import read_many
 from molrec_raw.zarr.indexing import covers, finish, normalize_selection, project, selection_shape
 from molrec_raw.zarr.metadata import ArrayMetadata
 from molrec_raw.zarr.node import Node
@@ -182,22 +183,6 @@ def prepare_landings(requests: Sequence[Tuple["Array", Any, Any, Optional[Tuple[
         out.append(Landing(arr, arr_plans, encoded[at:at + len(arr_plans)]))
         at += len(arr_plans)
     return out
-
-
-def read_many(requests: Sequence[Tuple["Array", Any, Optional[np.ndarray]]], threads: int = 1) -> List[np.ndarray]:
-    """Selections of several arrays read with one decode batch (zstd on up to ``threads``
-    threads): ``(array, selection, out)`` with ``out`` None (a new array) or a writable
-    array of the selection's shape and dtype, any strides — the result is written into it.
-    Returns each result (``out`` itself when given)."""
-    jobs: List[DecodeJob] = []
-    results = []
-    for arr, selection, out in requests:
-        result, found = arr._read_jobs(selection, out)
-        results.append(result)
-        jobs.extend(found)
-    if jobs:
-        decode_batch(jobs, threads)
-    return results
 
 
 class Array(Node):

@@ -7,7 +7,7 @@ where their bytes lie, fetches them and decodes them:
 - :class:`FirstAxis` — an array's geometry along its first axis: rows per inner chunk, the
   shard and slot of each chunk, whether the fast path applies (one chunk spans every other
   axis and inner chunks are not sharded again; anything else is read through
-  :func:`~molrec_raw.zarr.array.read_many`, whatever its chunking).
+  :func:`read_many`, whatever its chunking).
 - :class:`ShardIndexes` — decoded shard indexes, least recently used first out within a
   byte budget.  Each is kept with the leading rows of the array it was proven for
   (``trusted``): an index read when rows ``[0, n)`` were committed serves chunks of those
@@ -39,7 +39,7 @@ from molrec_raw.zarr.codecs.batch import DecodeJob, decode_batch
 from molrec_raw.zarr.codecs.sharding import EMPTY
 from molrec_raw.zarr.handles import RangeReader
 
-__all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "check_landed", "INDEX_CACHE_BYTES"]
+__all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_many", "check_landed", "INDEX_CACHE_BYTES"]
 
 INDEX_CACHE_BYTES = 8 << 20  # decoded shard indexes a reader keeps: 2,048 indexes of 255 inner chunks
 _EMPTY = int(EMPTY)
@@ -220,6 +220,22 @@ def _read_indexes(wanted: List[Tuple[FirstAxis, int, int]], ranges: RangeReader,
     return {(axis.path, shard): item for (axis, shard, _), item in zip(wanted, items)}
 
 
+def read_many(requests: Sequence[Tuple[Any, Any, Optional[np.ndarray]]], threads: int = 1) -> List[np.ndarray]:
+    """Selections of several arrays read with one decode batch (zstd on up to ``threads``
+    threads): ``(array, selection, out)`` with ``out`` None (a new array) or a writable
+    array of the selection's shape and dtype, any strides — the result is written into it.
+    Returns each result (``out`` itself when given)."""
+    jobs: List[DecodeJob] = []
+    results = []
+    for arr, selection, out in requests:
+        result, found = arr._read_jobs(selection, out)
+        results.append(result)
+        jobs.extend(found)
+    if jobs:
+        decode_batch(jobs, threads)
+    return results
+
+
 def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
                 indexes: Optional[ShardIndexes] = None, *, threads: int = 1, each: Mapper = map,
                 targets: Optional[Sequence[Sequence[Optional[np.ndarray]]]] = None) -> List[List[np.ndarray]]:
@@ -307,7 +323,6 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
     if jobs:
         decode_batch(jobs, threads)
     if generic:
-        from molrec_raw.zarr.array import read_many
         reads = []
         for r, p in generic:
             axis, chunks, _ = requests[r]

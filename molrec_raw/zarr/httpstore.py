@@ -32,8 +32,8 @@ from urllib.parse import quote, urlsplit
 
 from molrec_raw.errors import InvalidValueError, RemoteError, UnsupportedFeatureError
 from molrec_raw.zarr.ranges import DEFAULT_GAP, read_coalesced
-from molrec_raw.zarr.remote import redact
 from molrec_raw.zarr.store import ReadOnlyStore, validate_key
+from molrec_raw.zarr.urls import redact
 
 __all__ = ["HttpOptions", "HttpFile", "HttpStore"]
 

@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from molrec_raw.errors import InvalidValueError, ReadOnlyError
 from molrec_raw.zarr.store import Store
+from molrec_raw.zarr.urls import redact
 
 __all__ = ["is_url", "url_name", "open_url", "redact"]
 
@@ -29,12 +30,6 @@ def is_url(location: Any) -> bool:
 def url_name(url: str) -> str:
     """The last segment of the URL's path (query and fragment left out), unquoted."""
     return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1])
-
-
-def redact(url: str) -> str:
-    """The URL as errors show it: a query string (signed URLs carry credentials there) is cut."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}" + ("?…" if parts.query else "")
 
 
 def open_url(url: str, mode: str = "r", **options: Any) -> Store:

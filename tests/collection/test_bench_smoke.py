@@ -31,12 +31,32 @@ def test_bench_collection_runs_small_with_a_fixed_seed(tmp_path: Path) -> None:
         keep=True, json=None)
     out = bench.run(args)
     assert set(out["write"]) == {"molrec", "pickle", "atompack", "h5py", "ase"}
-    assert set(out["read"]) == set(out["write"]) and set(out["batch"]) == {"molrec", "atompack"}
+    assert set(out["read"]) == set(out["write"]) | {"floor"} and set(out["batch"]) == {"molrec", "atompack", "floor"}
     assert all(size > 0 for size in out["size"].values())
     rows = bench.ratios(out)
-    assert [row[0] for row in rows][:4] == ["read one record vs atompack", "read one record vs pickle",
-                                             "read one record vs h5py", "read one record vs ase"]
+    assert [row[0] for row in rows][:6] == ["read one record vs floor", "read one record vs atompack",
+                                             "read one record vs pickle", "read one record vs h5py",
+                                             "read one record vs ase", "batch vs the floor's batch"]
     assert "| ratio (peer / ours) |" in bench.report(out)
     import molrec_raw as mr
     c = mr.read_collection(tmp_path / "b" / "set.mrec.lmdb")
     assert len(c) == 120 and c[0].frame(0).blocks["atoms"].count == 8 and c.batch([1, 2])["n_atoms"].tolist() == [8, 8]
+
+
+def test_bench_reference_runs_small_and_says_where_molrs_is_missing(tmp_path: Path) -> None:
+    """bench/reference.py (ours against molrs, both ways on both stores) runs its small
+    version; without molrs each molrs row says so."""
+    spec = importlib.util.spec_from_file_location("bench_reference", BENCH.parent / "reference.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_reference"] = module
+    spec.loader.exec_module(module)
+    args = module.main.__globals__["argparse"].Namespace(frames=40, picks=10, sequential=40, rounds=1,
+                                                         dir=str(tmp_path))
+    out = module.run(args)
+    text = module.report(out)
+    if importlib.util.find_spec("molrs") is None:
+        assert not out["molrs"] and "molrs is not installed" in text
+        assert set(out["cpu"]) == {"append ours", "random ours on ours's", "in order ours on ours's"}
+    else:
+        assert out["molrs"] and out["same_values"] is True
+        assert len(out["cpu"]) == 10 and "| streaming appends, durable |" in text

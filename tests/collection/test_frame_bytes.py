@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collection_helpers import Columns, hand_block, hand_frame
-from molrec_raw.collection.frame_bytes import ALIGN, LayoutCache, decode_frame, encode_frame, header_of
+from molrec_raw.collection.frame_bytes import ALIGN, EncodeCache, LayoutCache, decode_frame, encode_frame, header_of
 from molrec_raw.errors import CorruptDataError, MolrecError, SpecViolationError
 from molrec_raw.record.model import Block, Box
 
@@ -168,6 +168,42 @@ def test_lmdb_L10_a_cached_layout_still_checks_each_value_fits() -> None:
     assert caught.value.rule == "lmdb#L10"
 
 
+def _header_bytes(text: bytes, payload: bytes = b"") -> bytes:
+    pad = -(8 + len(text)) % 8
+    return b"MRF1" + struct.pack("<I", len(text)) + text + bytes(pad) + payload
+
+
+@pytest.mark.parametrize("rest,outcome", [
+    (b',"meta":{"pe":2.5},"step":7}', "read"),
+    (b"}", "read"),
+    (b',"blocks":{},"step":7}', "read"),      # a second 'blocks': parsed whole, as without a cache
+    (b',"step":7,"extra":1}', "lmdb#L17"),    # an unknown top key, named as without a cache
+    (b',"meta":[1],"step":7}', "lmdb#L17"),   # meta not an object
+    (b',"step":7', "lmdb#L9"),                # the JSON does not close
+    (b' ,"step":7}', "read"),                 # other spacing: parsed whole
+])
+def test_lmdb_L17_a_header_sharing_a_remembered_blocks_text_reads_as_parsed_whole(rest: bytes, outcome: str) -> None:
+    """A header whose text starts with the exact text of blocks a cache has checked gets the
+    cached layout and its other members parsed alone: what it reads, or the rule it breaks,
+    is what a fresh decode says."""
+    cache = LayoutCache()
+    good = encode_frame({"a": Block({"x": np.arange(4.0)})}, meta={"pe": 1.0}, step=1)
+    decode_frame(good, "", cache)
+    payload = good[-32:]
+    blocks = json.dumps(_entries(good), separators=(",", ":")).encode()
+    assert cache.prefixes and cache.prefixes[0][0] == b'{"blocks":' + blocks
+    value = _header_bytes(b'{"blocks":' + blocks + rest, payload)
+    results = []
+    for use in (None, cache):
+        try:
+            got = decode_frame(value, "/f", use)
+            results.append(("read", got.meta, got.step, got.blocks["a"].columns["x"].tolist() if got.blocks else None))
+        except MolrecError as exc:
+            results.append((exc.rule, exc.node))
+    assert results[0] == results[1]
+    assert results[0][0] == outcome
+
+
 @pytest.mark.parametrize("entry,rule", [
     ({"dtype": "f64", "shape": [3], "offset": 0}, "lmdb#L17"),          # shape disagrees with count
     ({"dtype": "f64", "shape": 2, "offset": 0}, "lmdb#L17"),            # shape not a list
@@ -307,3 +343,26 @@ def test_property_any_mutation_of_valid_bytes_is_read_or_refused_with_a_molrec_e
             decode_frame(bytes(value), "", use)
         except MolrecError:
             pass
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(blocks(), st.integers(-(2**63), 2**63 - 1), st.sampled_from([None, {}, {"pe": 1.5}]))
+def test_property_an_encoding_plan_writes_the_same_bytes(given_blocks: dict, step: int, meta: object) -> None:
+    """Frames encoded through a cache of plans (one per shape of their blocks) are the bytes
+    encoded without one — the first, which makes the plan, and every later one."""
+    cache = EncodeCache()
+    plain = encode_frame(given_blocks, meta=meta, step=step)
+    for _ in range(3):
+        assert encode_frame(given_blocks, meta=meta, step=step, cache=cache) == plain
+    assert encode_frame(given_blocks, cache=cache) == encode_frame(given_blocks)
+
+
+def test_lmdb_L12_a_planned_shape_still_refuses_a_string_column_holding_a_non_string() -> None:
+    cache = EncodeCache()
+    good = {"a": Block({"s": np.array(["x", "y"], dtype=object), "x": np.arange(2.0)})}
+    encode_frame(good, cache=cache)
+    bad = {"a": Block({"s": np.array(["x", 2], dtype=object), "x": np.arange(2.0)})}
+    for use in (None, cache):
+        with pytest.raises(MolrecError) as caught:
+            encode_frame(bad, cache=use)
+        assert caught.value.rule == "lmdb#L11"

@@ -194,6 +194,26 @@ def test_a_system_is_checked_as_a_frame_shaped_section(path: Path, system: mr.Fr
         assert caught.value.store == str(path)
 
 
+@pytest.mark.parametrize("system,rule", [
+    (mr.Frame({}, {"atoms": mr.Block({"element": np.array(["C", 7], dtype=object)})}), "frame-and-types#14.37"),
+    (mr.Frame({}, {"atoms": mr.Block({"id": np.array([-1, 0])})}), "frame-and-types#14.38"),
+])
+def test_a_system_of_a_shape_checked_before_is_still_checked_for_its_values(path: Path, system: mr.Frame,
+                                                                            rule: str) -> None:
+    """A writer checks a plain system's shape once; the values of a later system of that shape
+    are still held to the rules that depend on them."""
+    good = mr.Frame({}, {"atoms": mr.Block({"element": np.array(["C", "H"], dtype=object)})})
+    with mr.CollectionWriter(path, units=UNITS) as w:
+        w.add_record(system=good)
+        w.add_record(system=mr.Frame({}, {"atoms": mr.Block({"id": np.array([0, 1])})}))
+        with pytest.raises(MolrecError) as caught:
+            w.add_record(system=system)
+        assert caught.value.rule == rule, caught.value
+        w.add_record(system=good)
+    with mr.read_collection(path) as c:
+        assert len(c) == 3 and c[2].system.blocks["atoms"].columns["element"].tolist() == ["C", "H"]
+
+
 def test_lmdb_L14_system_precision_rounds_the_stored_values(path: Path) -> None:
     system = mr.Frame({}, {"atoms": mr.Block({"charge": np.array([0.7572, -0.1])}, precision={"charge": 0.001})})
     with mr.CollectionWriter(path, units=UNITS) as w:

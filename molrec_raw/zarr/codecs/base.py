@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple, Type, Union
 
 import numpy as np
 
@@ -23,6 +23,23 @@ __all__ = [
 ]
 
 Buffer = Any  # bytes, memoryview or a 1-D uint8 ndarray: anything with the buffer protocol
+# An encoded value, whole or in parts whose concatenation it is (crc32c appends its
+# checksum as a part of its own, so the shard assembly copies each chunk once).
+Item = Union[Buffer, Tuple[Buffer, ...]]
+
+
+def join_item(item: Item) -> Buffer:
+    """One buffer holding the item (its parts joined)."""
+    if isinstance(item, tuple):
+        return item[0] if len(item) == 1 else b"".join(item)
+    return item
+
+
+def item_size(item: Item) -> int:
+    """The bytes of an item (its parts' sum)."""
+    if isinstance(item, tuple):
+        return sum(memoryview(part).nbytes for part in item)
+    return memoryview(item).nbytes
 Reader = Callable[[int, Optional[int]], Optional[Buffer]]  # (start, length) of one stored value
 
 
@@ -117,8 +134,6 @@ class BytesBytesCodec(Codec):
         """``encode`` of every item of a batch (a 2-D ``uint8`` array, a row per chunk, or a
         list of buffers, some in parts): the batch path (codecs/batch.py).  Codecs that can
         do a whole batch in one step override it."""
-        from molrec_raw.zarr.codecs.batch import join_item
-
         return [self.encode(join_item(item)) for item in items]
 
     # True when ``decode`` returns a view of its input (no copy worth avoiding).

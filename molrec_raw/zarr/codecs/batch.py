@@ -19,19 +19,18 @@ never holds more than one wave of intermediate buffers.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from molrec_raw.errors import CorruptDataError, MolrecError
-from molrec_raw.zarr.codecs.base import Buffer
+from molrec_raw.zarr.codecs.base import Buffer, Item, item_size, join_item
+from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
+from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec, decompress_many
 from molrec_raw.zarr.indexing import Local
 
 __all__ = ["DecodeJob", "Item", "WAVE_BYTES", "decode_batch", "decode_each", "encode_batch", "item_size", "join_item"]
 
-# An encoded value, whole or in parts whose concatenation it is (crc32c appends its
-# checksum as a part of its own, so the shard assembly copies each chunk once).
-Item = Union[Buffer, Tuple[Buffer, ...]]
 # Decoded bytes per wave: each stage runs over a wave while it is still in the CPU's caches
 # (a 2 MiB wave decoded W7 1.3-1.5x faster than 64 MiB ones; spec-notes/zarr.md), and the
 # intermediate buffers of a batch stay that small.
@@ -39,19 +38,6 @@ WAVE_BYTES = 2 * 1024 * 1024
 # Chunk bytes per encoding wave: larger, as each zstd batch call starts its threads anew and
 # on a busy machine a new thread may wait for a core (a whole W1 commit, 4 MB, in one call).
 ENCODE_WAVE_BYTES = 8 * 1024 * 1024
-
-
-def join_item(item: Item) -> Buffer:
-    """One buffer holding the item (its parts joined)."""
-    if isinstance(item, tuple):
-        return item[0] if len(item) == 1 else b"".join(item)
-    return item
-
-
-def item_size(item: Item) -> int:
-    if isinstance(item, tuple):
-        return sum(memoryview(part).nbytes for part in item)
-    return memoryview(item).nbytes
 
 
 # ----------------------------------------------------------------------------- encode
@@ -99,7 +85,6 @@ def encode_batch(groups: Sequence[Tuple[Any, Sequence[np.ndarray]]], threads: in
 
 def _encode_wave(pieces: List[Tuple[int, Any, Any]], threads: int, out: List[List[Item]]) -> None:
     """All stages over one wave of ``(group, pipeline, chunks)`` pieces; results appended."""
-    from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
 
     states = [_serialized(pipeline, chunks) for _, pipeline, chunks in pieces]
     depth = max((len(pipeline.bytes_codecs) for _, pipeline, _ in pieces), default=0)
@@ -231,8 +216,6 @@ def _decode_one(job: DecodeJob) -> None:
 
 
 def _decode_wave(jobs: Sequence[DecodeJob], threads: int) -> None:
-    from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
-    from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec, decompress_many
 
     items: List[Any] = [job.data for job in jobs]
     done = [False] * len(jobs)

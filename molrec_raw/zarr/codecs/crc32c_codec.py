@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import crc32c as _crc32c
 
 from molrec_raw.errors import ChecksumMismatchError, CorruptDataError
-from molrec_raw.zarr.codecs.base import Buffer, BytesBytesCodec, ChunkSpec, check_config, register
+from molrec_raw.zarr.codecs.base import Buffer, BytesBytesCodec, ChunkSpec, check_config, join_item, register
 from molrec_raw.zarr.parts import Part
 
 _RULE = "zarr-v3-subset#5.5"
@@ -48,8 +48,6 @@ class Crc32cCodec(BytesBytesCodec):
     def encode_many(self, items: Any) -> Any:
         """Each item followed by its checksum, as two parts (joined once, by whoever lays
         the chunks out)."""
-        from molrec_raw.zarr.codecs.batch import join_item
-
         out = []
         for item in items:
             body = join_item(item)

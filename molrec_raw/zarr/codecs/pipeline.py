@@ -12,7 +12,7 @@ needs, at any nesting depth.
 from __future__ import annotations
 
 import threading
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -21,9 +21,11 @@ from molrec_raw.zarr.codecs.base import (
     ArrayArrayCodec, ArrayBytesCodec, Buffer, BytesBytesCodec, ChunkSpec, Reader, codec_class,
     parse_codec_json,
 )
-from molrec_raw.zarr.codecs.sharding import ShardingCodec
 from molrec_raw.zarr.indexing import Local, covers
 from molrec_raw.zarr.parts import Stage
+
+if TYPE_CHECKING:  # (types only: the sharding codec builds pipelines, it imports this module)
+    from molrec_raw.zarr.codecs.sharding import ShardingCodec
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -114,9 +116,9 @@ class CodecPipeline:
         )
         self._scratch = threading.local()
         # Partial reads go through the sharding codec only when it stands alone (zarr-v3-subset#7).
-        self.sharding = array_bytes if (
-            isinstance(array_bytes, ShardingCodec) and not self.array_codecs and not self.bytes_codecs
-        ) else None
+        # (known by its name: the sharding codec builds pipelines of its own, so it sits above this module)
+        alone = array_bytes.name == "sharding_indexed" and not self.array_codecs and not self.bytes_codecs
+        self.sharding: Optional["ShardingCodec"] = cast("ShardingCodec", array_bytes) if alone else None
 
     def to_json(self) -> List[Any]:
         """The ``codecs`` list of a zarr.json for this pipeline, in encoding order."""

@@ -37,6 +37,7 @@ from molrec_raw.zarr.codecs.base import (
     ArrayBytesCodec, Buffer, ChunkSpec, Reader, check_config, is_int, register,
 )
 from molrec_raw.zarr.codecs.batch import DecodeJob, Item, decode_batch, encode_batch, item_size
+from molrec_raw.zarr.codecs.pipeline import CodecPipeline, fill_rows, is_all_fill
 from molrec_raw.zarr.dtypes import data_type
 from molrec_raw.zarr.indexing import DimSelection, Local, covers, project
 from molrec_raw.zarr.store import Store
@@ -73,8 +74,6 @@ class ShardingCodec(ArrayBytesCodec):
 
     def __init__(self, spec: ChunkSpec, chunk_shape: Tuple[int, ...], codecs: Any,
                  index_codecs: Any, index_location: str) -> None:
-        from molrec_raw.zarr.codecs.pipeline import CodecPipeline  # the pipeline builds shards too
-
         self.spec = spec
         self.chunk_shape = chunk_shape
         self.index_location = index_location
@@ -241,8 +240,6 @@ class ShardingCodec(ArrayBytesCodec):
         return int((index[present, 0] + index[present, 1]).max())
 
     def encode(self, chunk: np.ndarray, threads: int = 1) -> Buffer:
-        from molrec_raw.zarr.codecs.pipeline import is_all_fill
-
         blocks = self._inner_blocks(chunk)
         slots, inners = [], []
         for i, coords in enumerate(itertools.product(*(range(n) for n in self.chunks_per_shard))):
@@ -342,8 +339,6 @@ class ShardingCodec(ArrayBytesCodec):
         index and whole new content of each chunk to encode (stacked without a copy when the
         chunks are whole and lie side by side along the first axis), and the slots that
         become all fill.  ``stored(slot)`` reads a chunk's stored bytes (partial updates)."""
-        from molrec_raw.zarr.codecs.pipeline import fill_rows
-
         slots = [self._flat(coords) for coords, _, _ in touched]
         shape = self.chunk_shape
         count = len(touched)
