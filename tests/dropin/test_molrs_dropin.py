@@ -33,9 +33,6 @@ import molrec_raw.molrs as dropin  # noqa: E402
 
 HAVE_MOLRS = importlib.util.find_spec("molrs") is not None
 IDS = [p.stem for p in harness.PROGRAMS]
-CORE27 = ("molrs 0.19 cannot continue our trajectories and we refuse the ones it extended or wrote "
-          "without molrec_version: fixed by the core27 branch (issue 27, 'Appends by other writers')")
-
 
 def test_issue30_there_are_at_least_25_programs_each_with_a_recording():
     assert len(harness.PROGRAMS) >= 25
@@ -167,11 +164,8 @@ def _append(module, path, value):
 def test_trajectory_11_molrs_continues_a_trajectory_the_dropin_wrote(tmp_path):
     molrs = pytest.importorskip("molrs", reason="molrs 0.19 ships wheels for CPython >= 3.12 only")
     dropin.io.write_mrec(tmp_path / "ours.mrec", trajectory=dropin.Trajectory(_frames(dropin)))
-    try:
-        _append(molrs, tmp_path / "ours.mrec", 9.0)
-        got = [fr["atoms"]["x"][0] for fr in dropin.io.mrec.MrecReader(tmp_path / "ours.mrec")]
-    except ValueError as exc:
-        pytest.skip(f"{CORE27}: {exc}")
+    _append(molrs, tmp_path / "ours.mrec", 9.0)
+    got = [fr["atoms"]["x"][0] for fr in dropin.io.mrec.MrecReader(tmp_path / "ours.mrec")]
     assert got == [0.0, 1.0, 2.0, 9.0]
 
 
@@ -187,20 +181,14 @@ def test_trajectory_11_molrs_continues_a_sharded_trajectory_the_dropin_wrote(tmp
         w.append(molrs.Frame({"atoms": {"x": np.arange(1000, dtype=np.float64) + i}}))
     w.close()
     assert len(molrs.io.mrec.MrecReader(tmp_path / "big.mrec")) == 8
-    try:
-        got = [fr["atoms"]["x"][0] for fr in dropin.io.mrec.MrecReader(tmp_path / "big.mrec")]
-    except ValueError as exc:
-        pytest.skip(f"{CORE27}: {exc}")
+    got = [fr["atoms"]["x"][0] for fr in dropin.io.mrec.MrecReader(tmp_path / "big.mrec")]
     assert got == [float(i) for i in range(8)]
 
 
 def test_trajectory_11_the_dropin_continues_a_trajectory_molrs_wrote(tmp_path):
     molrs = pytest.importorskip("molrs", reason="molrs 0.19 ships wheels for CPython >= 3.12 only")
     molrs.io.write_mrec(tmp_path / "theirs.mrec", trajectory=molrs.Trajectory(_frames(molrs)))
-    try:
-        _append(dropin, tmp_path / "theirs.mrec", 9.0)
-    except ValueError as exc:
-        pytest.skip(f"{CORE27}: {exc}")
+    _append(dropin, tmp_path / "theirs.mrec", 9.0)
     got = [fr["atoms"]["x"][0] for fr in molrs.io.mrec.MrecReader(tmp_path / "theirs.mrec")]
     assert got == [0.0, 1.0, 2.0, 9.0]
 
