@@ -55,3 +55,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("forks") is not None:
             item.add_marker(pytest.mark.filterwarnings(FORK_WARNING))
+
+
+# The peers' objects (molrs, molpy: PyO3 classes marked "unsendable") must be dropped on the
+# thread that made them; one left in a reference cycle is otherwise freed by whichever thread
+# next triggers a collection — a later test's HTTP server thread — and PyO3 raises there.  After
+# the last test of a module that uses a peer, its garbage is collected on the main thread.
+_PEERS = ("molrs", "molpy")
+_USES_PEER: dict = {}
+
+
+def _uses_peer(module) -> bool:
+    path = getattr(module, "__file__", None)
+    if path not in _USES_PEER:
+        try:
+            text = open(path, encoding="utf-8").read() if path else ""
+        except OSError:
+            text = ""
+        _USES_PEER[path] = any(name in text for name in _PEERS)
+    return _USES_PEER[path]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    module = getattr(item, "module", None)
+    if module is None or (nextitem is not None and getattr(nextitem, "module", None) is module):
+        return
+    if _uses_peer(module):
+        import gc
+        gc.collect()

@@ -20,6 +20,8 @@ import molrec_raw.record.trajectory.recovery as recovery
 from powercut_sim import TORN_4096, Outcome, enumerate_states
 from powercut_workloads import WORKLOADS, check_states, record, sample_states
 
+pytestmark = pytest.mark.forks  # the campaign's checkers fork (see tests/conftest.py)
+
 SEED = 20261211
 STATES = 150
 JOBS = 2
