@@ -46,6 +46,7 @@ def is_collection_path(path: Any) -> bool:
     return isinstance(path, (str, os.PathLike)) and os.fspath(path).endswith(binding.SUFFIX)
 
 
+@binding.lmdb_errors(os.fspath)  # py-lmdb's own errors as MolrecErrors naming the file (lmdb#L1)
 def raw_keys(path: Any) -> Iterator[Tuple[bytes, int]]:
     """Every key of the file and the size of its value, in key order (one read
     transaction; opens the LMDB environment only, so a file without ``meta`` is listed too)."""
@@ -59,6 +60,7 @@ def raw_keys(path: Any) -> Iterator[Tuple[bytes, int]]:
         handle.release()
 
 
+@binding.lmdb_errors(os.fspath)
 def _get(path: Any, k: bytes) -> Optional[bytes]:
     handle = binding.acquire(Path(os.fspath(path)))
     try:

@@ -1,5 +1,6 @@
 """A collection whose file has random bytes changed (lmdb#L1): every failure of a read —
-opening, ``c[r]`` (meta, system, every frame), ``c.batch``, a view — is a MolrecError naming
+opening, ``c[r]`` (meta, system, every frame), ``c.batch``, a view, and the inspection doors
+(``validate_collection``, ``explain_key``, ``describe``) — is a MolrecError naming
 the file, never py-lmdb's own ``CorruptedError``/``PageNotFoundError`` (issue 28).  Seeded
 and bounded: the same mutations every run."""
 from __future__ import annotations
@@ -20,6 +21,11 @@ SEED = 0
 
 
 def _read_all(path: Path) -> None:
+    from molrec_raw.collection.inspection import describe, explain_key, validate_collection
+
+    validate_collection(path)  # the inspection doors read the file by keys too
+    explain_key(path)
+    describe(path)
     with mr.read_collection(path) as c:
         for r in range(len(c)):
             rec = c[r]
