@@ -11,6 +11,8 @@ positions in a 50 Å box; x, y, z f64 with precision 1e-3):
   W6 sequential   every frame of W1's record in order, ``for frame in reader``
   W7 whole block  ``reader.block_array("atoms")``: one (frames, rows, 3) array
 
+``--only write``: W1 alone (ours durable and ``durable=False``, the limit and "limit + fsync").
+
 Small frames (issue 21; ``--only small``): 64 atoms, x/y/z at precision 1e-3 and a per-step
 ``pe``, built once into ``--cache`` (the same bytes every time), h5py holding the same values
 as H5MD would (positions in chunks of 32 frames, gzip 1 + shuffle; ``pe`` in chunks of 1,024):
@@ -658,7 +660,9 @@ def quiesce() -> None:
 
 def run(args: argparse.Namespace) -> Dict[str, Any]:
     peers = []
-    for kind, module in (("zarr-python", "zarr"), ("tensorstore", "tensorstore"), ("h5py", "h5py")):
+    writes_only = args.only == "write"  # W1 ours (durable and not) against the limit (and + fsync) only
+    for kind, module in () if writes_only else (("zarr-python", "zarr"), ("tensorstore", "tensorstore"),
+                                                 ("h5py", "h5py")):
         try:
             __import__(module)
             peers.append(kind)
@@ -668,7 +672,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
     data = [frame_values(i, atoms) for i in range(frames)]  # generated once, outside the timings
     quantized = [{c: round_to_precision(v, PRECISION) for c, v in d.items()} for d in data]
     positions = [np.stack([q["x"], q["y"], q["z"]], axis=1) for q in quantized]
-    small = [frame_values(i, args.small_atoms) for i in range(args.small_frames)]
+    small = [] if writes_only else [frame_values(i, args.small_atoms) for i in range(args.small_frames)]
     small_positions = [np.stack([round_to_precision(v[c], PRECISION) for c in "xyz"], axis=1) for v in small]
     picks = np.random.default_rng(42).integers(0, frames, args.random)
     k = cadence(atoms)
@@ -720,6 +724,10 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                 if kind != "h5py":
                     w1.append((f"W1 {kind}", lambda kind=kind: peer_write(kind, r + kind, quantized, geo)))
             group(w1)
+            if writes_only:
+                load.append(os.getloadavg())
+                print(f"round {rep + 1}: " + "  ".join(f"{name} {v[-1]:.3f}" for name, v in times.items()), flush=True)
+                continue
             w5 = [("W5 ours", lambda: ours_write(r + "small.mrec", small))]
             if "h5py" in peers:
                 w5.append(("W5 h5py", lambda: h5_write(r + "small.h5", small_positions)))
@@ -763,7 +771,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         assert np.array_equal(whole.reshape(-1, 3), np.stack(limit_out, axis=1)), "W7: ours and the limit agree"
         del whole, limit_out
         memory: Dict[str, Any] = {}
-        if not args.skip_memory:
+        if not args.skip_memory and not writes_only:
             memory["writer"] = {n: peak_rss_of_writer(atoms, n) for n in (frames, 10 * frames)}
             memory["iteration"] = iteration_memory(record)
     finally:
@@ -931,8 +939,9 @@ def main() -> int:
                         help="print the spread of the ratios over earlier runs' JSON files and exit")
     parser.add_argument("--compare", nargs=2, default=None, metavar=("BEFORE", "AFTER"),
                         help="print the before/after table of two runs' JSON files and exit")
-    parser.add_argument("--only", choices=("all", "big", "small", "molrs"), default="all",
-                        help="big: W1-W7 (10,000 atoms); small: the 64-atom workloads of issue 21; molrs: the "
+    parser.add_argument("--only", choices=("all", "big", "write", "small", "molrs"), default="all",
+                        help="big: W1-W7 (10,000 atoms); write: W1 ours (durable and not) and the limit (and + "
+                             "fsync) only; small: the 64-atom workloads of issue 21; molrs: the "
                              "reference's rows (bench/reference.py: appends, random and in-order reads, each side on "
                              "both stores)")
     parser.add_argument("--cache", default=None, help="where the small workloads' records are built once and kept")
@@ -949,7 +958,7 @@ def main() -> int:
         print(compare(*args.compare))
         return 0
     result: Dict[str, Any] = {}
-    if args.only in ("all", "big"):
+    if args.only in ("all", "big", "write"):
         result = run(args)
         print()
         print(report(result))
