@@ -22,7 +22,8 @@ from molrec_raw.errors import (
 )
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline
 from molrec_raw.zarr.codecs.base import Buffer
-from molrec_raw.zarr.codecs.batch import DecodeJob, Item, decode_batch, decode_each, encode_batch, join_item
+from molrec_raw.zarr.codecs.batch import (DecodeJob, EncodeScratch, Item, decode_batch, decode_each, encode_batch,
+                                          join_item)
 from molrec_raw.zarr.codecs.sharding import ShardWrite
 from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
 from molrec_raw.zarr.chunkread import read_many
@@ -31,7 +32,7 @@ from molrec_raw.zarr.metadata import ArrayMetadata
 from molrec_raw.zarr.node import Node
 from molrec_raw.zarr.store import Store
 
-__all__ = ["Array", "Landing", "ValueReader", "prepare_landings", "read_many"]
+__all__ = ["Array", "EncodeScratch", "Landing", "ValueReader", "prepare_landings", "read_many"]
 
 _STRING_ITEM_BYTES = 16  # memory estimate per element of an object array of str
 _MAX_MEMOS = 4096  # values whose derived facts (shard indexes) an array remembers
@@ -91,14 +92,15 @@ def _pooled(nbytes: int, threads: int, count: int, chained_zstd: bool) -> bool:
     return threads > 1 and count > 1 and (not chained_zstd or nbytes >= POOL_BYTES)
 
 
-def _encode_groups(groups: List[Tuple[CodecPipeline, Any]], threads: int) -> List[List[Item]]:
-    """``encode_batch`` of ``groups``, or (see :data:`POOL_BYTES`) one contiguous run of
-    chunks per thread of a Python pool — one task per thread: per-chunk tasks measured no
-    faster than one thread on 2 cores."""
+def _encode_groups(groups: List[Tuple[CodecPipeline, Any]], threads: int,
+                   scratch: Optional[EncodeScratch] = None) -> List[List[Item]]:
+    """``encode_batch`` of ``groups`` (through ``scratch`` when given), or (see
+    :data:`POOL_BYTES`) one contiguous run of chunks per thread of a Python pool — one task
+    per thread: per-chunk tasks measured no faster than one thread on 2 cores."""
     total = sum(len(chunks) for _, chunks in groups)
     nbytes = sum(len(chunks) * (pipeline.spec.nbytes or 0) for pipeline, chunks in groups)
     if not _pooled(nbytes, threads, total, any(_uses_zstd(pipeline) for pipeline, _ in groups)):
-        return encode_batch(groups, threads)
+        return encode_batch(groups, threads, scratch=scratch)
     pieces = [(g, lo, hi) for g, (_, chunks) in enumerate(groups) for lo, hi in _runs(len(chunks), threads)]
     spans = _runs(len(pieces), threads)
     with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -166,18 +168,19 @@ class Landing:
 
 
 def prepare_landings(requests: Sequence[Tuple["Array", Any, Any, Optional[Tuple[int, ...]]]],
-                     threads: int = 1) -> List[Landing]:
+                     threads: int = 1, scratch: Optional[EncodeScratch] = None) -> List[Landing]:
     """Positional writes ``(array, selection, value, shape)`` of several arrays (each at most
     once), planned and encoded together — one zstd batch for every inner chunk of all of
     them — in waves of bounded size; nothing is written until each ``Landing.land()``, so
     the caller keeps its order of data and metadata writes.  ``shape`` lets the data land
-    beyond the published shape (see :meth:`Array.land`)."""
+    beyond the published shape (see :meth:`Array.land`).  ``scratch``: a caller's reused
+    encoding buffer (codecs/batch.py :class:`EncodeScratch`; the same bytes)."""
     plans = [arr._plan_writes(sel, value, arr.metadata if shape is None else arr.metadata.with_shape(tuple(shape)), True)
              for arr, sel, value, shape in requests]
     flat = [plan for arr_plans in plans for plan in arr_plans]
     encoded: List[List[Item]] = []
     for wave in _waves(flat):
-        encoded.extend(_encode_groups([plan.group for plan in wave], threads))
+        encoded.extend(_encode_groups([plan.group for plan in wave], threads, scratch))
     out, at = [], 0
     for (arr, _, _, _), arr_plans in zip(requests, plans):
         out.append(Landing(arr, arr_plans, encoded[at:at + len(arr_plans)]))

@@ -25,7 +25,7 @@ import ctypes
 import errno
 import os
 import stat
-from typing import Any, Callable, Dict, FrozenSet, List, NoReturn, Optional, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, List, NoReturn, Optional, Sequence, Tuple, Union
 
 from molrec_raw.errors import IOFailureError, MolrecError, PoisonedWriterError
 
@@ -39,6 +39,7 @@ __all__ = ["FileOps", "AppendFile", "Buffer", "DelegatingFileOps", "PoisonGuard"
 Buffer = Union[bytes, bytearray, memoryview]
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_IOV_MAX = 1024  # buffers per pwritev call (POSIX guarantees at least 16; Linux allows 1024)
 
 
 def _renameat2() -> Optional[Callable[..., int]]:
@@ -177,6 +178,28 @@ class FileOps:
         done = 0
         while done < len(view):
             done += self.pwrite(fd, view[done:], offset + done)
+
+    def pwrite_parts(self, fd: int, parts: Sequence[Buffer], offset: int) -> None:
+        """``pwrite_all`` of the concatenation of ``parts``: with the system's ``pwrite``
+        verb, in ``pwritev`` calls (no joined copy); a seam that overrides ``pwrite`` sees
+        one ``pwrite`` of the joined bytes, as ``pwrite_all`` makes it."""
+        pwritev = getattr(os, "pwritev", None)
+        if type(self).pwrite is not FileOps.pwrite or pwritev is None:
+            self.pwrite_all(fd, b"".join(parts), offset)
+            return
+        views = [view for view in (memoryview(part).cast("B") for part in parts) if len(view)]
+        first = 0
+        while first < len(views):
+            done = pwritev(fd, views[first:first + _IOV_MAX], offset)
+            offset += done
+            while done and first < len(views):  # past what was written (a short write goes on)
+                size = len(views[first])
+                if done >= size:
+                    done -= size
+                    first += 1
+                else:
+                    views[first] = views[first][done:]
+                    done = 0
 
     def makedirs(self, path: str) -> List[str]:
         """Create ``path`` and its missing parents; returns the directories created
@@ -429,6 +452,10 @@ class PoisonGuard(DelegatingFileOps):
     def pwrite_all(self, fd: int, data: Buffer, offset: int) -> None:
         """See :meth:`FileOps.pwrite_all`."""
         self._call("pwrite", self.path_of(fd), self.inner.pwrite_all, fd, data, offset)
+
+    def pwrite_parts(self, fd: int, parts: Sequence[Buffer], offset: int) -> None:
+        """See :meth:`FileOps.pwrite_parts`."""
+        self._call("pwrite", self.path_of(fd), self.inner.pwrite_parts, fd, parts, offset)
 
     def makedirs(self, path: str) -> List[str]:
         """See :meth:`FileOps.makedirs`."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from molrec_raw.errors import InvalidKeyError, ReadOnlyError, StoreError
-from molrec_raw.zarr.fileops import AppendFile, FileOps
+from molrec_raw.zarr.fileops import AppendFile, Buffer, FileOps
 
 __all__ = ["Store", "ReadOnlyStore", "MemoryStore", "DirectoryStore", "validate_key", "PathLike", "StoreLike"]
 
@@ -127,6 +127,11 @@ class Store:
     def write_at(self, key: str, offset: int, value: bytes) -> None:
         """Positional write into a value (created if missing); never truncates."""
         raise NotImplementedError
+
+    def write_parts_at(self, key: str, offset: int, parts: Sequence[Buffer]) -> None:
+        """``write_at`` of the concatenation of ``parts`` (a store that can write them
+        without joining them first does)."""
+        self.write_at(key, offset, b"".join(parts))
 
     def replace_atomic(self, key: str, value: bytes) -> None:
         """Replace a whole value so readers see the old or the new bytes, never a mix."""
@@ -457,6 +462,13 @@ class DirectoryStore(Store):
         self._replace(key, value, True)
 
     def write_at(self, key: str, offset: int, value: bytes) -> None:
+        self._write_at(key, offset, value, None)
+
+    def write_parts_at(self, key: str, offset: int, parts: Sequence[Buffer]) -> None:
+        """The parts in one positional write, without joining them (``FileOps.pwrite_parts``)."""
+        self._write_at(key, offset, None, parts)
+
+    def _write_at(self, key: str, offset: int, value: Optional[bytes], parts: Optional[Sequence[Buffer]]) -> None:
         self._check_writable(key)
         if offset < 0:
             raise StoreError("negative write offset", store=self.describe(), key=key)
@@ -465,7 +477,11 @@ class DirectoryStore(Store):
         try:
             fd = self._open(path, key, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0))
             try:
-                ops.pwrite_all(fd, value, offset)
+                if parts is None:
+                    assert value is not None, "write_at gives the value"
+                    ops.pwrite_all(fd, value, offset)
+                else:
+                    ops.pwrite_parts(fd, parts, offset)
             finally:
                 ops.close(fd)
         except OSError as exc:

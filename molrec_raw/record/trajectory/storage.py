@@ -5,7 +5,7 @@ committed prefix of an index and the ``nstep`` marker.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from molrec_raw.record import documents
 from molrec_raw.record.doors import RecordInput, check_record_path, record_source
 from molrec_raw.record.trajectory.common import PROGRESSIONS, spec_error
 from molrec_raw.zarr import Array, Group, PathLike, Store, open_group
-from molrec_raw.zarr.array import prepare_landings
+from molrec_raw.zarr.array import EncodeScratch, prepare_landings
 from molrec_raw.zarr.codecs.sharding import align_up
 
 
@@ -37,15 +37,17 @@ def grow(arr: Array, start: int, values: np.ndarray, touched: List[str]) -> None
     touched.append(arr.publish(shape))
 
 
-def land_all(lands: List[Tuple[Array, np.ndarray]], start: int, touched: List[str], threads: int) -> None:
+def land_all(lands: List[Tuple[Array, np.ndarray]], start: int, touched: List[str], threads: int,
+             scratch: Optional[EncodeScratch] = None) -> None:
     """``grow`` of several arrays by the same rows from ``start``: every inner chunk of all
-    of them encoded in one batch (zstd on up to ``threads`` threads inside zstandard), then
-    array by array its chunk bytes and its zarr.json, in the order given."""
+    of them encoded in one batch (zstd on up to ``threads`` threads inside zstandard; the
+    byte shuffles into the writer's ``scratch``), then array by array its chunk bytes and
+    its zarr.json, in the order given."""
     requests = []
     for arr, values in lands:
         stop = start + values.shape[0]
         requests.append((arr, slice(start, stop), values, (stop,) + arr.shape[1:]))
-    for (arr, _, _, shape), landing in zip(requests, prepare_landings(requests, threads)):
+    for (arr, _, _, shape), landing in zip(requests, prepare_landings(requests, threads, scratch)):
         touched.extend(landing.land())
         touched.append(arr.publish(shape))
 

@@ -55,6 +55,7 @@ from molrec_raw.record.trajectory.schema import SequenceSchema
 from molrec_raw.record.trajectory.storage import (align_tails, born, delete_node, grow, land_all, read_nstep,
                                                   relay_tails, tail_shards)
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
+from molrec_raw.zarr.array import EncodeScratch
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 
 __all__ = ["MrecWriter", "write_mrec_trajectory", "FrameSequence", "frame_sequence", "write_frame_sequence"]
@@ -155,6 +156,7 @@ class MrecWriter:
         self._buffered = 0
         self._timed: Optional[bool] = None
         self._packed = None  # the build of a *.mrec.zip target (packed_build)
+        self._scratch: Optional[EncodeScratch] = EncodeScratch()  # a commit's byte shuffles land here
 
     def _setup_state(self) -> None:
         self._blocks = {name: BlockWriter(name, self._schema.block_spec(name)) for name in self._schema.block_names()}
@@ -591,7 +593,7 @@ class MrecWriter:
             for column, arr in block.masks.items():
                 lands.append((arr, np.concatenate([u.masks.get(column, np.ones(u.rows, bool)) for u in ups])))
         if lands:
-            land_all(lands, lo, touched, COMMIT_THREADS)
+            land_all(lands, lo, touched, COMMIT_THREADS, self._scratch)
         if ups:
             attrs = dict(group.attrs)
             if regular and block.mode == "none":

@@ -344,18 +344,13 @@ class ShardingCodec(ArrayBytesCodec):
         count = len(touched)
         stackable = (
             count > 0 and len(shape) > 0 and self.chunks_per_shard[1:] == (1,) * (len(shape) - 1)
-            and value.flags.c_contiguous and value.shape == (count * shape[0],) + shape[1:]
             and slots == list(range(slots[0], slots[0] + count))
             and all(covers(local, shape) and not any(isinstance(sel, int) for sel in local) for _, local, _ in touched)
         )
-        if stackable and value.dtype == self.inner.spec.dtype.numpy:
-            stack = value.reshape((count,) + shape)
-            fills = fill_rows(stack, self.inner.spec)
-            if not fills.any():
-                return slots, stack, []
-            keep = ~fills
-            return ([s for s, k in zip(slots, keep) if k], stack[keep],
-                    [s for s, f in zip(slots, fills) if f])
+        if stackable:
+            stacked = self._stacked(slots, value)
+            if stacked is not None:
+                return stacked
         kept, chunks, empties = [], [], []
         for slot, (coords, inner_local, value_sel) in zip(slots, touched):
             inner_extent = tuple(max(0, min(c, e - k * c)) for c, e, k in zip(shape, extent, coords))
@@ -368,6 +363,37 @@ class ShardingCodec(ArrayBytesCodec):
                 kept.append(slot)
                 chunks.append(chunk)
         return kept, chunks, empties
+
+    def _stacked(self, slots: List[int], value: np.ndarray) -> Optional[Tuple[List[int], Any, List[int]]]:
+        """``_prepared`` of whole inner chunks at consecutive ``slots`` along the first axis
+        (``value`` holding them in order): the chunks as one stacked view, without a copy —
+        None when ``value`` is not their C-contiguous stack in the inner dtype."""
+        count, shape = len(slots), self.chunk_shape
+        if not (value.flags.c_contiguous and value.shape == (count * shape[0],) + shape[1:]
+                and value.dtype == self.inner.spec.dtype.numpy):
+            return None
+        stack = value.reshape((count,) + shape)
+        fills = fill_rows(stack, self.inner.spec)
+        if not fills.any():
+            return slots, stack, []
+        keep = ~fills
+        return ([s for s, k in zip(slots, keep) if k], stack[keep], [s for s, f in zip(slots, fills) if f])
+
+    def _run_slots(self, local: Tuple[Local, ...]) -> Optional[List[int]]:
+        """The slots of the inner chunks that ``local`` covers whole when they are one run
+        along the first axis (the shard one inner chunk wide on every other axis), else
+        None: what ``project`` and ``covers`` find for it, by arithmetic."""
+        shape = self.chunk_shape
+        if not shape or len(local) != len(shape) or self.chunks_per_shard[1:] != (1,) * (len(shape) - 1):
+            return None
+        first, rows = local[0], shape[0]
+        if not isinstance(first, slice) or first.step != 1 or first.start % rows or first.stop % rows \
+                or first.stop <= first.start:
+            return None
+        for sel, size in zip(local[1:], shape[1:]):
+            if not (isinstance(sel, slice) and sel.start == 0 and sel.step == 1 and sel.stop >= size):
+                return None
+        return list(range(first.start // rows, first.stop // rows))
 
     def plan_write(self, reader: Reader, local: Tuple[Local, ...], value: np.ndarray,
                    extent: Tuple[int, ...], positional: bool = False) -> "ShardWrite":
@@ -437,8 +463,12 @@ class ShardingCodec(ArrayBytesCodec):
                 return None
             return lambda s, n: _slice(store.get_range(key, offset, nbytes), s, n)
 
-        touched = list(project(_local_dims(local), self.chunk_shape))
-        slots, chunks, empties = self._prepared(touched, value, extent, stored)
+        run = self._run_slots(local)  # a streaming landing: whole chunks, one run (no projection)
+        stacked = None if run is None else self._stacked(run, value)
+        if stacked is None:
+            touched = list(project(_local_dims(local), self.chunk_shape))
+            stacked = self._prepared(touched, value, extent, stored)
+        slots, chunks, empties = stacked
         emptied = [slot for slot in empties if pairs[slot][0] != int(EMPTY)]
         if emptied:  # a stored chunk becomes all fill: store the fill chunk (the index's end only grows)
             fill = self.inner.spec.fill_chunk()
@@ -463,16 +493,18 @@ class ShardingCodec(ArrayBytesCodec):
             return self.index_end(self._decode_index(shard[:self.index_size], None))
         index = plan.index
         assert index is not None, "plan_positional reads it"
-        tail, parts = plan.first, []  # type: Tuple[int, List[Buffer]]
-        for slot, item in zip(plan.slots, encoded):
-            size = item_size(item)
-            index[slot] = (tail, size)
-            tail += size
-            parts.extend(item if isinstance(item, tuple) else (item,))
+        parts: List[Buffer] = []
+        if plan.slots:  # each new chunk after the one before it, from ``first`` on
+            sizes = np.fromiter((item_size(item) for item in encoded), np.uint64, len(plan.slots))
+            ends = np.cumsum(sizes) + np.uint64(plan.first)
+            index[plan.slots, 0] = ends - sizes
+            index[plan.slots, 1] = sizes
+            for _, item in zip(plan.slots, encoded):
+                parts.extend(item if isinstance(item, tuple) else (item,))
         for slot in plan.empties:
             index[slot] = (EMPTY, EMPTY)
         if parts:  # one write for every new inner chunk, then the index
-            store.write_at(plan.key, plan.first, b"".join(parts))
+            store.write_parts_at(plan.key, plan.first, parts)
         store.write_at(plan.key, 0, self._encode_index(index))
         return self.index_end(index)
 

@@ -49,13 +49,19 @@ class ShuffleCodec(BytesBytesCodec):
             return raw
         return np.ascontiguousarray(raw.reshape(-1, self.elementsize).T).reshape(-1)
 
-    def encode_many(self, items: Any) -> Any:
+    def encode_many(self, items: Any, out: Optional[np.ndarray] = None) -> Any:
         """A stacked batch (a row per chunk) in one transposed copy: each row as ``encode``
-        would give it."""
+        would give it; into ``out`` (a C-contiguous ``uint8`` buffer of at least the batch's
+        bytes, reused by the caller from batch to batch) when given."""
         e = self.elementsize
         if isinstance(items, np.ndarray) and items.ndim == 2 and e > 1 and items.shape[1] % e == 0:
             rows = items.shape[0]
-            return np.ascontiguousarray(items.reshape(rows, -1, e).transpose(0, 2, 1)).reshape(rows, -1)
+            planes = items.reshape(rows, -1, e).transpose(0, 2, 1)
+            if out is None or out.size < items.size:
+                return np.ascontiguousarray(planes).reshape(rows, -1)
+            target = out[:items.size].reshape(planes.shape)
+            np.copyto(target, planes)
+            return target.reshape(rows, -1)
         return super().encode_many(items)
 
     def unshuffle_into(self, data: Buffer, target: np.ndarray) -> None:
