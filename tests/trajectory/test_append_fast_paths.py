@@ -20,7 +20,8 @@ from molrec_raw import MrecWriter, SequenceSchema
 from molrec_raw.record.model import Block, Frame
 from molrec_raw.record.trajectory import writer as writer_module
 from molrec_raw.zarr import fileops
-from molrec_raw.zarr.codecs.sharding import ShardingCodec
+from molrec_raw.zarr.codecs.sharding import ShardingCodec, _local_dims
+from molrec_raw.zarr.indexing import covers, project
 from molrec_raw.zarr.store import DirectoryStore, Store
 from file_trees import files_under
 
@@ -66,7 +67,8 @@ def test_append_fast_paths_write_the_general_paths_bytes(tmp_path_factory: pytes
                                                          frames: int, ragged: bool, flush_every: Optional[int],
                                                          durable: bool, masked: bool, seed: int,
                                                          extra: bool) -> None:
-    """trajectory#W1 (deterministic writers): fast and general paths, byte for byte."""
+    """Deterministic writers (trajectory §10, ``trajectory#I14``: the extents and codecs of
+    the first append, every commit after): fast and general paths, byte for byte."""
     sizes = [atoms + (i % 3 if ragged and i >= frames // 2 else 0) for i in range(frames)]
     work = tmp_path_factory.mktemp("fast")
     _write(work / "fast.mrec", atoms, sizes, flush_every, durable, masked, seed, extra)
@@ -90,6 +92,15 @@ def test_run_slots_are_those_of_the_projection() -> None:
     assert codec._run_slots((slice(0, 8, 2), slice(0, 3, 1))) is None  # a step
     assert codec._run_slots((slice(0, 8, 1), slice(0, 2, 1))) is None  # part of the rows
     assert codec._run_slots((4, slice(0, 3, 1))) is None
+    for start in range(0, 16):  # every run it accepts is what the projection finds, all covered
+        for stop in range(start + 1, 17):
+            local = (slice(start, stop, 1), slice(0, 3, 1))
+            found = codec._run_slots(local)
+            touched = list(project(_local_dims(local), codec.chunk_shape))
+            whole = all(covers(inner, codec.chunk_shape) for _, inner, _ in touched)
+            assert (found is not None) == whole
+            if found is not None:
+                assert found == [coords[0] for coords, _, _ in touched]
 
 
 def _spec(shape: tuple) -> object:
@@ -99,9 +110,10 @@ def _spec(shape: tuple) -> object:
 
 
 def test_pwrite_parts_is_one_pwrite_of_the_joined_bytes_for_a_seam(tmp_path: Path) -> None:
-    """safety#seam: a FileOps whose ``pwrite`` verb is overridden (a recorder, a fault
-    injector) sees the parts as one ``pwrite`` of their concatenation; the system's verb
-    writes them by ``pwritev`` — the same bytes either way."""
+    """The one seam for file mutations (zarr/fileops.py; the power-cut recorder and the fault
+    injector of spec-notes/safety.md): a FileOps whose ``pwrite`` verb is overridden sees the
+    parts as one ``pwrite`` of their concatenation; the system's verb writes them by
+    ``pwritev`` — the same bytes either way."""
     seen: List[bytes] = []
 
     class Recorder(fileops.FileOps):
