@@ -136,13 +136,13 @@ def box_header(box: Box) -> Dict[str, Any]:
 
 class _Plan:
     """How frames of one shape are encoded: the JSON text of the header's ``blocks`` (cut
-    where each string column's ``values`` go), which columns are strings, and the padding
-    after each numeric buffer."""
+    where each string column's ``values`` go; ``head``: ``{"blocks":`` and its first piece)
+    and, per column, the padding after its buffer (None for a string column)."""
 
-    __slots__ = ("texts", "strings", "pads")
+    __slots__ = ("texts", "head", "pads")
 
-    def __init__(self, texts: List[bytes], strings: List[bool], pads: List[bytes]) -> None:
-        self.texts, self.strings, self.pads = texts, strings, pads
+    def __init__(self, texts: List[bytes], pads: List[Optional[bytes]]) -> None:
+        self.texts, self.head, self.pads = texts, b'{"blocks":' + texts[0], pads
 
 
 _NATIVE = frozenset(COLUMN_NUMPY.values()) - {np.dtype(object)}
@@ -179,33 +179,40 @@ def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], rest: bytes) -> Op
     """The value through ``plan``; None when a column does not fit it (a string column holding
     a non-string or a string JSON cannot hold, a buffer that is not C-order): the general path
     then encodes it, or names the rule it breaks."""
-    parts: List[Any] = []
-    strings, pads, texts = plan.strings, plan.pads, plan.texts
-    pieces: List[bytes] = [b'{"blocks":', texts[0]]
-    i = cut = 0
+    parts: List[Any] = [b"", b"", b""]  # the prefix, the header, its padding; then the buffers
+    pads, texts = plan.pads, plan.texts
+    pieces: List[bytes] = [plan.head]
+    i = 0
     for block in blocks.values():
         if block.masks:
             return None
         for values in block.columns.values():
-            if strings[i]:
+            pad = pads[i]
+            if pad is None:  # a string column: its values in the header (lmdb#L12)
                 items = values.ravel().tolist()
                 try:
                     "".join(items)  # a C loop that fails on any element that is not a str (lmdb#L11)
                     pieces.append(orjson.dumps(items))
                 except TypeError:
                     return None
-                cut += 1
-                pieces.append(texts[cut])
+                pieces.append(texts[len(pieces) >> 1])
             else:
                 parts.append(values)
-                if pads[i]:
-                    parts.append(pads[i])
+                if pad:
+                    parts.append(pad)
             i += 1
-    pieces.append(b"}" if rest == b"{}" else b"," + rest[1:])  # orjson's compact form
-    text = b"".join(pieces)
-    start = _align(_PREFIX.size + len(text))
+    tail = b"}" if rest == b"{}" else b"," + rest[1:]  # orjson's compact form
+    if len(pieces) == 1:
+        text = plan.head + tail
+    else:
+        pieces.append(tail)
+        text = b"".join(pieces)
+    n = len(text)
+    parts[0] = _PREFIX.pack(MAGIC, n)
+    parts[1] = text
+    parts[2] = _ZERO_PAD[:-(n + _PREFIX.size) % ALIGN]
     try:
-        return b"".join([_PREFIX.pack(MAGIC, len(text)), text, _ZERO_PAD[:start - _PREFIX.size - len(text)], *parts])
+        return b"".join(parts)
     except TypeError:  # a buffer that is not C-contiguous
         return None
 
@@ -349,7 +356,7 @@ def _keep_plan(cache: EncodeCache, signature: Any, header_blocks: Dict[str, Any]
     if len(cache.plans) >= cache.size:
         cache.plans.clear()
     pads_by_column = iter(pads)
-    cache.plans[signature] = _Plan(texts, strings, [b"" if s else next(pads_by_column) for s in strings])
+    cache.plans[signature] = _Plan(texts, [None if s else next(pads_by_column) for s in strings])
 
 
 # -- decoding --------------------------------------------------------------------------------

@@ -187,7 +187,8 @@ class CollectionWriter:
         self._encodes = EncodeCache()  # encoding plans by the shape of a frame's blocks
         self._system_shapes: Set[Tuple[Any, ...]] = set()  # plain system shapes checked whole (_plain_shape)
         self._version = 0  # of the declaration's states (_refresh_states)
-        self._names_passed: Dict[Tuple[int, Any], frozenset[str]] = {}  # _check_system_names by system shape
+        # _check_system_names by declaration and system shape: the names checked, the counterparts
+        self._names_passed: Dict[Tuple[int, Any], Tuple[frozenset[str], Optional[SystemCounterparts]]] = {}
         self._resolved_check = False
         self._refresh_states()
         self._closed = False
@@ -467,13 +468,14 @@ class CollectionWriter:
         """A trajectory block named like one of the record's system blocks: not aligned with
         another block (C11) and sharing no column with it (C10).  ``shape``: the system's
         plain shape (its block and column names) when ``names`` are every declared block —
-        a shape that passed under this declaration passes again (the checks are names only)."""
+        a shape that passed under this declaration passes again (the checks are names only),
+        with the same counterparts when they hold no ``id`` (then they are its row counts)."""
         memo = None if shape is None else (self._version, shape)
         if memo is not None:
             passed = self._names_passed.get(memo)
             if passed is not None:
-                draft.checked.update(passed)
-                draft.counterparts = SystemCounterparts.of_blocks(self._schema, draft.system_blocks)
+                draft.checked.update(passed[0])
+                draft.counterparts = passed[1] or SystemCounterparts.of_blocks(self._schema, draft.system_blocks)
                 return
         for name in names:
             if name in draft.checked or name not in draft.system_blocks:
@@ -491,7 +493,9 @@ class CollectionWriter:
         if memo is not None:
             if len(self._names_passed) >= 4096:
                 self._names_passed.clear()
-            self._names_passed[memo] = frozenset(draft.checked)
+            shared = [draft.system_blocks[n] for n in self._schema.block_names() if n in draft.system_blocks]
+            self._names_passed[memo] = (frozenset(draft.checked), None if any("id" in b.columns for b in shared)
+                                        else draft.counterparts)
 
     # ------------------------------------------------------------------ a record's trajectory
     def _trajectory(self, draft: _Draft, frames: Iterable[Frame], steps: Any, times: Any, where: str) -> None:
