@@ -89,7 +89,8 @@ class _Draft:
 
     def rows_of(self, section: str, block: str) -> Optional[int]:
         """Rows of ``/<section>/<block>`` as :func:`_system_rows` sees them."""
-        return _system_rows(self.system_blocks)(section, block)
+        rows: Optional[int] = _system_rows(self.system_blocks)(section, block)
+        return rows
 
 
 _PLAIN = frozenset(np.dtype(t) for t in ("f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "?", "c8", "c16", "O"))
@@ -493,8 +494,8 @@ class CollectionWriter:
         if memo is not None:
             if len(self._names_passed) >= 4096:
                 self._names_passed.clear()
-            shared = [draft.system_blocks[n] for n in self._schema.block_names() if n in draft.system_blocks]
-            self._names_passed[memo] = (frozenset(draft.checked), None if any("id" in b.columns for b in shared)
+            held = [draft.system_blocks[n] for n in self._schema.block_names() if n in draft.system_blocks]
+            self._names_passed[memo] = (frozenset(draft.checked), None if any("id" in b.columns for b in held)
                                         else draft.counterparts)
 
     # ------------------------------------------------------------------ a record's trajectory
