@@ -56,7 +56,7 @@ DEFAULT_COMMIT_EVERY = 1000
 DEFAULT_COMMIT_BYTES = 64 << 20
 DEFAULT_MAP_SIZE = 1 << 28  # the first reservation of address space; doubled whenever a commit needs more
 _MISSING = object()
-_SYSTEM_PLAN, _FRAME_PLAN = object(), object()  # encoding-plan keys of plain systems and of trajectory frames
+_FRAME_PLAN = object()  # the start of a trajectory frame's encoding-plan key
 _EXACT_INT = 2**53  # an i64 step within ±2^53 is its own typed JSON form
 _MAX_F64 = float(np.finfo(np.float64).max)
 _ERRNO_BY_TEXT = {code: os.strerror(code) for code in errno.errorcode}  # LMDB names a system error by its text
@@ -186,7 +186,8 @@ class CollectionWriter:
         self._commit_every, self._commit_bytes, self._durable = int(commit_every), int(commit_bytes), bool(durable)
         self._states: Dict[str, BlockWriter] = {}
         self._encodes = EncodeCache()  # encoding plans by the shape of a frame's blocks
-        self._system_shapes: Set[Tuple[Any, ...]] = set()  # plain system shapes checked whole (_plain_shape)
+        # plain system shapes checked whole (_plain_shape), each with its encoding plan's key
+        self._system_shapes: Dict[Tuple[Any, ...], object] = {}
         self._version = 0  # of the declaration's states (_refresh_states)
         # _check_system_names by declaration and system shape: the names checked, the counterparts
         self._names_passed: Dict[Tuple[int, Any], Tuple[frozenset[str], Optional[SystemCounterparts]]] = {}
@@ -347,10 +348,10 @@ class CollectionWriter:
                                      "frames (lmdb.md: box appears only on trajectory updates)", node=f"{node}/box",
                                      rule="lmdb#L16")
         shape = _plain_shape(system)
-        if shape is not None and shape in self._system_shapes:  # this shape was checked whole: its values only
+        plan = None if shape is None else self._system_shapes.get(shape)
+        if plan is not None:  # this shape was checked whole: its values only
             try:  # the encoder holds object columns to str values (lmdb#L11)
-                return encode_frame(system.blocks, meta={}, cache=self._encodes, shape=(_SYSTEM_PLAN, shape)), \
-                    system.blocks, shape
+                return encode_frame(system.blocks, meta={}, cache=self._encodes, shape=plan), system.blocks, shape
             except InvalidValueError:
                 pass  # a value the shape does not vouch for: the whole check below names its rule
         prepared = prepare_frame(system, node, rows_of=_system_rows(system.blocks))
@@ -358,7 +359,7 @@ class CollectionWriter:
                                      for c, v in b.columns.items()):  # nothing converted: the checks were the shape's
             if len(self._system_shapes) >= 4096:
                 self._system_shapes.clear()
-            self._system_shapes.add(shape)
+            self._system_shapes[shape] = object()  # a key of its own: hashed by identity
         else:
             shape = None
         blocks: Dict[str, Block] = {}

@@ -19,6 +19,17 @@ from molrec_raw.record.trajectory.storage import prefix_below
 from molrec_raw.zarr import Array, Group
 
 
+class CheckedShape:
+    """A block shape ``prepare_update`` checked whole and took as given: per declared column
+    (in declaration order) its name, dtype and full shape (rows included).  Compared by
+    identity: one object per shape a block's writer state has taken."""
+
+    __slots__ = ("columns", "rows")
+
+    def __init__(self, columns: Tuple[Tuple[str, np.dtype, Tuple[int, ...]], ...], rows: int) -> None:
+        self.columns, self.rows = columns, rows
+
+
 class Update:
     """One buffered (or the last committed) block update.  ``columns`` of a pending update
     are views into the block's commit buffers; precision columns hold the values as given
@@ -26,13 +37,12 @@ class Update:
     update differs from the one before it only in precision columns before rounding — the
     commit decides whether it is an update at all (its rounded values may repeat).
     ``shape``: the ``BlockWriter.shape`` it has when ``prepare_update`` took its columns as
-    given (None otherwise): names, dtypes and shapes, in declaration order."""
+    given (None otherwise)."""
 
     __slots__ = ("ordinal", "rows", "columns", "masks", "tentative", "shape")
 
     def __init__(self, ordinal: int, rows: int, columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray],
-                 tentative: bool = False, shape: Optional[Tuple[Tuple[str, np.dtype, Tuple[int, ...]], ...]] = None
-                 ) -> None:
+                 tentative: bool = False, shape: Optional[CheckedShape] = None) -> None:
         self.ordinal, self.rows, self.columns, self.masks = ordinal, rows, columns, masks
         self.tentative, self.shape = tentative, shape
 
@@ -150,9 +160,7 @@ class BlockWriter:
         self.buffers: Dict[str, ColumnBuffer] = {
             c: ColumnBuffer(np.dtype(COLUMN_DTYPES[s.dtype]), tuple(s.trailing))
             for c, s in spec.columns.items() if s.dtype != "string"}
-        # the last shape ``prepare_update`` checked whole and took as given: per declared column
-        # (in declaration order) its name, dtype and full shape (rows included)
-        self.shape: Optional[Tuple[Tuple[str, np.dtype, Tuple[int, ...]], ...]] = None
+        self.shape: Optional[CheckedShape] = None  # the last shape prepare_update checked whole
 
     @property
     def nullable(self) -> List[str]:
@@ -266,16 +274,16 @@ def prepare_update(state: BlockWriter, blk: Block, ordinal: int) -> Update:
     if shape is not None and type(blk) is Block and not (blk.masks or blk.precision or blk.targets) \
             and blk.structural_shape is None:
         given = blk.columns
-        if len(given) == len(shape):
+        if len(given) == len(shape.columns):
             columns: Dict[str, np.ndarray] = {}
-            for column, dtype, full in shape:
+            for column, dtype, full in shape.columns:
                 values = given.get(column)
                 if type(values) is not np.ndarray or values.shape != full or (
                         values.dtype is not dtype and values.dtype != dtype):
                     break
                 columns[column] = values
             else:
-                rows = full[0]
+                rows = shape.rows
                 if blk.count is None or int(blk.count) == rows:
                     return Update(ordinal, rows, columns, {}, False, shape)
     return _prepare_whole(state, blk, ordinal)
@@ -346,7 +354,7 @@ def _prepare_whole(state: BlockWriter, blk: Block, ordinal: int) -> Update:
             raise spec_error("W24", f"{where}: mask of {column!r} must be bool[{rows}], got {mask.dtype}{list(mask.shape)}", cnode)
         masks[column] = mask.copy()
     if as_given:
-        state.shape = tuple((c, v.dtype, v.shape) for c, v in columns.items())
+        state.shape = CheckedShape(tuple((c, v.dtype, v.shape) for c, v in columns.items()), rows)
         return Update(ordinal, rows, columns, masks, False, state.shape)
     return Update(ordinal, rows, columns, masks)
 
