@@ -518,7 +518,8 @@ class CollectionWriter:
                 self._pending.extend(draft.values)
                 draft.values = []
                 self._commit()
-        for name, it in (("steps", step_iter), ("times", time_iter)):
+        given = () if step_iter is None and time_iter is None else (("steps", step_iter), ("times", time_iter))
+        for name, it in given:
             if it is not None and next(it, _MISSING) is not _MISSING:
                 raise InvalidValueError(f"{name} has more values than the record has frames ({draft.frames})", node=where)
         if self._meta_specs is None and draft.meta is not None:  # the first record with frames declares them
@@ -531,31 +532,30 @@ class CollectionWriter:
         ``more``: frames follow (this one's blocks become the base they are compared with)."""
         if not isinstance(frame, Frame):
             raise InvalidValueError(f"trajectory frame {k} is not a Frame ({type(frame).__name__})", node=where)
-        node = f"{where}/trajectory"
         # -- step and time (trajectory#W16, #W17)
         if step is None:
             step = 0 if draft.last_step is None else draft.last_step + 1
         if type(step) is not int:
             if not is_int(step) or not I64[0] <= int(step) <= I64[1]:
                 raise SpecViolationError(f"step {step!r} of trajectory frame {k} is not an integer in the i64 range",
-                                         node=node, rule="trajectory#W16")
+                                         node=f"{where}/trajectory", rule="trajectory#W16")
             step = int(step)
         elif not I64[0] <= step <= I64[1]:
             raise SpecViolationError(f"step {step!r} of trajectory frame {k} is not an integer in the i64 range",
-                                     node=node, rule="trajectory#W16")
+                                     node=f"{where}/trajectory", rule="trajectory#W16")
         if draft.last_step is not None and step <= draft.last_step:
             raise SpecViolationError(f"step numbers increase strictly within a record: {step} follows "
-                                     f"{draft.last_step}", node=node, rule="trajectory#W16")
+                                     f"{draft.last_step}", node=f"{where}/trajectory", rule="trajectory#W16")
         if time is not None:
             if isinstance(time, (bool, np.bool_)) or not isinstance(time, (int, float, np.integer, np.floating)):
-                raise InvalidValueError(f"time must be a number, got {time!r}", node=node)
+                raise InvalidValueError(f"time must be a number, got {time!r}", node=f"{where}/trajectory")
             time = float(time)
         if draft.timed is not None and (time is not None) != draft.timed:
             raise SpecViolationError("a record's times are all-or-nothing: " + (
                 f"frame {k} has none" if draft.timed else f"frame {k} adds one to a time-less trajectory"),
-                node=node, rule="trajectory#W17")
+                node=f"{where}/trajectory", rule="trajectory#W17")
         # -- per-step meta (C3, trajectory#W23)
-        meta = self._frame_meta(draft, k, frame.meta, f"{node}/meta")
+        meta = self._frame_meta(draft, k, frame.meta, where)
         # -- blocks
         changed: Dict[str, Update] = {}
         states = self._states
@@ -566,8 +566,8 @@ class CollectionWriter:
                 state = self._state_for(draft, name, blk, k, where)
             if blk.attrs or blk.column_attrs:
                 raise SpecViolationError(f"trajectory frame {k}: block {name!r} carries attributes; a trajectory "
-                                         "block's attributes are its section's, not one update's", node=f"{node}/{name}",
-                                         rule="lmdb#L16")
+                                         "block's attributes are its section's, not one update's",
+                                         node=f"{where}/trajectory/{name}", rule="lmdb#L16")
             update = prepare_update(state, blk, k)
             for column in state.precise:
                 update.columns[column] = round_to_precision(update.columns[column], state.spec.columns[column].precision)
@@ -609,8 +609,9 @@ class CollectionWriter:
         draft.last_step, draft.timed = step, time is not None
         return value
 
-    def _frame_meta(self, draft: _Draft, k: int, given: Mapping[str, Any], node: str) -> Dict[str, Any]:
+    def _frame_meta(self, draft: _Draft, k: int, given: Mapping[str, Any], where: str) -> Dict[str, Any]:
         """Every declared per-step key in typed JSON form, fills materialized (lmdb#L8)."""
+        node = f"{where}/trajectory/meta"
         specs = draft.meta if draft.meta is not None else self._meta_specs
         if specs is None:  # a derived collection whose first trajectory frame this is: the frame declares them
             specs = {}
