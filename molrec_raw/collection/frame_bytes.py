@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import orjson
@@ -168,11 +168,14 @@ def _signature(blocks: Mapping[str, Block]) -> Optional[Tuple[Any, ...]]:
 
 class EncodeCache:
     """Encoding plans by the shape of a frame's blocks (:func:`encode_frame` with ``cache=``):
-    the header's blocks are serialized once per shape; the bytes are the same."""
+    the header's blocks are serialized once per shape; the bytes are the same.  A plan is made
+    by the second frame of its shape (``seen``: shapes met once), so frames of shapes met once
+    make none."""
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
         self.plans: Dict[Any, _Plan] = {}
+        self.seen: Set[Any] = set()
 
 
 def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], rest: bytes) -> Optional[bytes]:
@@ -302,7 +305,12 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
     except TypeError as exc:
         raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
     if plannable and cache is not None:
-        _keep_plan(cache, signature, header_blocks, strings, parts)
+        if signature in cache.seen:
+            _keep_plan(cache, signature, header_blocks, strings, parts, text)
+        else:
+            if len(cache.seen) >= cache.size:
+                cache.seen.clear()
+            cache.seen.add(signature)
     start = _align(_PREFIX.size + len(text))
     prefix = _PREFIX.pack(MAGIC, len(text)) + text + _ZERO_PAD[:start - _PREFIX.size - len(text)]
     return b"".join([prefix, *parts])
@@ -325,33 +333,31 @@ def _header_rest(meta: Any, meta_types: Any, step: Any, time: Any, box: Optional
 
 
 def _keep_plan(cache: EncodeCache, signature: Any, header_blocks: Dict[str, Any], strings: List[bool],
-               parts: List[Any]) -> None:
-    """Keep the plan of a frame just encoded: its blocks' text cut at each string column's
-    ``values`` (kept only when the cuts are exactly those and rebuild the text)."""
+               parts: List[Any], header: bytes) -> None:
+    """Keep the plan of a frame just encoded (``header``: its header's text): its blocks' text
+    cut at each string column's ``values`` — JSON without spacing is the concatenation of its
+    members' texts, so any values spliced there give the text orjson writes (kept only when
+    the cuts are exactly those, and the text before the first is the header's)."""
     pads: List[bytes] = []
     for part in parts:
         if type(part) is bytes:
             pads[-1] = part
         else:
             pads.append(b"")
-    full = orjson.dumps(header_blocks)
     entries = [entry for block in header_blocks.values() for entry in block["columns"].values()
                if entry["dtype"] == "string"]
     held = [entry["values"] for entry in entries]
     try:
         for entry in entries:
             entry["values"] = []
-        cut = orjson.dumps(header_blocks).split(_EMPTY_VALUES)
+        cut = orjson.dumps(header_blocks).split(_EMPTY_VALUES) if entries else [orjson.dumps(header_blocks)]
     finally:
         for entry, values in zip(entries, held):
             entry["values"] = values
     if len(cut) != len(entries) + 1:  # "values":[] elsewhere (an attribute): no plan
         return
     texts = [piece + b'"values":' for piece in cut[:-1]] + [cut[-1]]
-    rebuilt = [texts[0]]
-    for values, text in zip(held, texts[1:]):
-        rebuilt += [orjson.dumps(values), text]
-    if b"".join(rebuilt) != full:
+    if not header.startswith(b'{"blocks":' + texts[0]):
         return
     if len(cache.plans) >= cache.size:
         cache.plans.clear()

@@ -185,7 +185,7 @@ class CollectionWriter:
         self._index = _located(lambda: IndexColumns(index_schema), where)
         self._commit_every, self._commit_bytes, self._durable = int(commit_every), int(commit_bytes), bool(durable)
         self._states: Dict[str, BlockWriter] = {}
-        self._encodes = EncodeCache()  # encoding plans by the shape of a frame's blocks
+        self._encodes = EncodeCache(4096)  # encoding plans by the shape of a frame's blocks
         # plain system shapes checked whole (_plain_shape), each with its encoding plan's key
         self._system_shapes: Dict[Tuple[Any, ...], object] = {}
         self._version = 0  # of the declaration's states (_refresh_states)
@@ -359,9 +359,9 @@ class CollectionWriter:
                                      for c, v in b.columns.items()):  # nothing converted: the checks were the shape's
             if len(self._system_shapes) >= 4096:
                 self._system_shapes.clear()
-            self._system_shapes[shape] = object()  # a key of its own: hashed by identity
+            plan = self._system_shapes[shape] = object()  # a key of its own: hashed by identity
         else:
-            shape = None
+            shape = plan = None
         blocks: Dict[str, Block] = {}
         for name, block in prepared.blocks.items():
             if block.column_attrs:
@@ -375,7 +375,7 @@ class CollectionWriter:
             blocks[name] = made_block(columns, masks, dict(block.precision), dict(block.targets),
                                       block.structural_shape, dict(block.attrs), block.nrows)
         value = encode_frame(blocks, meta=prepared.meta, meta_types=prepared.meta_types if prepared.meta_types else None,
-                             cache=self._encodes)
+                             cache=self._encodes, shape=plan)  # a plain shape's plan: the blocks as given
         return value, prepared.blocks, shape
 
     def _record_schema(self, schema: Any, where: str) -> None:

@@ -185,8 +185,9 @@ def test_lmdb_L9_the_fast_paths_write_the_general_paths_bytes_and_refusals(tmp_p
 
 
 def test_lmdb_L9_a_streak_of_one_shape_uses_the_kept_plans_and_writes_the_same_bytes(tmp_path: Path) -> None:
-    """Thirty records of one shape (the fast paths taken from the second on) against the
-    general path: the same pairs; the plans kept are one per shape (system, frame)."""
+    """Thirty records of one shape (the checks' fast paths taken from the second on, the
+    encoding plans from the third) against the general path: the same pairs; the plans kept
+    are one per shape (system, frame)."""
     rng = np.random.default_rng(3)
     given_records = [{"system": Frame({}, {"atoms": Block({"element": np.array(rng.choice(ELEMENTS, 4), object)})}),
                       "frames": [Frame({"pe": float(rng.normal())}, {"atoms": Block({"x": rng.normal(size=4),
@@ -202,7 +203,7 @@ def test_lmdb_L9_a_streak_of_one_shape_uses_the_kept_plans_and_writes_the_same_b
             w.add_record(**record)
         kinds = sorted("by blocks" if type(k) is tuple and type(k[0]) is tuple else "keyed" for k in w._encodes.plans)
         assert len(w._system_shapes) == 1 and w._states["atoms"].shape is not None
-        assert kinds == ["by blocks", "keyed", "keyed"]  # the first system's plan by its blocks, then by the keys
+        assert kinds == ["keyed", "keyed"]  # one plan for the system's shape, one for the frame's
     finally:
         w.abort()
 

@@ -161,6 +161,7 @@ class BlockWriter:
             c: ColumnBuffer(np.dtype(COLUMN_DTYPES[s.dtype]), tuple(s.trailing))
             for c, s in spec.columns.items() if s.dtype != "string"}
         self.shape: Optional[CheckedShape] = None  # the last shape prepare_update checked whole
+        self.shapes: Dict[Tuple[Tuple[str, np.dtype, Tuple[int, ...]], ...], CheckedShape] = {}  # one object each
 
     @property
     def nullable(self) -> List[str]:
@@ -354,8 +355,14 @@ def _prepare_whole(state: BlockWriter, blk: Block, ordinal: int) -> Update:
             raise spec_error("W24", f"{where}: mask of {column!r} must be bool[{rows}], got {mask.dtype}{list(mask.shape)}", cnode)
         masks[column] = mask.copy()
     if as_given:
-        state.shape = CheckedShape(tuple((c, v.dtype, v.shape) for c, v in columns.items()), rows)
-        return Update(ordinal, rows, columns, masks, False, state.shape)
+        key = tuple([(c, v.dtype, v.shape) for c, v in columns.items()])
+        shape = state.shapes.get(key)
+        if shape is None:
+            if len(state.shapes) >= 1024:
+                state.shapes.clear()
+            shape = state.shapes[key] = CheckedShape(key, rows)
+        state.shape = shape
+        return Update(ordinal, rows, columns, masks, False, shape)
     return Update(ordinal, rows, columns, masks)
 
 
