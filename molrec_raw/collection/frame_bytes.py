@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import orjson
@@ -135,81 +135,120 @@ def box_header(box: Box) -> Dict[str, Any]:
 
 
 class _Plan:
-    """How frames of one shape are encoded: the JSON text of the header's ``blocks`` and the
-    padding after each buffer."""
+    """How frames of one shape are encoded: the JSON text of the header's ``blocks`` (cut
+    where each string column's ``values`` go; ``head``: ``{"blocks":`` and its first piece)
+    and, per column, the padding after its buffer (None for a string column)."""
 
-    __slots__ = ("text", "pads")
+    __slots__ = ("texts", "head", "pads")
 
-    def __init__(self, text: bytes, pads: List[bytes]) -> None:
-        self.text, self.pads = text, pads
+    def __init__(self, texts: List[bytes], pads: List[Optional[bytes]]) -> None:
+        self.texts, self.head, self.pads = texts, b'{"blocks":' + texts[0], pads
 
 
 _NATIVE = frozenset(COLUMN_NUMPY.values()) - {np.dtype(object)}
+_KEPT = _NATIVE | {np.dtype(object)}
+_EMPTY_VALUES = b'"values":[]'
 
 
 def _signature(blocks: Mapping[str, Block]) -> Optional[Tuple[Any, ...]]:
     """The shape of ``blocks`` as an encoding plan is kept by — None when a block carries
     what a plan does not hold (masks, precision, targets, attributes, a structural shape) or
-    a column is not a native C-order numeric array of a column dtype."""
+    a column is not a C-order array of a native column dtype or of strings (``object``)."""
     key: List[Any] = []
     for name, block in blocks.items():
         if block.masks or block.precision or block.targets or block.attrs or block.structural_shape is not None:
             return None
         key.append((name, block.count))
         for column, values in block.columns.items():
-            if type(values) is not np.ndarray or values.dtype not in _NATIVE or not values.flags.c_contiguous:
+            if type(values) is not np.ndarray or values.dtype not in _KEPT or not values.flags.c_contiguous:
                 return None
             key.append((column, values.dtype, values.shape))
     return tuple(key)
 
 
 class EncodeCache:
-    """Encoding plans by the shape of a frame's numeric blocks (:func:`encode_frame` with
-    ``cache=``): the header's blocks are serialized once per shape; the bytes are the same."""
+    """Encoding plans by the shape of a frame's blocks (:func:`encode_frame` with ``cache=``):
+    the header's blocks are serialized once per shape; the bytes are the same.  A plan is made
+    by the second frame of its shape (``seen``: shapes met once), so frames of shapes met once
+    make none."""
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
-        self.plans: Dict[Tuple[Any, ...], _Plan] = {}
+        self.plans: Dict[Any, _Plan] = {}
+        self.seen: Set[Any] = set()
 
 
-def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], header: Dict[str, Any]) -> bytes:
-    parts: List[Any] = []
-    pads = plan.pads
+def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], rest: bytes) -> Optional[bytes]:
+    """The value through ``plan``; None when a column does not fit it (a string column holding
+    a non-string or a string JSON cannot hold, a buffer that is not C-order): the general path
+    then encodes it, or names the rule it breaks."""
+    parts: List[Any] = [b"", b"", b""]  # the prefix, the header, its padding; then the buffers
+    pads, texts = plan.pads, plan.texts
+    pieces: List[bytes] = [plan.head]
     i = 0
     for block in blocks.values():
+        if block.masks:
+            return None
         for values in block.columns.values():
-            parts.append(values)
-            if pads[i]:
-                parts.append(pads[i])
+            pad = pads[i]
+            if pad is None:  # a string column: its values in the header (lmdb#L12)
+                items = values.ravel().tolist()
+                try:
+                    "".join(items)  # a C loop that fails on any element that is not a str (lmdb#L11)
+                    pieces.append(orjson.dumps(items))
+                except TypeError:
+                    return None
+                pieces.append(texts[len(pieces) >> 1])
+            else:
+                parts.append(values)
+                if pad:
+                    parts.append(pad)
             i += 1
-    rest = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY) if header else b"{}"
-    text = b'{"blocks":' + plan.text + (b"}" if rest == b"{}" else b"," + rest[1:])  # orjson's compact form
-    start = _align(_PREFIX.size + len(text))
-    return b"".join([_PREFIX.pack(MAGIC, len(text)), text, _ZERO_PAD[:start - _PREFIX.size - len(text)], *parts])
+    tail = b"}" if rest == b"{}" else b"," + rest[1:]  # orjson's compact form
+    if len(pieces) == 1:
+        text = plan.head + tail
+    else:
+        pieces.append(tail)
+        text = b"".join(pieces)
+    n = len(text)
+    parts[0] = _PREFIX.pack(MAGIC, n)
+    parts[1] = text
+    parts[2] = _ZERO_PAD[:-(n + _PREFIX.size) % ALIGN]
+    try:
+        return b"".join(parts)
+    except TypeError:  # a buffer that is not C-contiguous
+        return None
 
 
 def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any]] = None,
                  meta_types: Optional[Mapping[str, str]] = None, step: Any = None, time: Any = None,
-                 box: Optional[Box] = None, cache: Optional[EncodeCache] = None) -> bytes:
+                 box: Optional[Box] = None, cache: Optional[EncodeCache] = None, shape: Any = None) -> bytes:
     """One frame as frame bytes.  ``blocks`` hold checked columns (one of the 13 dtypes,
     ``count`` rows each; the caller validated them); their ``precision``, ``targets``,
     ``structural_shape`` and ``attrs`` are written as given, masks as ``validity`` buffers
     (also an all-true one: a nullable index column keeps its mask).  ``meta`` is already in
     typed JSON form; ``meta_types`` is written when given; ``step``/``time`` (typed JSON
     ``i64``/``f64`` values) and ``box`` when given.  Deterministic: the same input gives the
-    same bytes.  ``cache``: plans kept by the blocks' shape (the same bytes, less work per frame)."""
+    same bytes.  ``cache``: plans kept by the blocks' shape (the same bytes, less work per
+    frame); ``shape``: the caller's key of that shape, in place of the one computed here — a
+    hashable that determines every byte of the header's ``blocks`` but the string values
+    (block names, counts, structural shapes, precision, targets, attributes; column names,
+    dtypes and shapes; no masks)."""
+    signature: Any = None
     if cache is not None:
-        signature = _signature(blocks)
+        signature = _signature(blocks) if shape is None else shape
         plan = None if signature is None else cache.plans.get(signature)
         if plan is not None:
             try:
-                return _encode_planned(plan, blocks, _header_rest(meta, meta_types, step, time, box))
+                rest = orjson.dumps(_header_rest(meta, meta_types, step, time, box), option=orjson.OPT_SERIALIZE_NUMPY)
             except TypeError as exc:
                 raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
-    else:
-        signature = None
+            value = _encode_planned(plan, blocks, rest)
+            if value is not None:
+                return value
     parts: List[Any] = []
     size = 0
+    plannable = signature is not None  # every buffer the caller's array as it is, no validity
 
     def place(buffer: np.ndarray) -> int:
         """Append a buffer at the next 8-aligned payload offset; that offset."""
@@ -224,6 +263,7 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
         return at
 
     header_blocks: Dict[str, Any] = {}
+    strings: List[bool] = []
     for name, block in blocks.items():
         columns: Dict[str, Any] = {}
         for column, raw in block.columns.items():
@@ -235,15 +275,19 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
             entry: Dict[str, Any] = {"dtype": dtype, "shape": list(values.shape)}
             if dtype == "string":
                 entry["values"] = values.ravel().tolist()
+                strings.append(True)
             else:
                 buffer = values
                 if values.dtype is not COLUMN_NUMPY[dtype] and values.dtype != COLUMN_NUMPY[dtype] \
                         or not values.flags.c_contiguous:  # C-order, little-endian: a copy only when needed
                     buffer = np.ascontiguousarray(values, dtype=COLUMN_NUMPY[dtype])
+                    plannable = False
                 entry["offset"] = place(buffer)
+                strings.append(False)
             mask = block.masks.get(column)
             if mask is not None:
                 entry["validity"] = place(np.ascontiguousarray(mask, dtype=np.bool_))
+                plannable = False
             p = block.precision.get(column)
             if p is not None:
                 entry["precision"] = float(p)
@@ -260,8 +304,13 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
         text = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
     except TypeError as exc:
         raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
-    if signature is not None and cache is not None:
-        _keep_plan(cache, signature, header_blocks, parts)
+    if plannable and cache is not None:
+        if signature in cache.seen:
+            _keep_plan(cache, signature, header_blocks, strings, parts, text)
+        else:
+            if len(cache.seen) >= cache.size:
+                cache.seen.clear()
+            cache.seen.add(signature)
     start = _align(_PREFIX.size + len(text))
     prefix = _PREFIX.pack(MAGIC, len(text)) + text + _ZERO_PAD[:start - _PREFIX.size - len(text)]
     return b"".join([prefix, *parts])
@@ -283,17 +332,37 @@ def _header_rest(meta: Any, meta_types: Any, step: Any, time: Any, box: Optional
     return rest
 
 
-def _keep_plan(cache: EncodeCache, signature: Tuple[Any, ...], header_blocks: Dict[str, Any], parts: List[Any]) -> None:
-    """Keep the plan of a frame just encoded."""
+def _keep_plan(cache: EncodeCache, signature: Any, header_blocks: Dict[str, Any], strings: List[bool],
+               parts: List[Any], header: bytes) -> None:
+    """Keep the plan of a frame just encoded (``header``: its header's text): its blocks' text
+    cut at each string column's ``values`` — JSON without spacing is the concatenation of its
+    members' texts, so any values spliced there give the text orjson writes (kept only when
+    the cuts are exactly those, and the text before the first is the header's)."""
     pads: List[bytes] = []
     for part in parts:
         if type(part) is bytes:
             pads[-1] = part
         else:
             pads.append(b"")
+    entries = [entry for block in header_blocks.values() for entry in block["columns"].values()
+               if entry["dtype"] == "string"]
+    held = [entry["values"] for entry in entries]
+    try:
+        for entry in entries:
+            entry["values"] = []
+        cut = orjson.dumps(header_blocks).split(_EMPTY_VALUES) if entries else [orjson.dumps(header_blocks)]
+    finally:
+        for entry, values in zip(entries, held):
+            entry["values"] = values
+    if len(cut) != len(entries) + 1:  # "values":[] elsewhere (an attribute): no plan
+        return
+    texts = [piece + b'"values":' for piece in cut[:-1]] + [cut[-1]]
+    if not header.startswith(b'{"blocks":' + texts[0]):
+        return
     if len(cache.plans) >= cache.size:
         cache.plans.clear()
-    cache.plans[signature] = _Plan(orjson.dumps(header_blocks), pads)
+    pads_by_column = iter(pads)
+    cache.plans[signature] = _Plan(texts, [None if s else next(pads_by_column) for s in strings])
 
 
 # -- decoding --------------------------------------------------------------------------------

@@ -56,6 +56,9 @@ DEFAULT_COMMIT_EVERY = 1000
 DEFAULT_COMMIT_BYTES = 64 << 20
 DEFAULT_MAP_SIZE = 1 << 28  # the first reservation of address space; doubled whenever a commit needs more
 _MISSING = object()
+_FRAME_PLAN = object()  # the start of a trajectory frame's encoding-plan key
+_EXACT_INT = 2**53  # an i64 step within ±2^53 is its own typed JSON form
+_MAX_F64 = float(np.finfo(np.float64).max)
 _ERRNO_BY_TEXT = {code: os.strerror(code) for code in errno.errorcode}  # LMDB names a system error by its text
 _LMDB_MAGIC = (0xBEEFC0DE).to_bytes(4, "little")  # at offset 16 of an LMDB data file's first meta page
 # trajectory-rule -> collection-rule for what a record breaks against the collection's declaration
@@ -67,7 +70,7 @@ class _Draft:
     """One record being added: everything that changes only once the record is accepted."""
 
     __slots__ = ("number", "first_frame", "frames", "last", "cell", "defined", "last_step", "timed", "meta",
-                 "counterparts", "rows_of", "system_blocks", "checked", "n_atoms", "values", "undo")
+                 "counterparts", "system_blocks", "checked", "n_atoms", "values", "undo")
 
     def __init__(self, number: int, first_frame: int, system_blocks: Dict[str, Block]) -> None:
         self.number, self.first_frame, self.frames = number, first_frame, 0
@@ -79,11 +82,15 @@ class _Draft:
         self.meta: Optional[Dict[str, MetaSpec]] = None
         self.counterparts: Optional[SystemCounterparts] = None
         self.system_blocks = system_blocks
-        self.rows_of = _system_rows(system_blocks)
         self.checked: Set[str] = set()
         self.n_atoms: Optional[int] = None
         self.values: List[Tuple[bytes, bytes]] = []
         self.undo: Optional[Tuple[SequenceSchema, Optional[Dict[str, MetaSpec]]]] = None
+
+    def rows_of(self, section: str, block: str) -> Optional[int]:
+        """Rows of ``/<section>/<block>`` as :func:`_system_rows` sees them."""
+        rows: Optional[int] = _system_rows(self.system_blocks)(section, block)
+        return rows
 
 
 _PLAIN = frozenset(np.dtype(t) for t in ("f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "?", "c8", "c16", "O"))
@@ -178,8 +185,12 @@ class CollectionWriter:
         self._index = _located(lambda: IndexColumns(index_schema), where)
         self._commit_every, self._commit_bytes, self._durable = int(commit_every), int(commit_bytes), bool(durable)
         self._states: Dict[str, BlockWriter] = {}
-        self._encodes = EncodeCache()  # encoding plans by the shape of a frame's blocks
-        self._system_shapes: Set[Tuple[Any, ...]] = set()  # plain system shapes checked whole (_plain_shape)
+        self._encodes = EncodeCache(4096)  # encoding plans by the shape of a frame's blocks
+        # plain system shapes checked whole (_plain_shape), each with its encoding plan's key
+        self._system_shapes: Dict[Tuple[Any, ...], object] = {}
+        self._version = 0  # of the declaration's states (_refresh_states)
+        # _check_system_names by declaration and system shape: the names checked, the counterparts
+        self._names_passed: Dict[Tuple[int, Any], Tuple[frozenset[str], Optional[SystemCounterparts]]] = {}
         self._resolved_check = False
         self._refresh_states()
         self._closed = False
@@ -289,10 +300,11 @@ class CollectionWriter:
         system_value: Optional[bytes] = None
         system_blocks: Dict[str, Block] = {}
         n_atoms: Optional[int] = None
+        shape: Any = ()  # a system's plain shape, checked (() for no system; None: not plain)
         if system is not None:
             if not isinstance(system, Frame):
                 raise InvalidValueError(f"system must be a Frame, got {type(system).__name__}", node=f"{where}/system")
-            system_value, system_blocks = self._system(system, f"{where}/system")
+            system_value, system_blocks, shape = self._system(system, f"{where}/system")
             if "atoms" in system_blocks:
                 n_atoms = system_blocks["atoms"].nrows
         values = self._index.prepare(index, number)
@@ -301,7 +313,7 @@ class CollectionWriter:
         try:
             if schema is not None:
                 self._record_schema(schema, where)
-            self._check_system_names(draft, self._schema.block_names(), where)
+            self._check_system_names(draft, self._schema.block_names(), where, shape)
             if frames is not None:
                 self._trajectory(draft, frames, steps, times, where)
         except BaseException:
@@ -327,18 +339,19 @@ class CollectionWriter:
             self._commit()
         return number
 
-    def _system(self, system: Frame, node: str) -> Tuple[bytes, Dict[str, Block]]:
+    def _system(self, system: Frame, node: str) -> Tuple[bytes, Dict[str, Block], Any]:
         """A record's system as frame bytes (frame-and-types §14 writer refusals; typed meta with
-        ``meta_types``; precision columns rounded, lmdb#L14)."""
+        ``meta_types``; precision columns rounded, lmdb#L14), its blocks, and its plain shape
+        when it has one checked whole (None otherwise)."""
         if system.box is not None:
             raise SpecViolationError("a collection record's system carries no cell: give the box on its trajectory "
                                      "frames (lmdb.md: box appears only on trajectory updates)", node=f"{node}/box",
                                      rule="lmdb#L16")
         shape = _plain_shape(system)
-        if shape is not None and shape in self._system_shapes:  # this shape was checked whole: its values only
-            plain = {name: made_block(dict(b.columns), {}, {}, {}, None, {}, b.nrows) for name, b in system.blocks.items()}
+        plan = None if shape is None else self._system_shapes.get(shape)
+        if plan is not None:  # this shape was checked whole: its values only
             try:  # the encoder holds object columns to str values (lmdb#L11)
-                return encode_frame(plain, meta={}, cache=self._encodes), plain
+                return encode_frame(system.blocks, meta={}, cache=self._encodes, shape=plan), system.blocks, shape
             except InvalidValueError:
                 pass  # a value the shape does not vouch for: the whole check below names its rule
         prepared = prepare_frame(system, node, rows_of=_system_rows(system.blocks))
@@ -346,7 +359,9 @@ class CollectionWriter:
                                      for c, v in b.columns.items()):  # nothing converted: the checks were the shape's
             if len(self._system_shapes) >= 4096:
                 self._system_shapes.clear()
-            self._system_shapes.add(shape)
+            plan = self._system_shapes[shape] = object()  # a key of its own: hashed by identity
+        else:
+            shape = plan = None
         blocks: Dict[str, Block] = {}
         for name, block in prepared.blocks.items():
             if block.column_attrs:
@@ -360,8 +375,8 @@ class CollectionWriter:
             blocks[name] = made_block(columns, masks, dict(block.precision), dict(block.targets),
                                       block.structural_shape, dict(block.attrs), block.nrows)
         value = encode_frame(blocks, meta=prepared.meta, meta_types=prepared.meta_types if prepared.meta_types else None,
-                             cache=self._encodes)
-        return value, prepared.blocks
+                             cache=self._encodes, shape=plan)  # a plain shape's plan: the blocks as given
+        return value, prepared.blocks, shape
 
     def _record_schema(self, schema: Any, where: str) -> None:
         """A record's own declaration (``collection#C3``): the collection's when declared; else
@@ -449,10 +464,21 @@ class CollectionWriter:
         for name in [n for n in self._states if not schema.has_block(n)]:
             del self._states[name]
         self._resolved_check = any(schema.targets(b) or schema.aligned_with(b) for b in schema.block_names())
+        self._version += 1
 
-    def _check_system_names(self, draft: _Draft, names: Iterable[str], where: str) -> None:
+    def _check_system_names(self, draft: _Draft, names: Iterable[str], where: str, shape: Any = None) -> None:
         """A trajectory block named like one of the record's system blocks: not aligned with
-        another block (C11) and sharing no column with it (C10)."""
+        another block (C11) and sharing no column with it (C10).  ``shape``: the system's
+        plain shape (its block and column names) when ``names`` are every declared block —
+        a shape that passed under this declaration passes again (the checks are names only),
+        with the same counterparts when they hold no ``id`` (then they are its row counts)."""
+        memo = None if shape is None else (self._version, shape)
+        if memo is not None:
+            passed = self._names_passed.get(memo)
+            if passed is not None:
+                draft.checked.update(passed[0])
+                draft.counterparts = passed[1] or SystemCounterparts.of_blocks(self._schema, draft.system_blocks)
+                return
         for name in names:
             if name in draft.checked or name not in draft.system_blocks:
                 continue
@@ -466,6 +492,12 @@ class CollectionWriter:
                 raise SpecViolationError(f"column {shared[0]!r} is in both the system block {name!r} and the trajectory "
                                          "block of that name (a reader presents them as one block)", node=node, rule=C10)
         draft.counterparts = SystemCounterparts.of_blocks(self._schema, draft.system_blocks)
+        if memo is not None:
+            if len(self._names_passed) >= 4096:
+                self._names_passed.clear()
+            held = [draft.system_blocks[n] for n in self._schema.block_names() if n in draft.system_blocks]
+            self._names_passed[memo] = (frozenset(draft.checked), None if any("id" in b.columns for b in held)
+                                        else draft.counterparts)
 
     # ------------------------------------------------------------------ a record's trajectory
     def _trajectory(self, draft: _Draft, frames: Iterable[Frame], steps: Any, times: Any, where: str) -> None:
@@ -475,8 +507,8 @@ class CollectionWriter:
         time_iter: Optional[Iterator[Any]] = None if times is None else iter(times)
         known = len(frames) if isinstance(frames, (list, tuple)) else None  # no look-ahead: a producer may
         for k, frame in enumerate(frames):                                 # reuse its arrays in place
-            step = _next(step_iter, "steps", k, where)
-            time = _next(time_iter, "times", k, where)
+            step = None if step_iter is None else _next(step_iter, "steps", k, where)
+            time = None if time_iter is None else _next(time_iter, "times", k, where)
             value = self._frame(draft, k, frame, None if step is _MISSING else step, None if time is _MISSING else time,
                                 where, known is None or k + 1 < known)
             draft.values.append((key(FRAME, draft.first_frame + k), value))
@@ -486,7 +518,8 @@ class CollectionWriter:
                 self._pending.extend(draft.values)
                 draft.values = []
                 self._commit()
-        for name, it in (("steps", step_iter), ("times", time_iter)):
+        given = () if step_iter is None and time_iter is None else (("steps", step_iter), ("times", time_iter))
+        for name, it in given:
             if it is not None and next(it, _MISSING) is not _MISSING:
                 raise InvalidValueError(f"{name} has more values than the record has frames ({draft.frames})", node=where)
         if self._meta_specs is None and draft.meta is not None:  # the first record with frames declares them
@@ -499,35 +532,42 @@ class CollectionWriter:
         ``more``: frames follow (this one's blocks become the base they are compared with)."""
         if not isinstance(frame, Frame):
             raise InvalidValueError(f"trajectory frame {k} is not a Frame ({type(frame).__name__})", node=where)
-        node = f"{where}/trajectory"
         # -- step and time (trajectory#W16, #W17)
         if step is None:
             step = 0 if draft.last_step is None else draft.last_step + 1
-        if not is_int(step) or not I64[0] <= int(step) <= I64[1]:
+        if type(step) is not int:
+            if not is_int(step) or not I64[0] <= int(step) <= I64[1]:
+                raise SpecViolationError(f"step {step!r} of trajectory frame {k} is not an integer in the i64 range",
+                                         node=f"{where}/trajectory", rule="trajectory#W16")
+            step = int(step)
+        elif not I64[0] <= step <= I64[1]:
             raise SpecViolationError(f"step {step!r} of trajectory frame {k} is not an integer in the i64 range",
-                                     node=node, rule="trajectory#W16")
-        step = int(step)
+                                     node=f"{where}/trajectory", rule="trajectory#W16")
         if draft.last_step is not None and step <= draft.last_step:
             raise SpecViolationError(f"step numbers increase strictly within a record: {step} follows "
-                                     f"{draft.last_step}", node=node, rule="trajectory#W16")
+                                     f"{draft.last_step}", node=f"{where}/trajectory", rule="trajectory#W16")
         if time is not None:
             if isinstance(time, (bool, np.bool_)) or not isinstance(time, (int, float, np.integer, np.floating)):
-                raise InvalidValueError(f"time must be a number, got {time!r}", node=node)
+                raise InvalidValueError(f"time must be a number, got {time!r}", node=f"{where}/trajectory")
             time = float(time)
         if draft.timed is not None and (time is not None) != draft.timed:
             raise SpecViolationError("a record's times are all-or-nothing: " + (
                 f"frame {k} has none" if draft.timed else f"frame {k} adds one to a time-less trajectory"),
-                node=node, rule="trajectory#W17")
+                node=f"{where}/trajectory", rule="trajectory#W17")
         # -- per-step meta (C3, trajectory#W23)
-        meta = self._frame_meta(draft, k, frame.meta, f"{node}/meta")
+        meta = self._frame_meta(draft, k, frame.meta, where)
         # -- blocks
         changed: Dict[str, Update] = {}
+        states = self._states
         for name, blk in frame.blocks.items():
-            state = self._state_for(draft, name, blk, k, where)
+            state = states.get(name)
+            if state is None or (name not in draft.checked and name in draft.system_blocks) or (
+                    self._derived and isinstance(blk, Block) and blk.masks):
+                state = self._state_for(draft, name, blk, k, where)
             if blk.attrs or blk.column_attrs:
                 raise SpecViolationError(f"trajectory frame {k}: block {name!r} carries attributes; a trajectory "
-                                         "block's attributes are its section's, not one update's", node=f"{node}/{name}",
-                                         rule="lmdb#L16")
+                                         "block's attributes are its section's, not one update's",
+                                         node=f"{where}/trajectory/{name}", rule="lmdb#L16")
             update = prepare_update(state, blk, k)
             for column in state.precise:
                 update.columns[column] = round_to_precision(update.columns[column], state.spec.columns[column].precision)
@@ -546,12 +586,18 @@ class CollectionWriter:
             cell = prepare_cell(frame.box, k, draft.defined)
             if draft.cell is not None and draft.cell.same(cell):
                 cell = None
-        # -- accept and encode
-        blocks = {name: made_block(u.columns, u.masks, {}, {}, self._states[name].spec.structural_shape, {}, u.rows)
-                  for name, u in changed.items()}
-        value = encode_frame(blocks, meta=meta, step=typed_json.encode_value("i64", step),
+        # -- accept and encode (frames of one shape through one kept plan: the same bytes)
+        blocks: Dict[str, Block] = {}
+        shape: Any = _FRAME_PLAN
+        for name, u in changed.items():
+            structural = states[name].spec.structural_shape
+            blocks[name] = made_block(u.columns, u.masks, {}, {}, structural, {}, u.rows)
+            if shape is not None:
+                shape = None if u.shape is None or u.masks else (shape, name, u.shape, structural)
+        value = encode_frame(blocks, meta=meta, step=step if -_EXACT_INT <= step <= _EXACT_INT else
+                             typed_json.encode_value("i64", step),
                              time=typed_json.encode_value("f64", time) if time is not None else None,
-                             box=cell.box() if cell is not None else None, cache=self._encodes)
+                             box=cell.box() if cell is not None else None, cache=self._encodes, shape=shape)
         if more:
             for name, u in changed.items():  # the base of the next frame: our own copy, never the caller's arrays
                 draft.last[name] = Update(k, u.rows, {c: v.copy() for c, v in u.columns.items()},
@@ -563,8 +609,9 @@ class CollectionWriter:
         draft.last_step, draft.timed = step, time is not None
         return value
 
-    def _frame_meta(self, draft: _Draft, k: int, given: Mapping[str, Any], node: str) -> Dict[str, Any]:
+    def _frame_meta(self, draft: _Draft, k: int, given: Mapping[str, Any], where: str) -> Dict[str, Any]:
         """Every declared per-step key in typed JSON form, fills materialized (lmdb#L8)."""
+        node = f"{where}/trajectory/meta"
         specs = draft.meta if draft.meta is not None else self._meta_specs
         if specs is None:  # a derived collection whose first trajectory frame this is: the frame declares them
             specs = {}
@@ -590,6 +637,9 @@ class CollectionWriter:
                     raise SpecViolationError(f"trajectory frame {k} omits meta key {name!r}, which is declared without "
                                              "a fill", node=f"{node}/{name}", rule=C3)
                 out[name] = spec.fill_json
+                continue
+            if type(value) is float and spec.tag == "f64" and -_MAX_F64 <= value <= _MAX_F64:
+                out[name] = value  # a finite float is its own typed JSON form (trajectory#W23)
                 continue
             if isinstance(value, MetaValue):
                 value = value.value

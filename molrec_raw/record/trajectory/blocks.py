@@ -19,19 +19,32 @@ from molrec_raw.record.trajectory.storage import prefix_below
 from molrec_raw.zarr import Array, Group
 
 
+class CheckedShape:
+    """A block shape ``prepare_update`` checked whole and took as given: per declared column
+    (in declaration order) its name, dtype and full shape (rows included).  Compared by
+    identity: one object per shape a block's writer state has taken."""
+
+    __slots__ = ("columns", "rows")
+
+    def __init__(self, columns: Tuple[Tuple[str, np.dtype, Tuple[int, ...]], ...], rows: int) -> None:
+        self.columns, self.rows = columns, rows
+
+
 class Update:
     """One buffered (or the last committed) block update.  ``columns`` of a pending update
     are views into the block's commit buffers; precision columns hold the values as given
     until the commit rounds them (all of a commit's rows at once).  ``tentative``: the
     update differs from the one before it only in precision columns before rounding — the
-    commit decides whether it is an update at all (its rounded values may repeat)."""
+    commit decides whether it is an update at all (its rounded values may repeat).
+    ``shape``: the ``BlockWriter.shape`` it has when ``prepare_update`` took its columns as
+    given (None otherwise)."""
 
-    __slots__ = ("ordinal", "rows", "columns", "masks", "tentative")
+    __slots__ = ("ordinal", "rows", "columns", "masks", "tentative", "shape")
 
     def __init__(self, ordinal: int, rows: int, columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray],
-                 tentative: bool = False) -> None:
+                 tentative: bool = False, shape: Optional[CheckedShape] = None) -> None:
         self.ordinal, self.rows, self.columns, self.masks = ordinal, rows, columns, masks
-        self.tentative = tentative
+        self.tentative, self.shape = tentative, shape
 
 
 def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:
@@ -147,6 +160,8 @@ class BlockWriter:
         self.buffers: Dict[str, ColumnBuffer] = {
             c: ColumnBuffer(np.dtype(COLUMN_DTYPES[s.dtype]), tuple(s.trailing))
             for c, s in spec.columns.items() if s.dtype != "string"}
+        self.shape: Optional[CheckedShape] = None  # the last shape prepare_update checked whole
+        self.shapes: Dict[Tuple[Tuple[str, np.dtype, Tuple[int, ...]], ...], CheckedShape] = {}  # one object each
 
     @property
     def nullable(self) -> List[str]:
@@ -249,7 +264,34 @@ class BlockWriter:
 
 def prepare_update(state: BlockWriter, blk: Block, ordinal: int) -> Update:
     """Validate one presented block against the pin; its values as given (a precision
-    column is rounded at the commit, ``BlockWriter.take_pending``)."""
+    column is rounded at the commit, ``BlockWriter.take_pending``).
+
+    A block of exactly the shape checked whole last time (``BlockWriter.shape``: the declared
+    columns' names, dtypes and shapes, native arrays taken as given; no masks, precision,
+    targets or structural shape stated) is taken without the per-column checks: they
+    depend on that shape alone (``trajectory#W18``–``#W26``).  Anything else is checked
+    whole, and a block that passes as given becomes the shape."""
+    shape = state.shape
+    if shape is not None and type(blk) is Block and not (blk.masks or blk.precision or blk.targets) \
+            and blk.structural_shape is None:
+        given = blk.columns
+        if len(given) == len(shape.columns):
+            columns: Dict[str, np.ndarray] = {}
+            for column, dtype, full in shape.columns:
+                values = given.get(column)
+                if type(values) is not np.ndarray or values.shape != full or (
+                        values.dtype is not dtype and values.dtype != dtype):
+                    break
+                columns[column] = values
+            else:
+                rows = shape.rows
+                if blk.count is None or int(blk.count) == rows:
+                    return Update(ordinal, rows, columns, {}, False, shape)
+    return _prepare_whole(state, blk, ordinal)
+
+
+def _prepare_whole(state: BlockWriter, blk: Block, ordinal: int) -> Update:
+    """:func:`prepare_update`'s every check; a block taken as given sets the state's shape."""
     name, spec = state.name, state.spec
     node = f"/trajectory/{name}"
     where = f"trajectory frame {ordinal}: block {name!r}"
@@ -264,12 +306,15 @@ def prepare_update(state: BlockWriter, blk: Block, ordinal: int) -> Update:
         raise spec_error("W20", f"{where} lacks declared column(s) {missing}; a present block carries every column", node)
     columns: Dict[str, np.ndarray] = {}
     plain = state.plain
+    as_given = bool(spec.columns) and type(blk) is Block and not (blk.masks or blk.precision or blk.targets) \
+        and blk.structural_shape is None
     for column, cspec in spec.columns.items():
         values = given[column]
         fast = plain.get(column)
         if not (fast is not None and type(values) is np.ndarray and values.dtype == fast[0]
                 and values.ndim == fast[1] and (fast[1] == 1 or values.shape[1:] == fast[2])):
             values = _checked_column(column, cspec, values, where, f"{node}/{column}")
+            as_given = False
         if blk.precision:
             stated = blk.precision.get(column)
             if stated is not None and (cspec.precision is None or float(stated) != cspec.precision):
@@ -309,6 +354,15 @@ def prepare_update(state: BlockWriter, blk: Block, ordinal: int) -> Update:
         if mask.dtype != np.bool_ or mask.shape != (rows,):
             raise spec_error("W24", f"{where}: mask of {column!r} must be bool[{rows}], got {mask.dtype}{list(mask.shape)}", cnode)
         masks[column] = mask.copy()
+    if as_given:
+        key = tuple([(c, v.dtype, v.shape) for c, v in columns.items()])
+        shape = state.shapes.get(key)
+        if shape is None:
+            if len(state.shapes) >= 1024:
+                state.shapes.clear()
+            shape = state.shapes[key] = CheckedShape(key, rows)
+        state.shape = shape
+        return Update(ordinal, rows, columns, masks, False, shape)
     return Update(ordinal, rows, columns, masks)
 
 
