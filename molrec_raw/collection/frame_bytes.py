@@ -69,7 +69,11 @@ _MAX_NDIM = 32
 _MAX_DIM = 1 << 40
 _MAX_PAYLOAD = 1 << 48  # no value is larger (LMDB's map is far smaller)
 _U8 = np.dtype("u1")
+_OBJECT = np.dtype(object)
 _UNSET = object()
+_MARK = "\x00molrec-raw: a string column's values\x00"  # never a writer's value (a template's place holder)
+_MARK_TEXT = orjson.dumps(_MARK)
+_new_block = Block.__new__
 
 
 class DecodedFrame:
@@ -375,13 +379,14 @@ class Layout:
     decoded without checking the header's blocks again.  ``checked`` holds a reader's own
     verdicts on the layout (what it checked it against)."""
 
-    __slots__ = ("blocks", "need", "checked", "_flat", "texts")
+    __slots__ = ("blocks", "need", "checked", "_flat", "texts", "_plain")
 
     def __init__(self, blocks: List[_BlockLayout], need: int) -> None:
         self.blocks, self.need = blocks, need
         self.checked: Dict[Any, bool] = {}
         self.texts = any(col.kind == "strings" for b in blocks for col in b.columns)  # a prefix is never shared
         self._flat: Any = _UNSET
+        self._plain: Any = _UNSET
 
     def flat(self) -> Optional[List["FlatColumn"]]:
         """Where each column of the layout lives, one entry per column — or None when a column
@@ -404,6 +409,60 @@ class Layout:
             self._flat = out
         flat: Optional[List[FlatColumn]] = self._flat
         return flat
+
+    def plain(self) -> bool:
+        """Whether :meth:`views` builds this layout's blocks: no bool column, no mask, no
+        ``targets`` (:meth:`flat` is not None — nothing whose values need checking row by
+        row) and at most one string column (:meth:`LayoutCache.quick` hands its values)."""
+        if self._plain is _UNSET:
+            self._plain = self.flat() is not None and sum(col.kind == "strings" for b in self.blocks
+                                                          for col in b.columns) <= 1
+        plain: bool = self._plain
+        return plain
+
+    def views(self, value: Any, payload: int, strings: Optional[List[str]],
+              extras: Optional[Mapping[str, Tuple[Dict[str, float], Dict[str, str], Any]]] = None) -> Dict[str, Block]:
+        """The blocks of a :meth:`plain` layout whose value :meth:`LayoutCache.quick` matched:
+        what :meth:`build` makes of it, without looking at anything :meth:`build` checks
+        (``quick`` did: the buffers fit, ``strings`` is the string column's checked values).
+        ``extras``: a block's (precision, targets, structural shape) in place of the
+        layout's (a reader's declaration); a block without one keeps the layout's."""
+        blocks: Dict[str, Block] = {}
+        frombuffer, new = np.frombuffer, _new_block
+        for b in self.blocks:
+            columns: Dict[str, np.ndarray] = {}
+            for col in b.columns:
+                kind = col.kind
+                if kind == "run":
+                    names = col.names
+                    if len(names) == 1:
+                        columns[names[0]] = frombuffer(value, col.dtype, col.count, payload + col.start)
+                    else:
+                        rows = frombuffer(value, col.dtype, col.count * len(names), payload + col.start).reshape(
+                            len(names), col.count)
+                        i = 0
+                        for name in names:
+                            columns[name] = rows[i]
+                            i += 1
+                elif kind == "strings":
+                    text = np.fromiter(strings, _OBJECT, col.count) if col.count else np.empty(0, _OBJECT)  # type: ignore[arg-type]
+                    columns[col.names[0]] = text if len(col.shape) == 1 else text.reshape(col.shape)
+                else:
+                    columns[col.names[0]] = frombuffer(value, col.dtype, col.count, payload + col.start).reshape(
+                        col.shape)
+            extra = None if extras is None else extras.get(b.name)
+            block = new(Block)
+            if extra is None:
+                block.__dict__ = {"columns": columns, "masks": {}, "precision": dict(b.precision) if b.precision else {},
+                                  "targets": {}, "structural_shape": b.shape, "attrs": dict(b.attrs) if b.attrs else {},
+                                  "count": b.count, "column_attrs": {}}
+            else:
+                precision, targets, shape = extra
+                block.__dict__ = {"columns": columns, "masks": {}, "precision": dict(precision) if precision else {},
+                                  "targets": dict(targets) if targets else {}, "structural_shape": shape, "attrs": {},
+                                  "count": b.count, "column_attrs": {}}
+            blocks[b.name] = block
+        return blocks
 
     def build(self, value: Any, payload: int, where: str, raw_blocks: Dict[str, Any]) -> Dict[str, Block]:
         """The blocks of ``value`` (views of it) under this layout; string values come from
@@ -455,6 +514,33 @@ class Layout:
         raise _corrupt("a buffer runs past the value", where, R_BUFFER)  # pragma: no cover - need is their maximum
 
 
+def _members(rest: Any) -> Optional[Dict[str, Any]]:
+    """The members after a header's ``blocks``: ``rest`` is ``}`` or ``,`` then members then
+    ``}`` (parsed alone; at least one member: ``,}`` is not JSON), ``blocks`` not among them.
+    None otherwise."""
+    if rest == b"}":
+        return {}
+    if rest[:1] != b",":
+        return None
+    try:
+        head = orjson.loads(b"{" + rest[1:])
+    except orjson.JSONDecodeError:
+        return None
+    if type(head) is not dict or not head or "blocks" in head:
+        return None
+    return head
+
+
+class _Strung:
+    """A header text of a layout with one string column: ``head`` is the text up to its
+    ``values``, ``close`` the text of ``blocks`` after them, ``count`` how many."""
+
+    __slots__ = ("head", "close", "layout", "count")
+
+    def __init__(self, head: bytes, close: bytes, layout: Layout, count: int) -> None:
+        self.head, self.close, self.layout, self.count = head, close, layout, count
+
+
 class LayoutCache:
     """Checked layouts by the exact JSON text of a header's ``blocks`` (at most ``size``; the
     older half is dropped when full)."""
@@ -463,6 +549,7 @@ class LayoutCache:
         self.size = size
         self.layouts: Dict[bytes, Layout] = {}
         self.prefixes: List[Tuple[bytes, Dict[str, Any], Layout]] = []
+        self.strung: List[_Strung] = []
 
     def by_prefix(self, text: bytes) -> Optional[Tuple[Dict[str, Any], Layout]]:
         """The header of ``text`` when it starts with the exact text of a remembered
@@ -471,31 +558,98 @@ class LayoutCache:
         prefix matches or the rest is not one JSON object's members without ``blocks``."""
         for prefix, raw_blocks, layout in self.prefixes:
             if text.startswith(prefix):
-                rest = text[len(prefix):]
-                if rest == b"}":
-                    head: Any = {}
-                elif rest[:1] == b",":
-                    try:
-                        head = orjson.loads(b"{" + rest[1:])
-                    except orjson.JSONDecodeError:
-                        return None
-                    if type(head) is not dict or "blocks" in head:
-                        return None
-                else:
+                head = _members(text[len(prefix):])
+                if head is None:
                     return None
                 head["blocks"] = raw_blocks
                 return head, layout
         return None
 
+    def quick(self, value: Any) -> Optional[Tuple[Layout, Dict[str, Any], Optional[List[str]], int]]:
+        """A value whose header is a remembered text but for its other members (the
+        :meth:`by_prefix` texts) or but for the values of its one string column and its other
+        members (:meth:`remember`'s templates): ``(layout, the header's members but blocks,
+        the string column's values or None, the payload's offset)`` — every rule
+        :func:`frame_layout` checks holds (magic, length, zero padding, the JSON, its top
+        keys, ``meta``/``meta_types`` objects, the buffers inside the value), the string
+        values are ``count`` strings.  None whenever anything is otherwise (also for a
+        ``memoryview``): :func:`frame_layout` then reads it and names what is wrong."""
+        if type(value) is memoryview:
+            return None
+        end = len(value)
+        if end < _PREFIX.size:
+            return None
+        magic, length = _PREFIX.unpack_from(value, 0)
+        stop = _PREFIX.size + length
+        payload = (stop + ALIGN - 1) & ~(ALIGN - 1)
+        if magic != MAGIC or payload > end or payload != stop and value[stop:payload] != _ZERO_PAD[:payload - stop]:
+            return None
+        strings: Any = None
+        for prefix, _, layout in self.prefixes:
+            if value.startswith(prefix, _PREFIX.size, stop):
+                at = _PREFIX.size + len(prefix)
+                break
+        else:
+            for strung in self.strung:
+                if value.startswith(strung.head, _PREFIX.size, stop):
+                    i = _PREFIX.size + len(strung.head)
+                    j = value.find(strung.close, i, stop)
+                    if j < 0:
+                        return None
+                    # the text between is one JSON value (parsed alone): so the whole text is the
+                    # template's with another value there (its end is where that value ends)
+                    try:
+                        strings = orjson.loads(value[i:j])
+                        if type(strings) is not list or len(strings) != strung.count or type("".join(strings)) is not str:
+                            return None
+                    except (orjson.JSONDecodeError, TypeError):
+                        return None
+                    layout = strung.layout
+                    at = j + len(strung.close)
+                    break
+            else:
+                return None
+        head = _members(value[at:stop])
+        if head is None or not head.keys() <= _TOP_KEYS or payload + layout.need > end:
+            return None
+        if "meta" in head and type(head["meta"]) is not dict or (
+                head.get("meta_types") is not None and type(head["meta_types"]) is not dict):
+            return None
+        return layout, head, strings, payload
+
     def remember(self, text: bytes, raw_blocks: Dict[str, Any], layout: Layout) -> None:
-        """Keep the text of ``{"blocks": ...`` that starts ``text`` for :meth:`by_prefix` — a
-        layout without string columns (their values differ from frame to frame), tried once."""
-        if layout.texts or layout.checked.get(LayoutCache) is not None or len(self.prefixes) >= 8:
+        """Keep the text of ``{"blocks": ...`` that starts ``text`` for :meth:`by_prefix` and
+        :meth:`quick`, tried once per layout: a layout without string columns whole; one with
+        a single string column as a template, the text before and after its ``values`` (they
+        differ from frame to frame).  Only a text this package's writer makes (orjson's
+        compact form) is kept."""
+        if layout.checked.get(LayoutCache) is not None:
             return
-        prefix = b'{"blocks":' + orjson.dumps(raw_blocks)
-        layout.checked[LayoutCache] = text.startswith(prefix)
-        if layout.checked[LayoutCache]:
-            self.prefixes.append((prefix, raw_blocks, layout))
+        layout.checked[LayoutCache] = False
+        if not layout.texts:
+            if len(self.prefixes) < 8:
+                prefix = b'{"blocks":' + orjson.dumps(raw_blocks)
+                layout.checked[LayoutCache] = text.startswith(prefix)
+                if layout.checked[LayoutCache]:
+                    self.prefixes.append((prefix, raw_blocks, layout))
+            return
+        found = [(b.name, col) for b in layout.blocks for col in b.columns if col.kind == "strings"]
+        if len(found) != 1 or len(self.strung) >= 8:
+            return
+        name, col = found[0]
+        entry = raw_blocks[name]["columns"][col.names[0]]
+        values = entry["values"]
+        entry["values"] = _MARK
+        try:
+            marked = b'{"blocks":' + orjson.dumps(raw_blocks)
+        finally:
+            entry["values"] = values
+        if marked.count(_MARK_TEXT) != 1:
+            return
+        head, close = marked.split(_MARK_TEXT)
+        if text.startswith(head + orjson.dumps(values) + close):
+            layout.checked[LayoutCache] = True
+            self.strung.append(_Strung(head, close, layout, col.count))
 
     def get(self, raw_blocks: Any, where: str, strings: bool = True) -> Layout:
         """The layout of ``raw_blocks``: kept, or compiled (checked) and kept.  The key is the

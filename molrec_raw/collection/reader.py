@@ -126,7 +126,8 @@ class CollectionReader:
         self._path = Path(os.fspath(path))
         self._where = str(self._path)
         self._handle: Optional[binding.Handle] = binding.acquire(self._path)
-        self._layouts = LayoutCache()
+        self._layouts = LayoutCache()  # the systems'
+        self._frame_layouts = LayoutCache()  # the trajectory updates'
         try:
             self._load()
         except BaseException:
@@ -182,6 +183,7 @@ class CollectionReader:
         schema = self._schema
         self._meta_tags = {k: t for k, t in schema.meta_keys()}
         self._plans = {b: _BlockPlan(schema, b) for b in schema.block_names()}
+        self._extras = {b: (plan.precision, plan.targets, plan.shape) for b, plan in self._plans.items()}
         self._aligned = {b for b in schema.block_names() if schema.aligned_with(b) is not None}
         self._resolved_check = any(schema.targets(b) or schema.aligned_with(b) for b in schema.block_names())
         self._strings_in_frames = any(spec.dtype == "string" for b in schema.block_names()
@@ -391,23 +393,40 @@ class CollectionReader:
         return decoded
 
     def _system(self, raw: Any, r: int) -> Optional[Frame]:
-        decoded = self._system_blocks(raw, r)
-        if decoded is None:
+        """Record ``r``'s system as a ``Frame``.  A value whose header matches a checked
+        layout's text (:meth:`LayoutCache.quick`: every frame-bytes rule holds) of a layout
+        this reader has checked as a system's, without step, time or cell, is read without
+        parsing or checking its blocks again; anything else by :meth:`_system_blocks`, which
+        names what is wrong."""
+        if raw is None:
             return None
+        hit = self._layouts.quick(raw)
+        if hit is not None:
+            layout, head, strings, payload = hit
+            if layout.checked.get("system") and layout.plain() and (not head or (
+                    head.get("step") is None and head.get("time") is None and head.get("box") is None)):
+                return self._system_frame(head.get("meta") or {}, head.get("meta_types"),
+                                          layout.views(raw, payload, strings), r)
+        decoded = self._system_blocks(raw, r)
+        assert decoded is not None, "a value decodes or refuses"
+        return self._system_frame(decoded.meta, decoded.meta_types, decoded.blocks, r)
+
+    def _system_frame(self, raw_meta: Dict[str, Any], meta_types: Any, blocks: Dict[str, Block], r: int) -> Frame:
+        """A system's ``Frame``: its meta decoded by its ``meta_types`` (frame-and-types §11)."""
         meta: Dict[str, Any] = {}
-        if decoded.meta or decoded.meta_types:
+        if raw_meta or meta_types:
             k, node = key(SYSTEM, r), f"/records/{r}/system"
-            attrs = dict(decoded.meta)
+            attrs = dict(raw_meta)
             if typed_json.META_TYPES_KEY in attrs:
                 raise _fail(SpecViolationError, f"a meta key may not be named {typed_json.META_TYPES_KEY!r}",
                             self._where, k, node, "frame-and-types#14.33")
-            if decoded.meta_types is not None:
-                attrs[typed_json.META_TYPES_KEY] = decoded.meta_types
+            if meta_types is not None:
+                attrs[typed_json.META_TYPES_KEY] = meta_types
             try:
                 meta = typed_json.decode_document(attrs, node)
             except MolrecError as exc:
                 raise exc.add_context(store=self._where, key=key_name(k)) from None
-        return _frame(meta, decoded.blocks, None)
+        return _frame(meta, blocks, None)
 
     def _update(self, get: Getter, r: int, k: int) -> "_Update":
         """The trajectory update of frame ``k`` of record ``r``, checked against the
@@ -417,9 +436,20 @@ class CollectionReader:
         if raw is None:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
                         f"/records/{r}/trajectory", L8)
+        node = f"/records/{r}/trajectory"
+        hit = self._frame_layouts.quick(raw)
         try:
-            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._layouts,
-                                                     self._strings_in_frames), r, k)
+            if hit is not None and hit[0].checked.get("trajectory") and hit[0].plain():
+                # a checked layout's text (LayoutCache.quick: every frame-bytes rule holds): what
+                # decode_frame and _checked_update check of the value itself, in their order
+                layout, head, strings, payload = hit
+                raw_box = head.get("box")
+                box = None if raw_box is None else read_box(raw_box, f"{node}/box")
+                meta = head.get("meta") or {}
+                step, time = self._update_fields(head.get("meta_types"), head.get("step"), head.get("time"), meta, k,
+                                                 node)
+                return _Update(k, layout.views(raw, payload, strings, self._extras), meta, step, time, box, layout)
+            return self._checked_update(decode_frame(raw, node, self._frame_layouts, self._strings_in_frames), r, k)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(fk)) from None
 
@@ -1024,7 +1054,7 @@ class _Batch:
                     c._update(txn_get, r, 0)  # refuses: the frame is missing
                 node = f"/records/{r}/trajectory"
                 try:
-                    f_header, at, f_layout = frame_layout(raw_f, node, cache, strings_in_frames)
+                    f_header, at, f_layout = frame_layout(raw_f, node, c._frame_layouts, strings_in_frames)
                     step, f_meta = f_header.get("step"), f_header.get("meta")
                     update: Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]
                     if type(step) is int and -(2**53) <= step <= 2**53 and type(f_meta) is dict and \
