@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import orjson
@@ -44,7 +44,7 @@ from molrec_raw.record.model import Block, Box
 from molrec_raw.record.precision import check_precision
 
 __all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "LayoutCache", "compile_layout", "encode_frame",
-           "decode_frame",
+           "decode_frame", "string_list",
            "box_header", "read_box", "header_of", "made_block", "frame_layout"]
 
 MAGIC = b"MRF1"
@@ -379,14 +379,20 @@ class Layout:
     decoded without checking the header's blocks again.  ``checked`` holds a reader's own
     verdicts on the layout (what it checked it against)."""
 
-    __slots__ = ("blocks", "need", "checked", "_flat", "texts", "_plain")
+    __slots__ = ("blocks", "need", "checked", "_flat", "texts", "plain", "_maker", "makers")
 
     def __init__(self, blocks: List[_BlockLayout], need: int) -> None:
         self.blocks, self.need = blocks, need
         self.checked: Dict[Any, bool] = {}
         self.texts = any(col.kind == "strings" for b in blocks for col in b.columns)  # a prefix is never shared
         self._flat: Any = _UNSET
-        self._plain: Any = _UNSET
+        # built by views(): no bool column, no mask, no targets (nothing whose values need checking
+        # row by row), at most one string column (LayoutCache.quick hands its values)
+        self.plain = sum(col.kind == "strings" for b in blocks for col in b.columns) <= 1 and not any(
+            b.targets or col.mask is not None or col.dtype is not None and col.dtype.kind == "b"
+            for b in blocks for col in b.columns) and not any(b.targets for b in blocks)
+        self._maker: Any = None
+        self.makers: Dict[Any, _Maker] = {}  # a reader's: maker() by what it checked the layout as
 
     def flat(self) -> Optional[List["FlatColumn"]]:
         """Where each column of the layout lives, one entry per column — or None when a column
@@ -410,59 +416,24 @@ class Layout:
         flat: Optional[List[FlatColumn]] = self._flat
         return flat
 
-    def plain(self) -> bool:
-        """Whether :meth:`views` builds this layout's blocks: no bool column, no mask, no
-        ``targets`` (:meth:`flat` is not None — nothing whose values need checking row by
-        row) and at most one string column (:meth:`LayoutCache.quick` hands its values)."""
-        if self._plain is _UNSET:
-            self._plain = self.flat() is not None and sum(col.kind == "strings" for b in self.blocks
-                                                          for col in b.columns) <= 1
-        plain: bool = self._plain
-        return plain
+    def maker(self, extras: Optional[Mapping[str, Tuple[Dict[str, float], Dict[str, str], Any]]] = None) -> "_Maker":
+        """The function making the blocks of a ``plain`` layout whose value
+        :meth:`LayoutCache.quick` matched — ``(value, payload, strings) -> blocks``, what
+        :meth:`build` makes of it without looking at anything :meth:`build` checks (``quick``
+        did: the buffers fit, ``strings`` are the string column's checked values).
+        ``extras``: a block's (precision, targets, structural shape) in place of the layout's
+        (a reader's declaration; the same mapping at every call: the function is compiled
+        once for it); a block without one keeps the layout's."""
+        maker = self._maker
+        if maker is None or maker[0] is not extras:
+            maker = self._maker = (extras, _blocks_maker(self.blocks, extras))
+        made: _Maker = maker[1]
+        return made
 
     def views(self, value: Any, payload: int, strings: Optional[List[str]],
               extras: Optional[Mapping[str, Tuple[Dict[str, float], Dict[str, str], Any]]] = None) -> Dict[str, Block]:
-        """The blocks of a :meth:`plain` layout whose value :meth:`LayoutCache.quick` matched:
-        what :meth:`build` makes of it, without looking at anything :meth:`build` checks
-        (``quick`` did: the buffers fit, ``strings`` is the string column's checked values).
-        ``extras``: a block's (precision, targets, structural shape) in place of the
-        layout's (a reader's declaration); a block without one keeps the layout's."""
-        blocks: Dict[str, Block] = {}
-        frombuffer, new = np.frombuffer, _new_block
-        for b in self.blocks:
-            columns: Dict[str, np.ndarray] = {}
-            for col in b.columns:
-                kind = col.kind
-                if kind == "run":
-                    names = col.names
-                    if len(names) == 1:
-                        columns[names[0]] = frombuffer(value, col.dtype, col.count, payload + col.start)
-                    else:
-                        rows = frombuffer(value, col.dtype, col.count * len(names), payload + col.start).reshape(
-                            len(names), col.count)
-                        i = 0
-                        for name in names:
-                            columns[name] = rows[i]
-                            i += 1
-                elif kind == "strings":
-                    text = np.fromiter(strings, _OBJECT, col.count) if col.count else np.empty(0, _OBJECT)  # type: ignore[arg-type]
-                    columns[col.names[0]] = text if len(col.shape) == 1 else text.reshape(col.shape)
-                else:
-                    columns[col.names[0]] = frombuffer(value, col.dtype, col.count, payload + col.start).reshape(
-                        col.shape)
-            extra = None if extras is None else extras.get(b.name)
-            block = new(Block)
-            if extra is None:
-                block.__dict__ = {"columns": columns, "masks": {}, "precision": dict(b.precision) if b.precision else {},
-                                  "targets": {}, "structural_shape": b.shape, "attrs": dict(b.attrs) if b.attrs else {},
-                                  "count": b.count, "column_attrs": {}}
-            else:
-                precision, targets, shape = extra
-                block.__dict__ = {"columns": columns, "masks": {}, "precision": dict(precision) if precision else {},
-                                  "targets": dict(targets) if targets else {}, "structural_shape": shape, "attrs": {},
-                                  "count": b.count, "column_attrs": {}}
-            blocks[b.name] = block
-        return blocks
+        """``maker(extras)(value, payload, strings)``."""
+        return self.maker(extras)(value, payload, strings)
 
     def build(self, value: Any, payload: int, where: str, raw_blocks: Dict[str, Any]) -> Dict[str, Block]:
         """The blocks of ``value`` (views of it) under this layout; string values come from
@@ -514,6 +485,30 @@ class Layout:
         raise _corrupt("a buffer runs past the value", where, R_BUFFER)  # pragma: no cover - need is their maximum
 
 
+_NOT_IN_PLAIN_STRINGS = bytes(range(0x20)) + b"\\"
+
+
+def string_list(text: Any) -> Optional[List[str]]:
+    """The strings of ``text`` when it is one JSON array of strings (what ``orjson.loads``
+    gives), else None.  Strings without escapes or control characters written compactly
+    (``["C","H"]``, how a writer writes them) are split out of the text — the same list,
+    for less than parsing it; anything else is parsed by orjson."""
+    if text[:2] == b'["' and text[-2:] == b'"]' and len(text.translate(None, _NOT_IN_PLAIN_STRINGS)) == len(text):
+        try:
+            items = text[2:-2].decode().split('","')
+        except UnicodeDecodeError:
+            return None
+        if text.count(b'"') == 2 * len(items):  # no other quote: each item is one string's text
+            return items
+    try:
+        values = orjson.loads(text)
+        if type(values) is list and type("".join(values)) is str:
+            return values
+    except (orjson.JSONDecodeError, TypeError):  # (TypeError: a non-string among them)
+        pass
+    return None
+
+
 def _members(rest: Any) -> Optional[Dict[str, Any]]:
     """The members after a header's ``blocks``: ``rest`` is ``}`` or ``,`` then members then
     ``}`` (parsed alone; at least one member: ``,}`` is not JSON), ``blocks`` not among them.
@@ -541,6 +536,69 @@ class _Strung:
         self.head, self.close, self.layout, self.count = head, close, layout, count
 
 
+_Maker = Callable[[Any, int, Optional[List[str]]], Dict[str, Block]]
+
+
+def _blocks_maker(blocks: List[_BlockLayout], extras: Any) -> _Maker:
+    """The function :meth:`Layout.maker` compiles."""
+    if len(blocks) == 1:
+        b = blocks[0]
+        one: _Maker = _block_maker(b, None if extras is None else extras.get(b.name), b.name)
+        return one
+    makers = [(b.name, _block_maker(b, None if extras is None else extras.get(b.name), None)) for b in blocks]
+
+    def many(value: Any, payload: int, strings: Optional[List[str]]) -> Dict[str, Block]:
+        return {name: make(value, payload, strings) for name, make in makers}
+    return many
+
+
+def _block_maker(b: _BlockLayout, extra: Any, wrap: Optional[str]) -> Any:
+    """One block of a plain layout (in a dict ``{wrap: block}`` when ``wrap`` is given):
+    each column a view (a run of touching 1-D buffers one view of rows), the string column
+    an object array of the checked values."""
+    ops: List[Tuple[Any, ...]] = []
+    for col in b.columns:
+        if col.kind == "strings":
+            ops.append((2, col.names[0], col.count, None if len(col.shape) == 1 else col.shape))
+        elif col.kind == "run" and len(col.names) > 1 and col.count:
+            ops.append((0, tuple(col.names), np.dtype((col.dtype, (col.count,))), col.start))
+        elif col.kind == "run" and len(col.names) > 1:
+            ops.extend((1, name, col.dtype, 0, col.start) for name in col.names)  # zero rows: empty views
+        else:
+            ops.append((1, col.names[0], col.dtype, col.count, col.start) if col.kind == "run" else
+                       (3, col.names[0], col.dtype, col.count, col.start, col.shape))
+    count = b.count
+    if extra is None:
+        precision, targets, shape, attrs = b.precision, None, b.shape, b.attrs
+    else:
+        (precision, targets, shape), attrs = extra, None
+    frombuffer, fromiter, new = np.frombuffer, np.fromiter, _new_block
+
+    def make(value: Any, payload: int, strings: Optional[List[str]]) -> Any:
+        columns: Dict[str, np.ndarray] = {}
+        for op in ops:
+            kind = op[0]
+            if kind == 0:
+                rows = frombuffer(value, op[2], len(op[1]), payload + op[3])
+                i = 0
+                for name in op[1]:
+                    columns[name] = rows[i]
+                    i += 1
+            elif kind == 1:
+                columns[op[1]] = frombuffer(value, op[2], op[3], payload + op[4])
+            elif kind == 2:
+                text = fromiter(strings, _OBJECT, op[2]) if op[2] else np.empty(0, _OBJECT)  # type: ignore[arg-type]
+                columns[op[1]] = text if op[3] is None else text.reshape(op[3])
+            else:
+                columns[op[1]] = frombuffer(value, op[2], op[3], payload + op[4]).reshape(op[5])
+        block = new(Block)
+        block.__dict__ = {"columns": columns, "masks": {}, "precision": dict(precision) if precision else {},
+                          "targets": dict(targets) if targets else {}, "structural_shape": shape,
+                          "attrs": dict(attrs) if attrs else {}, "count": count, "column_attrs": {}}
+        return block if wrap is None else {wrap: block}
+    return make
+
+
 class LayoutCache:
     """Checked layouts by the exact JSON text of a header's ``blocks`` (at most ``size``; the
     older half is dropped when full)."""
@@ -550,6 +608,7 @@ class LayoutCache:
         self.layouts: Dict[bytes, Layout] = {}
         self.prefixes: List[Tuple[bytes, Dict[str, Any], Layout]] = []
         self.strung: List[_Strung] = []
+        self._rest, self._head = b"", {}
 
     def by_prefix(self, text: bytes) -> Optional[Tuple[Dict[str, Any], Layout]]:
         """The header of ``text`` when it starts with the exact text of a remembered
@@ -569,7 +628,8 @@ class LayoutCache:
         """A value whose header is a remembered text but for its other members (the
         :meth:`by_prefix` texts) or but for the values of its one string column and its other
         members (:meth:`remember`'s templates): ``(layout, the header's members but blocks,
-        the string column's values or None, the payload's offset)`` — every rule
+        the string column's values or None, the payload's offset; the members are shared with
+        the next value of the same text: read them, never change them) — every rule
         :func:`frame_layout` checks holds (magic, length, zero padding, the JSON, its top
         keys, ``meta``/``meta_types`` objects, the buffers inside the value), the string
         values are ``count`` strings.  None whenever anything is otherwise (also for a
@@ -582,7 +642,7 @@ class LayoutCache:
         magic, length = _PREFIX.unpack_from(value, 0)
         stop = _PREFIX.size + length
         payload = (stop + ALIGN - 1) & ~(ALIGN - 1)
-        if magic != MAGIC or payload > end or payload != stop and value[stop:payload] != _ZERO_PAD[:payload - stop]:
+        if magic != MAGIC or payload > end or payload != stop and value.count(0, stop, payload) != payload - stop:
             return None
         strings: Any = None
         for prefix, _, layout in self.prefixes:
@@ -598,22 +658,26 @@ class LayoutCache:
                         return None
                     # the text between is one JSON value (parsed alone): so the whole text is the
                     # template's with another value there (its end is where that value ends)
-                    try:
-                        strings = orjson.loads(value[i:j])
-                        if type(strings) is not list or len(strings) != strung.count or type("".join(strings)) is not str:
-                            return None
-                    except (orjson.JSONDecodeError, TypeError):
+                    strings = string_list(value[i:j])
+                    if strings is None or len(strings) != strung.count:
                         return None
                     layout = strung.layout
                     at = j + len(strung.close)
                     break
             else:
                 return None
-        head = _members(value[at:stop])
-        if head is None or not head.keys() <= _TOP_KEYS or payload + layout.need > end:
-            return None
-        if "meta" in head and type(head["meta"]) is not dict or (
-                head.get("meta_types") is not None and type(head["meta_types"]) is not dict):
+        rest = value[at:stop]
+        if rest == self._rest:  # the members of the value before (a system's ``"meta":{}``)
+            head = self._head
+        else:
+            head = _members(rest)
+            if head is None or not head.keys() <= _TOP_KEYS:
+                return None
+            if "meta" in head and type(head["meta"]) is not dict or (
+                    head.get("meta_types") is not None and type(head["meta_types"]) is not dict):
+                return None
+            self._rest, self._head = bytes(rest), head
+        if payload + layout.need > end:
             return None
         return layout, head, strings, payload
 

@@ -51,6 +51,8 @@ L5, L7, L8, L14, L15, L16 = "lmdb#L5", "lmdb#L7", "lmdb#L8", "lmdb#L14", "lmdb#L
 _BINDING_DTYPES = {"first_frame": "u64", "n_frames": "u64", "n_atoms": "u64", "has_trajectory": "bool"}
 _RESOLVED_RULES = {"trajectory#R16": C11}
 _OBJECT = np.dtype(object)
+_NO_META = {"meta": {}}  # a system header's members when it has no meta (compared, never handed out)
+_new_frame = Frame.__new__
 Getter = Callable[[bytes], Any]
 
 
@@ -149,13 +151,21 @@ class CollectionReader:
         return _Reading(self._env(), True)
 
     def _get(self, k: bytes) -> Optional[bytearray]:
-        """One value copied out of the map, in a transaction of its own."""
-        txn = self._env().begin(buffers=True)
+        """One value copied out of the map, in a transaction of its own (py-lmdb's errors as
+        :func:`binding.read_failure` names them)."""
         try:
-            value = txn.get(k)
-            return None if value is None else bytearray(value)
-        finally:
-            txn.abort()
+            handle = self._handle
+            env = self._env() if handle is None or handle.env is None or handle.inherited else handle.env
+            txn = env.begin(buffers=True)
+            try:
+                value = txn.get(k)
+                return None if value is None else bytearray(value)
+            finally:
+                txn.abort()
+        except Exception as exc:
+            if binding.is_lmdb_error(exc):
+                raise binding.read_failure(exc, self._where) from None
+            raise
 
     def _load(self) -> None:
         where = self._where
@@ -337,6 +347,8 @@ class CollectionReader:
 
     def __getitem__(self, r: int) -> "Record":
         """Record ``r`` (negative counts from the end; IndexError outside)."""
+        if type(r) is int and 0 <= r < self._n_records:
+            return Record(self, r, None)
         return Record(self, self._number(r), None)
 
     def __iter__(self) -> Iterator["Record"]:
@@ -384,6 +396,8 @@ class CollectionReader:
                                 self._where, k, f"{node}/{name}", C11)
             if layout is not None:
                 layout.checked["system"] = True
+                if layout.plain:  # its values are read by LayoutCache.quick and this
+                    layout.makers["system"] = layout.maker()
         for name, block in blocks.items():
             if block.targets:
                 for problem in check_targets(block, blocks, f"{node}/{name}", _rows_of(blocks)):
@@ -403,10 +417,15 @@ class CollectionReader:
         hit = self._layouts.quick(raw)
         if hit is not None:
             layout, head, strings, payload = hit
-            if layout.checked.get("system") and layout.plain() and (not head or (
-                    head.get("step") is None and head.get("time") is None and head.get("box") is None)):
-                return self._system_frame(head.get("meta") or {}, head.get("meta_types"),
-                                          layout.views(raw, payload, strings), r)
+            make = layout.makers.get("system")
+            if make is not None:
+                if head == _NO_META or not head:
+                    frame = _new_frame(Frame)
+                    frame.__dict__ = {"meta": {}, "blocks": make(raw, payload, strings), "box": None}
+                    return frame
+                if head.get("step") is None and head.get("time") is None and head.get("box") is None:
+                    return self._system_frame(head.get("meta") or {}, head.get("meta_types"),
+                                              make(raw, payload, strings), r)
         decoded = self._system_blocks(raw, r)
         assert decoded is not None, "a value decodes or refuses"
         return self._system_frame(decoded.meta, decoded.meta_types, decoded.blocks, r)
@@ -432,31 +451,47 @@ class CollectionReader:
         """The trajectory update of frame ``k`` of record ``r``, checked against the
         declaration (lmdb#L8)."""
         fk = FRAME + (self._first.item(r) + k).to_bytes(8, "big")
-        raw = get(fk)
+        return self._update_of(get(fk), fk, r, k)
+
+    def _update_of(self, raw: Any, fk: bytes, r: int, k: int) -> "_Update":
+        """:meth:`_update` of the value ``raw`` read at ``fk``."""
         if raw is None:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
                         f"/records/{r}/trajectory", L8)
-        node = f"/records/{r}/trajectory"
         hit = self._frame_layouts.quick(raw)
+        if hit is not None and "trajectory" in hit[0].makers:
+            blocks, meta, step, time, box = self._quick_update(raw, hit, r, k, fk)
+            return _Update(k, blocks, meta, step, time, box, hit[0])
         try:
-            if hit is not None and hit[0].checked.get("trajectory") and hit[0].plain():
-                # a checked layout's text (LayoutCache.quick: every frame-bytes rule holds): what
-                # decode_frame and _checked_update check of the value itself, in their order
-                layout, head, strings, payload = hit
-                raw_box = head.get("box")
-                box = None if raw_box is None else read_box(raw_box, f"{node}/box")
-                meta = head.get("meta") or {}
-                step, time = self._update_fields(head.get("meta_types"), head.get("step"), head.get("time"), meta, k,
-                                                 node)
-                return _Update(k, layout.views(raw, payload, strings, self._extras), meta, step, time, box, layout)
-            return self._checked_update(decode_frame(raw, node, self._frame_layouts, self._strings_in_frames), r, k)
+            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._frame_layouts,
+                                                     self._strings_in_frames), r, k)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(fk)) from None
 
+    def _quick_update(self, raw: Any, hit: Tuple[Any, Dict[str, Any], Any, int], r: int, k: int,
+                      fk: bytes) -> Tuple[Dict[str, Block], Dict[str, Any], int, Optional[float], Optional[Box]]:
+        """A trajectory update whose header matched a layout checked as a trajectory's
+        (:meth:`LayoutCache.quick`: every frame-bytes rule holds): what :func:`decode_frame`
+        and :meth:`_checked_update` check of the value itself, in their order (the cell, the
+        step, time and meta keys), then its blocks."""
+        layout, head, strings, payload = hit
+        meta = head.get("meta") or {}
+        try:
+            raw_box = head.get("box")
+            box = None if raw_box is None else read_box(raw_box, f"/records/{r}/trajectory/box")
+            step, time = self._update_fields(head.get("meta_types"), head.get("step"), head.get("time"), meta, k, r)
+        except MolrecError as exc:
+            raise exc.add_context(store=self._where, key=key_name(fk)) from None
+        return layout.makers["trajectory"](raw, payload, strings), meta, step, time, box
+
     def _update_fields(self, meta_types: Any, raw_step: Any, raw_time: Any, meta: Dict[str, Any], k: int,
-                       node: str) -> Tuple[int, Optional[float]]:
+                       r: int) -> Tuple[int, Optional[float]]:
         """A trajectory update's header fields (lmdb#L8, #L15): no ``meta_types``, a step,
         every declared meta key and nothing else; its step and time decoded."""
+        if type(raw_step) is int and -(2**53) <= raw_step <= 2**53 and meta_types is None and (
+                raw_time is None or type(raw_time) is float) and meta.keys() == self._meta_tags.keys():
+            return raw_step, raw_time  # (the common case: nothing to decode)
+        node = f"/records/{r}/trajectory"
         if meta_types is not None:
             raise SpecViolationError("a trajectory update carries no meta_types (its keys are typed by the "
                                      "sequence_schema)", node=node, rule=L15)
@@ -480,7 +515,7 @@ class CollectionReader:
         """What a batch keeps of a trajectory update's header (meta, step, time, cell), checked
         as :meth:`_checked_update` checks it."""
         meta = header.get("meta") or {}
-        step, time = self._update_fields(header.get("meta_types"), header.get("step"), header.get("time"), meta, k, node)
+        step, time = self._update_fields(header.get("meta_types"), header.get("step"), header.get("time"), meta, k, r)
         raw_box = header.get("box")
         return meta, step, time, None if raw_box is None else read_box(raw_box, f"{node}/box")
 
@@ -508,13 +543,15 @@ class CollectionReader:
 
     def _checked_update(self, decoded: DecodedFrame, r: int, k: int) -> "_Update":
         node = f"/records/{r}/trajectory"
-        step, time = self._update_fields(decoded.meta_types, decoded.step, decoded.time, decoded.meta, k, node)
+        step, time = self._update_fields(decoded.meta_types, decoded.step, decoded.time, decoded.meta, k, r)
         plans = self._plans
         layout = decoded.layout
         if layout is None or not layout.checked.get("trajectory"):  # what depends on the layout alone, once
             self._check_update_layout(decoded.blocks, k, node)
             if layout is not None:
                 layout.checked["trajectory"] = True
+                if layout.plain:  # its values are read by LayoutCache.quick and this
+                    layout.makers["trajectory"] = layout.maker(self._extras)
         for name, block in decoded.blocks.items():
             plan = plans[name]
             if block.masks:
@@ -561,7 +598,7 @@ class CollectionReader:
                                          f"{list(plan.shape or ())} needs {plan.rows}", node=f"{node}/{name}",
                                          rule="trajectory#R12")
 
-    def _meta_values(self, raw: Dict[str, Any], node: str) -> Dict[str, Any]:
+    def _meta_values(self, raw: Dict[str, Any], r: int) -> Dict[str, Any]:
         """Per-step meta in typed JSON form, decoded by the declared tags (plain values, or a
         ``MetaValue`` where the tag is not what the value would infer)."""
         out: Dict[str, Any] = {}
@@ -570,7 +607,7 @@ class CollectionReader:
             if tag == "f64" and type(value) is float:
                 out[name] = value
                 continue
-            decoded = typed_json.decode_value(tag, value, f"{node}/meta/{name}")
+            decoded = typed_json.decode_value(tag, value, f"/records/{r}/trajectory/meta/{name}")
             try:
                 plain = typed_json.infer_tag(decoded) == tag
             except MolrecError:
@@ -697,12 +734,18 @@ class Record:
         return self._c._record_meta(self._getter()(key(RECORD_META, self.number)), self.number)
 
     @property
-    @binding.lmdb_errors(lambda self: self._c._where)
     def system(self) -> Optional[Frame]:
         """The record's system, or None."""
         c = self._c
-        return c._system((c._get if self._view is None else self._view._open().get)(
-            SYSTEM + self.number.to_bytes(8, "big")), self.number)
+        if self._view is None:
+            r = self.number
+            return c._system(c._get(SYSTEM + r.to_bytes(8, "big")), r)  # (_get names LMDB's errors)
+        return self._view_system()
+
+    @binding.lmdb_errors(lambda self: self._c._where)
+    def _view_system(self) -> Optional[Frame]:
+        assert self._view is not None
+        return self._c._system(self._view._open().get(SYSTEM + self.number.to_bytes(8, "big")), self.number)
 
     @property
     def has_trajectory(self) -> bool:
@@ -780,7 +823,7 @@ class RecordTrajectory:
     def __init__(self, reader: CollectionReader, number: int, view: Optional[CollectionView]) -> None:
         self._c, self.number, self._view = reader, number, view
         self._n: int = reader._count.item(number)
-        self._updates: Dict[str, List[int]] = {}
+        self._updates: Dict[str, List[int]] = {}  # what the frames' headers scanned so far say (_scan)
         self._box_updates: List[int] = []
         self._steps: List[int] = []
         self._times: List[Optional[float]] = []
@@ -797,15 +840,31 @@ class RecordTrajectory:
             raise IndexError(f"frame {k} of a trajectory of {self._n} frames (record {self.number})")
         return n
 
-    @binding.lmdb_errors(lambda self: self._c._where)
     def __getitem__(self, k: int) -> Frame:
         """Frame ``k`` (negative counts from the end), carry-forward resolved inside the record."""
+        if k == 0 and self._view is None and self._n and type(k) is int:  # one value: the first frame holds
+            c, r = self._c, self.number                                   # every block present there
+            fk = FRAME + c._first.item(r).to_bytes(8, "big")
+            raw = c._get(fk)  # (it names LMDB's errors)
+            hit = None if raw is None else c._frame_layouts.quick(raw)
+            if hit is not None and "trajectory" in hit[0].makers:
+                blocks, meta, _, _, box = c._quick_update(raw, hit, r, 0, fk)
+            else:
+                update = c._update_of(raw, fk, r, 0)
+                blocks, meta, box = update.blocks, update.meta, update.box
+            if c._resolved_check:
+                self._check(blocks, 0)
+            return _frame(c._meta_values(meta, r), blocks, box)
+        return self._read(k)
+
+    @binding.lmdb_errors(lambda self: self._c._where)
+    def _read(self, k: int) -> Frame:
         k = self._ordinal(k)
         if k == 0:  # the first frame holds every block present there: one value
             update = self._c._update(self._c._get if self._view is None else self._view._open().get, self.number, 0)
             if self._c._resolved_check:
                 self._check(update.blocks, 0)
-            return _frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"), update.blocks,
+            return _frame(self._c._meta_values(update.meta, self.number), update.blocks,
                           update.box)
         if self._view is not None:
             return self._resolve(self._view._open(), k)
@@ -824,7 +883,7 @@ class RecordTrajectory:
             if update.box is not None:
                 box = update.box
             self._check(state, k)
-            yield Frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"),
+            yield Frame(self._c._meta_values(update.meta, self.number),
                         {n: state[n] for n in self._c._plans if n in state}, box)
 
     def _scan(self, reading: _Reading, upto: int) -> None:
@@ -872,7 +931,7 @@ class RecordTrajectory:
         self._check(blocks, k)
         box = updates[box_at].box if box_at is not None else None
         raw = updates[k].meta
-        return Frame(c._meta_values(raw, f"/records/{self.number}/trajectory") if meta else raw, blocks, box)
+        return Frame(c._meta_values(raw, self.number) if meta else raw, blocks, box)
 
     def _check(self, blocks: Dict[str, Block], k: int) -> None:
         c = self._c
@@ -916,8 +975,8 @@ class RecordTrajectory:
 # -- helpers ---------------------------------------------------------------------------------
 def _frame(meta: Dict[str, Any], blocks: Dict[str, Block], box: Optional[Box]) -> Frame:
     """``Frame(meta, blocks, box)`` without the dataclass's defaulting (one per read)."""
-    frame = Frame.__new__(Frame)
-    frame.__dict__.update(meta=meta, blocks=blocks, box=box)
+    frame = _new_frame(Frame)
+    frame.__dict__ = {"meta": meta, "blocks": blocks, "box": box}
     return frame
 
 
