@@ -44,7 +44,7 @@ from molrec_raw.record.model import Block, Box
 from molrec_raw.record.precision import check_precision
 
 __all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "LayoutCache", "compile_layout", "encode_frame",
-           "decode_frame", "string_list",
+           "decode_frame", "string_list", "string_lists", "joined_strings",
            "box_header", "read_box", "header_of", "made_block", "frame_layout"]
 
 MAGIC = b"MRF1"
@@ -379,7 +379,7 @@ class Layout:
     decoded without checking the header's blocks again.  ``checked`` holds a reader's own
     verdicts on the layout (what it checked it against)."""
 
-    __slots__ = ("blocks", "need", "checked", "_flat", "texts", "plain", "_maker", "makers")
+    __slots__ = ("blocks", "need", "checked", "_flat", "texts", "plain", "_maker", "makers", "strings_count")
 
     def __init__(self, blocks: List[_BlockLayout], need: int) -> None:
         self.blocks, self.need = blocks, need
@@ -392,6 +392,8 @@ class Layout:
             b.targets or col.mask is not None or col.dtype is not None and col.dtype.kind == "b"
             for b in blocks for col in b.columns) and not any(b.targets for b in blocks)
         self._maker: Any = None
+        strings = [col.count for b in blocks for col in b.columns if col.kind == "strings"]
+        self.strings_count: Optional[int] = strings[0] if len(strings) == 1 else None  # (its element count)
         self.makers: Dict[Any, _Maker] = {}  # a reader's: maker() by what it checked the layout as
 
     def flat(self) -> Optional[List["FlatColumn"]]:
@@ -509,6 +511,41 @@ def string_list(text: Any) -> Optional[List[str]]:
     return None
 
 
+def joined_strings(texts: List[Any], count: int) -> Optional[List[str]]:
+    """The strings of many texts that hold ``count`` strings each, one list in their order —
+    when every text is written compactly without escapes or control characters (checked by
+    counting its quotes and separators; the texts are split out of one joined text), else
+    None (:func:`string_list` them one by one)."""
+    if not count:
+        return None
+    plain: List[Any] = []
+    for text in texts:  # '["' item '","' ... item '"]': 2 * count quotes, all of them in the frame
+        if not (text[:2] == b'["' and text[-2:] == b'"]' and text.count(b'"') == 2 * count
+                and text.count(b'","') == count - 1):
+            return None
+        plain.append(text[2:-2])
+    joined = b'","'.join(plain)
+    if len(joined.translate(None, _NOT_IN_PLAIN_STRINGS)) != len(joined):
+        return None
+    try:
+        return joined.decode().split('","')  # count strings each, by the counts above
+    except UnicodeDecodeError:
+        return None
+
+
+def string_lists(texts: List[Any], count: int) -> List[Optional[List[str]]]:
+    """:func:`string_list` of many texts that must hold ``count`` strings each (None for a
+    text that does not), through :func:`joined_strings` where it can."""
+    flat = joined_strings(texts, count)
+    if flat is not None:
+        return [flat[k:k + count] for k in range(0, len(flat), count)]
+    out: List[Optional[List[str]]] = []
+    for text in texts:
+        values = string_list(text)
+        out.append(values if values is not None and len(values) == count else None)
+    return out
+
+
 def _members(rest: Any) -> Optional[Dict[str, Any]]:
     """The members after a header's ``blocks``: ``rest`` is ``}`` or ``,`` then members then
     ``}`` (parsed alone; at least one member: ``,}`` is not JSON), ``blocks`` not among them.
@@ -624,7 +661,7 @@ class LayoutCache:
                 return head, layout
         return None
 
-    def quick(self, value: Any) -> Optional[Tuple[Layout, Dict[str, Any], Optional[List[str]], int]]:
+    def quick(self, value: Any, parse: bool = True) -> Optional[Tuple[Layout, Dict[str, Any], Any, int]]:
         """A value whose header is a remembered text but for its other members (the
         :meth:`by_prefix` texts) or but for the values of its one string column and its other
         members (:meth:`remember`'s templates): ``(layout, the header's members but blocks,
@@ -632,17 +669,21 @@ class LayoutCache:
         the next value of the same text: read them, never change them) — every rule
         :func:`frame_layout` checks holds (magic, length, zero padding, the JSON, its top
         keys, ``meta``/``meta_types`` objects, the buffers inside the value), the string
-        values are ``count`` strings.  None whenever anything is otherwise (also for a
-        ``memoryview``): :func:`frame_layout` then reads it and names what is wrong."""
-        if type(value) is memoryview:
-            return None
+        values are ``count`` strings.  None whenever anything is otherwise: :func:`frame_layout`
+        then reads it and names what is wrong.  (A ``memoryview``'s header is copied.)
+        ``parse=False``: the string values are handed as their text, not yet parsed or
+        checked — the caller's to check (:func:`string_lists`) before trusting the rest."""
         end = len(value)
         if end < _PREFIX.size:
             return None
         magic, length = _PREFIX.unpack_from(value, 0)
         stop = _PREFIX.size + length
         payload = (stop + ALIGN - 1) & ~(ALIGN - 1)
-        if magic != MAGIC or payload > end or payload != stop and value.count(0, stop, payload) != payload - stop:
+        if magic != MAGIC or payload > end:
+            return None
+        if type(value) is memoryview:
+            value = bytes(value[:payload])
+        if payload != stop and value.count(0, stop, payload) != payload - stop:
             return None
         strings: Any = None
         for prefix, _, layout in self.prefixes:
@@ -658,9 +699,11 @@ class LayoutCache:
                         return None
                     # the text between is one JSON value (parsed alone): so the whole text is the
                     # template's with another value there (its end is where that value ends)
-                    strings = string_list(value[i:j])
-                    if strings is None or len(strings) != strung.count:
-                        return None
+                    strings = value[i:j]
+                    if parse:
+                        strings = string_list(strings)
+                        if strings is None or len(strings) != strung.count:
+                            return None
                     layout = strung.layout
                     at = j + len(strung.close)
                     break
@@ -670,13 +713,21 @@ class LayoutCache:
         if rest == self._rest:  # the members of the value before (a system's ``"meta":{}``)
             head = self._head
         else:
-            head = _members(rest)
-            if head is None or not head.keys() <= _TOP_KEYS:
+            if rest == b"}":
+                head = {}
+            elif rest[:1] != b",":
                 return None
-            if "meta" in head and type(head["meta"]) is not dict or (
-                    head.get("meta_types") is not None and type(head["meta_types"]) is not dict):
-                return None
-            self._rest, self._head = bytes(rest), head
+            else:  # the members parsed alone (at least one: ``,}`` is not JSON), ``blocks`` not among them
+                try:
+                    head = orjson.loads(b"{" + rest[1:])
+                except orjson.JSONDecodeError:
+                    return None
+                if not head or not head.keys() <= _TOP_KEYS or "blocks" in head:
+                    return None
+                if "meta" in head and type(head["meta"]) is not dict or (
+                        head.get("meta_types") is not None and type(head["meta_types"]) is not dict):
+                    return None
+            self._rest, self._head = rest, head
         if payload + layout.need > end:
             return None
         return layout, head, strings, payload

@@ -42,7 +42,7 @@ from molrec_raw.record.violations import Violation
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, key, key_name
 from molrec_raw.collection.frame_bytes import (DecodedFrame, LayoutCache, _strings, decode_frame, frame_layout,
-                                              header_of, made_block, read_box)
+                                              header_of, joined_strings, made_block, read_box, string_lists)
 from molrec_raw.collection.model import BINDING_COLUMNS, C1, C2, C9, C10, C11, check_units
 
 __all__ = ["CollectionReader", "CollectionView", "Record", "RecordTrajectory", "read_collection"]
@@ -1068,86 +1068,126 @@ class _Batch:
         """The batch when every record's system and first frame have layouts without bools,
         masks or targets (None otherwise: :meth:`_one_by_one` reads it).  Each value's header
         is checked as a single read checks it (the layout's own checks once per layout, by
-        the same code); the payloads of the records sharing a pair of layouts are joined into
-        one buffer and each column is one strided copy out of it."""
+        the same code; a value whose header matches a checked layout's text by
+        :meth:`LayoutCache.quick`); the payloads of the records sharing a pair of layouts
+        are joined into one buffer and each column is one strided copy out of it."""
         c, frame, numbers = self.c, self.frame, self.numbers
-        txn_get, cache, where = reading.txn.get, c._layouts, c._where
+        txn_get, where = reading.txn.get, c._where
+        s_quick, f_quick = c._layouts.quick, c._frame_layouts.quick
         trajectory = frame is not None
-        n = len(numbers)
         pairs: Dict[Tuple[Any, Any], List[int]] = {}
-        payloads: List[Tuple[Any, Any]] = []
-        strings: List[Tuple[Any, Any]] = []
+        payloads: Tuple[List[Any], List[Any]] = ([], [])
+        strings: Tuple[List[Any], List[Any]] = ([], [])
         meta: List[Dict[str, Any]] = []
         steps: List[int] = []
         times: List[Optional[float]] = []
         boxes: List[Optional[Box]] = []
-        strings_in_frames = c._strings_in_frames
         counts = c._count[numbers].tolist() if trajectory else ()
         firsts = c._first[numbers].tolist() if trajectory else ()
         tags = c._meta_tags.keys()
+        update: Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]
+        last: Any = None
+        group: List[int] = []
+        s_raws = [txn_get(SYSTEM + r.to_bytes(8, "big")) for r in numbers]
+        s_hits: List[Any] = [None if raw is None else s_quick(raw, False) for raw in s_raws]
+        flat = _parse_strings(s_hits)
+        if trajectory:
+            f_raws = [txn_get(FRAME + first.to_bytes(8, "big")) for first in firsts]
+            f_hits = [None if raw is None else f_quick(raw) for raw in f_raws]
         for i, r in enumerate(numbers):
-            tail = r.to_bytes(8, "big")
-            s_layout = f_layout = None
-            s_part = f_part = s_header = f_header = None
-            raw = txn_get(SYSTEM + tail)
+            s_layout = f_layout = s_part = f_part = s_strings = f_strings = None
+            raw = s_raws[i]
             if raw is not None:
-                node = f"/records/{r}/system"
-                try:
-                    s_header, at, s_layout = frame_layout(raw, node, cache, True)
-                except MolrecError as exc:
-                    raise exc.add_context(store=where, key=key_name(SYSTEM + tail)) from None
-                if not s_layout.checked.get("system") or len(s_header) > 1 and (
-                        s_header.get("step") is not None or s_header.get("time") is not None
-                        or s_header.get("box") is not None):
-                    c._system_blocks(raw, r)  # the single read's checks (they refuse, or mark the layout)
-                if s_layout.flat() is None:
-                    return None
+                hit = s_hits[i]
+                if hit is not None and "system" in hit[0].makers and (not hit[1] or hit[1] == _NO_META or (
+                        hit[1].get("step") is None and hit[1].get("time") is None and hit[1].get("box") is None)):
+                    s_layout, _, s_strings, at = hit
+                else:
+                    s_layout, s_strings, at = self._system_value(raw, r)
+                    if s_layout is None:
+                        return None
                 s_part = raw[at:at + s_layout.need]
             if trajectory:
                 if counts[i] == 0:
                     raise InvalidValueError(f"batch: record {r} has 0 frames, no frame {frame}", store=where,
                                             node=f"/records/{r}/trajectory")
-                fk = FRAME + firsts[i].to_bytes(8, "big")
-                raw_f = txn_get(fk)
-                if raw_f is None:
-                    c._update(txn_get, r, 0)  # refuses: the frame is missing
-                node = f"/records/{r}/trajectory"
-                try:
-                    f_header, at, f_layout = frame_layout(raw_f, node, c._frame_layouts, strings_in_frames)
-                    step, f_meta = f_header.get("step"), f_header.get("meta")
-                    update: Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]
+                raw = f_raws[i]
+                hit = f_hits[i]
+                if hit is not None and "trajectory" in hit[0].makers:
+                    f_layout, head, f_strings, at = hit
+                    step, f_meta = head.get("step"), head.get("meta")
                     if type(step) is int and -(2**53) <= step <= 2**53 and type(f_meta) is dict and \
-                            f_meta.keys() == tags and len(f_header) == 3:  # blocks, meta, step: nothing to decode
+                            f_meta.keys() == tags and len(head) == 2:  # meta, step: nothing to decode
                         update = (f_meta, step, None, None)
                     else:
-                        update = c._header_update(f_header, f_layout, r, 0, node)
-                except MolrecError as exc:
-                    raise exc.add_context(store=where, key=key_name(fk)) from None
-                if not f_layout.checked.get("trajectory"):
-                    c._update(txn_get, r, 0)  # the single read's checks (they refuse, or mark the layout)
-                if f_layout.flat() is None:
-                    return None
-                f_part = raw_f[at:at + f_layout.need]
+                        fk = FRAME + firsts[i].to_bytes(8, "big")
+                        try:
+                            update = c._header_update(head, f_layout, r, 0, f"/records/{r}/trajectory")
+                        except MolrecError as exc:
+                            raise exc.add_context(store=where, key=key_name(fk)) from None
+                else:
+                    f_layout, f_strings, at, update = self._frame_value(raw, r, FRAME + firsts[i].to_bytes(8, "big"),
+                                                                        txn_get)
+                    if f_layout is None:
+                        return None
+                f_part = raw[at:at + f_layout.need]
                 meta.append(update[0])
                 steps.append(update[1])
                 times.append(update[2])
                 boxes.append(update[3])
             pair = (s_layout, f_layout)
-            group = pairs.get(pair)
-            if group is None:
-                group = pairs[pair] = []
-                if s_layout is not None and f_layout is not None:
-                    c._check_layout_pair(s_layout, f_layout, r)
+            if pair != last:
+                found = pairs.get(pair)
+                if found is None:
+                    found = pairs[pair] = []
+                    if s_layout is not None and f_layout is not None:
+                        c._check_layout_pair(s_layout, f_layout, r)
+                group, last = found, pair
             group.append(i)
-            payloads.append((s_part, f_part))
-            strings.append((s_header, f_header))
-        return self._assemble(pairs, payloads, strings, meta, steps, times, boxes)
+            payloads[0].append(s_part)
+            payloads[1].append(f_part)
+            strings[0].append(s_strings)
+            strings[1].append(f_strings)
+        return self._assemble(pairs, payloads, strings, meta, steps, times, boxes, flat)
 
-    def _assemble(self, pairs: Dict[Tuple[Any, Any], List[int]], payloads: List[Tuple[Any, Any]],
-                  headers: List[Tuple[Any, Any]], meta: List[Dict[str, Any]], steps: List[int],
-                  times: List[Optional[float]], boxes: List[Optional[Box]]) -> Dict[str, np.ndarray]:
+    def _system_value(self, raw: Any, r: int) -> Tuple[Any, Any, int]:
+        """A system value of a batch read through :func:`frame_layout` (a layout not yet
+        checked, or a header text not remembered): (its layout, its header, the payload's
+        offset) — a layout None when the batch is to be read one by one."""
+        c, sk = self.c, SYSTEM + r.to_bytes(8, "big")
+        try:
+            header, at, layout = frame_layout(raw, f"/records/{r}/system", c._layouts, True)
+        except MolrecError as exc:
+            raise exc.add_context(store=c._where, key=key_name(sk)) from None
+        if not layout.checked.get("system") or len(header) > 1 and (
+                header.get("step") is not None or header.get("time") is not None or header.get("box") is not None):
+            c._system_blocks(raw, r)  # the single read's checks (they refuse, or mark the layout)
+        return (None if layout.flat() is None else layout), header, at
+
+    def _frame_value(self, raw: Any, r: int, fk: bytes,
+                     txn_get: Getter) -> Tuple[Any, Any, int, Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]]:
+        """A first frame of a batch read through :func:`frame_layout`: (its layout or None as
+        :meth:`_system_value`'s, its header, the payload's offset, (meta, step, time, cell))."""
+        c = self.c
+        if raw is None:
+            c._update(txn_get, r, 0)  # refuses: the frame is missing
+        node = f"/records/{r}/trajectory"
+        try:
+            header, at, layout = frame_layout(raw, node, c._frame_layouts, c._strings_in_frames)
+            update = c._header_update(header, layout, r, 0, node)
+        except MolrecError as exc:
+            raise exc.add_context(store=c._where, key=key_name(fk)) from None
+        if not layout.checked.get("trajectory"):
+            c._update(txn_get, r, 0)  # the single read's checks (they refuse, or mark the layout)
+        return (None if layout.flat() is None else layout), header, at, update
+
+    def _assemble(self, pairs: Dict[Tuple[Any, Any], List[int]], payloads: Tuple[List[Any], List[Any]],
+                  headers: Tuple[List[Any], List[Any]], meta: List[Dict[str, Any]], steps: List[int],
+                  times: List[Optional[float]], boxes: List[Optional[Box]],
+                  flat_strings: Optional[List[str]] = None) -> Dict[str, np.ndarray]:
         """The flat arrays of :meth:`_by_layout` (inside the transaction: the parts are views
-        into the map; every array made here is new)."""
+        into the map; every array made here is new).  ``flat_strings``: every system's string values
+        in record order, as :func:`_parse_strings` gives them."""
         c, numbers = self.c, self.numbers
         n = len(numbers)
         rows: Dict[str, np.ndarray] = {}  # block -> rows per batch position
@@ -1184,7 +1224,8 @@ class _Batch:
                 numeric = [col for col in flat if not col.strings]
                 if numeric:
                     width = layout.need
-                    joined = np.frombuffer(b"".join([payloads[i][side] for i in group]), np.uint8).reshape(
+                    parts = payloads[side]
+                    joined = np.frombuffer(b"".join(parts if whole else [parts[i] for i in group]), np.uint8).reshape(
                         len(group), width)
                 for col in flat:
                     label = f"{col.block}/{col.name}"
@@ -1192,13 +1233,18 @@ class _Batch:
                     filled[label] = filled.get(label, 0) + len(group) * col.rows
                     if col.strings:
                         values: List[str] = []
-                        for i in group:
-                            values += _string_values(headers[i][side], col, c._where, numbers[i], side)
+                        if side == 0 and flat_strings is not None:
+                            values = flat_strings if whole else [
+                                v for i in group for v in flat_strings[i * col.count:(i + 1) * col.count]]
+                        else:
+                            for i in group:  # (a list: the values LayoutCache.quick checked; else the header)
+                                held = headers[side][i]
+                                values += held if type(held) is list else _string_values(held, col, c._where,
+                                                                                         numbers[i], side)
+                        source = np.fromiter(values, _OBJECT, len(values))
                         if whole and not col.trailing:
-                            target[:] = values  # (object arrays: straight from the list)
+                            out[label] = source
                             continue
-                        source = np.empty(len(values), _OBJECT)
-                        source[:] = values
                     else:
                         nbytes = col.count * col.dtype.itemsize
                         source = joined[:, col.start:col.start + nbytes].view(col.dtype)
@@ -1325,6 +1371,29 @@ class _Batch:
             _per_step(out, c, meta, steps, times, boxes)
         out["record"] = np.asarray(self.numbers, dtype=np.int64)
         return out
+
+
+def _parse_strings(hits: List[Any]) -> Optional[List[str]]:
+    """The string values of a batch's ``LayoutCache.quick(value, parse=False)`` hits parsed
+    and checked (by the layouts' counts): a hit whose values are not ``count`` strings
+    becomes None (its value is read the general way, which names what is wrong).  When
+    every record is a hit of one count read by :func:`joined_strings`: that flat list (record
+    ``i``'s strings are ``flat[i * count:(i + 1) * count]``), the hits keep their texts."""
+    texts: Dict[int, List[int]] = {}
+    for i, hit in enumerate(hits):
+        if hit is not None and hit[2] is not None:
+            texts.setdefault(hit[0].strings_count, []).append(i)
+    if len(texts) == 1:
+        (count, where), = texts.items()
+        if len(where) == len(hits):
+            flat = joined_strings([hit[2] for hit in hits], count)
+            if flat is not None:
+                return flat
+    for count, where in texts.items():
+        for i, values in zip(where, string_lists([hits[i][2] for i in where], count)):
+            hit = hits[i]
+            hits[i] = None if values is None else (hit[0], hit[1], values, hit[3])
+    return None
 
 
 def _per_step(out: Dict[str, np.ndarray], c: CollectionReader, meta: List[Dict[str, Any]], steps: List[int],
