@@ -519,13 +519,16 @@ def joined_strings(texts: List[Any], count: int) -> Optional[List[str]]:
     if not count:
         return None
     plain: List[Any] = []
-    for text in texts:  # '["' item '","' ... item '"]': 2 * count quotes, all of them in the frame
-        if not (text[:2] == b'["' and text[-2:] == b'"]' and text.count(b'"') == 2 * count
-                and text.count(b'","') == count - 1):
+    seps = count - 1
+    for text in texts:  # '["' item '","' ... item '"]'
+        inner = text[2:-2]
+        if not (text.startswith(b'["') and text.endswith(b'"]') and inner.count(b'","') == seps and len(text) >= 4):
             return None
-        plain.append(text[2:-2])
+        plain.append(inner)
     joined = b'","'.join(plain)
-    if len(joined.translate(None, _NOT_IN_PLAIN_STRINGS)) != len(joined):
+    # every quote in a separator: each text has its 2 * (count - 1), so their sum is all there are
+    if joined.count(b'"') != 2 * (seps * len(plain) + len(plain) - 1) or len(
+            joined.translate(None, _NOT_IN_PLAIN_STRINGS)) != len(joined):
         return None
     try:
         return joined.decode().split('","')  # count strings each, by the counts above

@@ -1091,9 +1091,15 @@ class _Batch:
         s_raws = [txn_get(SYSTEM + r.to_bytes(8, "big")) for r in numbers]
         s_hits: List[Any] = [None if raw is None else s_quick(raw, False) for raw in s_raws]
         flat = _parse_strings(s_hits)
+        f_raws: List[Any] = []
+        f_hits: List[Any] = []
         if trajectory:
             f_raws = [txn_get(FRAME + first.to_bytes(8, "big")) for first in firsts]
             f_hits = [None if raw is None else f_quick(raw) for raw in f_raws]
+            if numbers and 0 not in counts:
+                done = self._uniform(s_raws, s_hits, f_raws, f_hits, flat)
+                if done is not None:
+                    return done
         for i, r in enumerate(numbers):
             s_layout = f_layout = s_part = f_part = s_strings = f_strings = None
             raw = s_raws[i]
@@ -1149,6 +1155,39 @@ class _Batch:
             strings[0].append(s_strings)
             strings[1].append(f_strings)
         return self._assemble(pairs, payloads, strings, meta, steps, times, boxes, flat)
+
+    def _uniform(self, s_raws: List[Any], s_hits: List[Any], f_raws: List[Any], f_hits: List[Any],
+                 flat: Optional[List[str]]) -> Optional[Dict[str, np.ndarray]]:
+        """:meth:`_by_layout` of a batch whose systems all matched one layout checked as a
+        system's, with one header (``LayoutCache.quick`` hands the same members for the same
+        text), and whose first frames all matched one layout checked as a trajectory's, each
+        with its step and the declared meta keys only — what the per-record loop does, a
+        column of checks at a time.  None when the batch is otherwise."""
+        s_hit, f_hit = s_hits[0], f_hits[0]
+        if s_hit is None or f_hit is None:
+            return None
+        s_layout, s_head, f_layout = s_hit[0], s_hit[1], f_hit[0]
+        if "system" not in s_layout.makers or "trajectory" not in f_layout.makers or not (
+                not s_head or s_head == _NO_META) or not all(
+                hit is not None and hit[0] is s_layout and hit[1] is s_head for hit in s_hits) or not all(
+                hit is not None and hit[0] is f_layout and len(hit[1]) == 2 for hit in f_hits):
+            return None
+        heads = [hit[1] for hit in f_hits]
+        steps = [head.get("step") for head in heads]
+        meta = [head.get("meta") for head in heads]
+        tags = self.c._meta_tags.keys()
+        if not all(type(step) is int and -(2**53) <= step <= 2**53 for step in steps) or not all(
+                type(m) is dict and m.keys() == tags for m in meta):
+            return None
+        n = len(s_hits)
+        need = f_layout.need
+        f_parts = [raw[hit[3]:hit[3] + need] for raw, hit in zip(f_raws, f_hits)]
+        need = s_layout.need
+        s_parts = [raw[hit[3]:hit[3] + need] for raw, hit in zip(s_raws, s_hits)] if need else [b""] * n
+        self.c._check_layout_pair(s_layout, f_layout, self.numbers[0])
+        nothing: List[Any] = [None] * n
+        return self._assemble({(s_layout, f_layout): list(range(n))}, (s_parts, f_parts),
+                              ([hit[2] for hit in s_hits], nothing), meta, steps, nothing, nothing, flat)
 
     def _system_value(self, raw: Any, r: int) -> Tuple[Any, Any, int]:
         """A system value of a batch read through :func:`frame_layout` (a layout not yet
@@ -1379,16 +1418,16 @@ def _parse_strings(hits: List[Any]) -> Optional[List[str]]:
     becomes None (its value is read the general way, which names what is wrong).  When
     every record is a hit of one count read by :func:`joined_strings`: that flat list (record
     ``i``'s strings are ``flat[i * count:(i + 1) * count]``), the hits keep their texts."""
+    layout = hits[0][0] if hits and hits[0] is not None else None
+    if layout is not None and layout.strings_count is not None and all(
+            hit is not None and hit[0] is layout for hit in hits):
+        flat = joined_strings([hit[2] for hit in hits], layout.strings_count)
+        if flat is not None:
+            return flat
     texts: Dict[int, List[int]] = {}
     for i, hit in enumerate(hits):
         if hit is not None and hit[2] is not None:
             texts.setdefault(hit[0].strings_count, []).append(i)
-    if len(texts) == 1:
-        (count, where), = texts.items()
-        if len(where) == len(hits):
-            flat = joined_strings([hit[2] for hit in hits], count)
-            if flat is not None:
-                return flat
     for count, where in texts.items():
         for i, values in zip(where, string_lists([hits[i][2] for i in where], count)):
             hit = hits[i]

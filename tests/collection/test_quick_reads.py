@@ -50,6 +50,8 @@ def _texts(values: List[str]) -> List[bytes]:
 def test_lmdb_L12_string_list_is_what_orjson_parses(values: List[str], data: st.DataObject) -> None:
     for text in _texts(values):
         assert string_list(text) == _orjson_strings(text)
+    for text in [data.draw(st.text(alphabet='[]",a\\ ', max_size=12)).encode() for _ in range(3)]:
+        assert string_list(text) == _orjson_strings(text)
         assert string_list(bytearray(text)) == _orjson_strings(text)
         damaged = bytearray(text)
         if damaged:  # one byte changed, cut or doubled: still exactly orjson's verdict
@@ -72,6 +74,9 @@ def test_lmdb_L12_strings_of_many_texts_are_each_texts_own(lists: List[List[str]
     reads it, where it holds ``count`` strings; nothing else (a text of another count, a
     non-string, JSON that does not parse alone — also when the texts would parse joined)."""
     texts = [data.draw(st.sampled_from(_texts(values))) for values in lists]
+    for at in range(len(texts)):  # and texts made of JSON's punctuation, mostly not JSON
+        if data.draw(st.integers(0, 3)) == 0:
+            texts[at] = data.draw(st.text(alphabet='[]",a\\ ', max_size=12)).encode()
     if data.draw(st.booleans()):  # pieces that are not JSON alone, but would be glued together
         cut = data.draw(st.integers(0, len(texts) - 1))
         texts[cut] = texts[cut][:-1] if len(texts[cut]) > 2 else texts[cut] + b'"'
