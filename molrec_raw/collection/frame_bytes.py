@@ -497,7 +497,7 @@ def string_list(text: Any) -> Optional[List[str]]:
     for less than parsing it; anything else is parsed by orjson."""
     if text[:2] == b'["' and text[-2:] == b'"]' and len(text.translate(None, _NOT_IN_PLAIN_STRINGS)) == len(text):
         try:
-            items = text[2:-2].decode().split('","')
+            items: List[str] = text[2:-2].decode().split('","')
         except UnicodeDecodeError:
             return None
         if text.count(b'"') == 2 * len(items):  # no other quote: each item is one string's text
@@ -648,7 +648,8 @@ class LayoutCache:
         self.layouts: Dict[bytes, Layout] = {}
         self.prefixes: List[Tuple[bytes, Dict[str, Any], Layout]] = []
         self.strung: List[_Strung] = []
-        self._rest, self._head = b"", {}
+        self._rest: Any = b""
+        self._head: Dict[str, Any] = {}
 
     def by_prefix(self, text: bytes) -> Optional[Tuple[Dict[str, Any], Layout]]:
         """The header of ``text`` when it starts with the exact text of a remembered

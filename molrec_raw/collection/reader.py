@@ -51,7 +51,7 @@ L5, L7, L8, L14, L15, L16 = "lmdb#L5", "lmdb#L7", "lmdb#L8", "lmdb#L14", "lmdb#L
 _BINDING_DTYPES = {"first_frame": "u64", "n_frames": "u64", "n_atoms": "u64", "has_trajectory": "bool"}
 _RESOLVED_RULES = {"trajectory#R16": C11}
 _OBJECT = np.dtype(object)
-_NO_META = {"meta": {}}  # a system header's members when it has no meta (compared, never handed out)
+_NO_META: Dict[str, Any] = {"meta": {}}  # a system header's members when it has no meta (compared, never handed out)
 _new_frame = Frame.__new__
 Getter = Callable[[bytes], Any]
 
