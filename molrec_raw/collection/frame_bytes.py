@@ -44,7 +44,7 @@ from molrec_raw.record.model import Block, Box
 from molrec_raw.record.precision import check_precision
 
 __all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "LayoutCache", "compile_layout", "encode_frame",
-           "decode_frame", "string_list", "string_lists", "joined_strings",
+           "decode_frame", "string_list", "string_lists", "joined_strings", "joined_text",
            "box_header", "read_box", "header_of", "made_block", "frame_layout"]
 
 MAGIC = b"MRF1"
@@ -516,6 +516,12 @@ def joined_strings(texts: List[Any], count: int) -> Optional[List[str]]:
     when every text is written compactly without escapes or control characters (checked by
     counting its quotes and separators; the texts are split out of one joined text), else
     None (:func:`string_list` them one by one)."""
+    text = joined_text(texts, count)
+    return None if text is None else text.split('","')  # count strings each, by the counts checked
+
+
+def joined_text(texts: List[Any], count: int) -> Optional[str]:
+    """:func:`joined_strings` before its split: the strings joined by ``","`` (or None)."""
     if not count:
         return None
     plain: List[Any] = []
@@ -531,7 +537,7 @@ def joined_strings(texts: List[Any], count: int) -> Optional[List[str]]:
             joined.translate(None, _NOT_IN_PLAIN_STRINGS)) != len(joined):
         return None
     try:
-        return joined.decode().split('","')  # count strings each, by the counts above
+        return joined.decode()
     except UnicodeDecodeError:
         return None
 

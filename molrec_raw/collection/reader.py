@@ -42,7 +42,7 @@ from molrec_raw.record.violations import Violation
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, key, key_name
 from molrec_raw.collection.frame_bytes import (DecodedFrame, LayoutCache, _strings, decode_frame, frame_layout,
-                                              header_of, joined_strings, made_block, read_box, string_lists)
+                                              header_of, joined_text, made_block, read_box, string_lists)
 from molrec_raw.collection.model import BINDING_COLUMNS, C1, C2, C9, C10, C11, check_units
 
 __all__ = ["CollectionReader", "CollectionView", "Record", "RecordTrajectory", "read_collection"]
@@ -51,7 +51,8 @@ L5, L7, L8, L14, L15, L16 = "lmdb#L5", "lmdb#L7", "lmdb#L8", "lmdb#L14", "lmdb#L
 _BINDING_DTYPES = {"first_frame": "u64", "n_frames": "u64", "n_atoms": "u64", "has_trajectory": "bool"}
 _RESOLVED_RULES = {"trajectory#R16": C11}
 _OBJECT = np.dtype(object)
-_NO_META: Dict[str, Any] = {"meta": {}}  # a system header's members when it has no meta (compared, never handed out)
+_NO_META: Dict[str, Any] = {"meta": {}}
+_UNFILLED = np.empty(0, object)  # a batch column made whole later (never handed out)  # a system header's members when it has no meta (compared, never handed out)
 _new_frame = Frame.__new__
 Getter = Callable[[bytes], Any]
 
@@ -1157,7 +1158,7 @@ class _Batch:
         return self._assemble(pairs, payloads, strings, meta, steps, times, boxes, flat)
 
     def _uniform(self, s_raws: List[Any], s_hits: List[Any], f_raws: List[Any], f_hits: List[Any],
-                 flat: Optional[List[str]]) -> Optional[Dict[str, np.ndarray]]:
+                 flat: Optional[str]) -> Optional[Dict[str, np.ndarray]]:
         """:meth:`_by_layout` of a batch whose systems all matched one layout checked as a
         system's, with one header (``LayoutCache.quick`` hands the same members for the same
         text), and whose first frames all matched one layout checked as a trajectory's, each
@@ -1223,10 +1224,10 @@ class _Batch:
     def _assemble(self, pairs: Dict[Tuple[Any, Any], List[int]], payloads: Tuple[List[Any], List[Any]],
                   headers: Tuple[List[Any], List[Any]], meta: List[Dict[str, Any]], steps: List[int],
                   times: List[Optional[float]], boxes: List[Optional[Box]],
-                  flat_strings: Optional[List[str]] = None) -> Dict[str, np.ndarray]:
+                  flat_strings: Optional[str] = None) -> Dict[str, np.ndarray]:
         """The flat arrays of :meth:`_by_layout` (inside the transaction: the parts are views
         into the map; every array made here is new).  ``flat_strings``: every system's string values
-        in record order, as :func:`_parse_strings` gives them."""
+        in record order, joined, as :func:`_parse_strings` gives them."""
         c, numbers = self.c, self.numbers
         n = len(numbers)
         rows: Dict[str, np.ndarray] = {}  # block -> rows per batch position
@@ -1252,7 +1253,8 @@ class _Batch:
         out: Dict[str, np.ndarray] = {}
         for (block, column), (dtype, trailing) in kinds.items():
             total = int(starts[block][-1])
-            out[f"{block}/{column}"] = np.empty((total,) + trailing, dtype)
+            out[f"{block}/{column}"] = _UNFILLED if dtype is _OBJECT and len(pairs) == 1 and not trailing else \
+                np.empty((total,) + trailing, dtype)  # (a string column of one group: made whole below)
         filled: Dict[str, int] = {}
         for (s_layout, f_layout), group in pairs.items():
             whole = len(group) == n
@@ -1272,9 +1274,10 @@ class _Batch:
                     filled[label] = filled.get(label, 0) + len(group) * col.rows
                     if col.strings:
                         values: List[str] = []
-                        if side == 0 and flat_strings is not None:
-                            values = flat_strings if whole else [
-                                v for i in group for v in flat_strings[i * col.count:(i + 1) * col.count]]
+                        if side == 0 and flat_strings is not None:  # (split here: no list of them held long)
+                            values = flat_strings.split('","')
+                            if not whole:
+                                values = [v for i in group for v in values[i * col.count:(i + 1) * col.count]]
                         else:
                             for i in group:  # (a list: the values LayoutCache.quick checked; else the header)
                                 held = headers[side][i]
@@ -1412,16 +1415,17 @@ class _Batch:
         return out
 
 
-def _parse_strings(hits: List[Any]) -> Optional[List[str]]:
+def _parse_strings(hits: List[Any]) -> Optional[str]:
     """The string values of a batch's ``LayoutCache.quick(value, parse=False)`` hits parsed
     and checked (by the layouts' counts): a hit whose values are not ``count`` strings
     becomes None (its value is read the general way, which names what is wrong).  When
-    every record is a hit of one count read by :func:`joined_strings`: that flat list (record
-    ``i``'s strings are ``flat[i * count:(i + 1) * count]``), the hits keep their texts."""
+    every record is a hit of one count read by :func:`joined_text`: that text (split at
+    ``","``, record ``i``'s strings are ``[i * count:(i + 1) * count]``), the hits keep their
+    texts."""
     layout = hits[0][0] if hits and hits[0] is not None else None
     if layout is not None and layout.strings_count is not None and all(
             hit is not None and hit[0] is layout for hit in hits):
-        flat = joined_strings([hit[2] for hit in hits], layout.strings_count)
+        flat = joined_text([hit[2] for hit in hits], layout.strings_count)
         if flat is not None:
             return flat
     texts: Dict[int, List[int]] = {}
