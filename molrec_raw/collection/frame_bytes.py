@@ -654,8 +654,7 @@ class LayoutCache:
         self.layouts: Dict[bytes, Layout] = {}
         self.prefixes: List[Tuple[bytes, Dict[str, Any], Layout]] = []
         self.strung: List[_Strung] = []
-        self._rest: Any = b""
-        self._head: Dict[str, Any] = {}
+        self._last: Tuple[Any, Dict[str, Any]] = (b"", {})  # (rest, members) of the last value: one attribute
 
     def by_prefix(self, text: bytes) -> Optional[Tuple[Dict[str, Any], Layout]]:
         """The header of ``text`` when it starts with the exact text of a remembered
@@ -720,8 +719,9 @@ class LayoutCache:
             else:
                 return None
         rest = value[at:stop]
-        if rest == self._rest:  # the members of the value before (a system's ``"meta":{}``)
-            head = self._head
+        last = self._last  # (one read: another thread may replace it)
+        if rest == last[0]:  # the members of the value before (a system's ``"meta":{}``)
+            head = last[1]
         else:
             if rest == b"}":
                 head = {}
@@ -737,7 +737,7 @@ class LayoutCache:
                 if "meta" in head and type(head["meta"]) is not dict or (
                         head.get("meta_types") is not None and type(head["meta_types"]) is not dict):
                     return None
-            self._rest, self._head = rest, head
+            self._last = (rest, head)
         if payload + layout.need > end:
             return None
         return layout, head, strings, payload
