@@ -98,8 +98,13 @@ def test_lmdb_L12_joined_strings_keep_empty_strings_at_the_joins() -> None:
 # -- LayoutCache.quick against a fresh decode ---------------------------------------------------
 def _frame_value(rng: random.Random) -> bytes:
     n = rng.randint(0, 3)
-    element = np.array([rng.choice(["C", "H", "Na", "é"]) for _ in range(n)], dtype=object)
-    blocks = {"atoms": mr.Block({"element": element, "x": np.arange(float(n)), "y": np.ones(n)})}
+    element = np.array([rng.choice(["C", "H", "Na", "é"]) for _ in range(2 * n)], dtype=object)
+    columns = {"element": element[:n] if rng.random() < 0.7 else element.reshape(n, 2),
+               "x": np.arange(float(n)), "y": np.ones(n)}
+    if rng.random() < 0.5:  # a column of another dtype, one of trailing shape: views of other kinds
+        columns.update(id=np.arange(n, dtype=np.int32), v=np.arange(3.0 * n).reshape(n, 3))
+    blocks = {"atoms": mr.Block(columns), **({"bonds": mr.Block({"i": np.arange(2, dtype=np.uint64)})}
+                                             if rng.random() < 0.3 else {})}
     return encode_frame(blocks, meta={"pe": rng.random()}, step=rng.randint(0, 9))
 
 
