@@ -495,7 +495,7 @@ def string_list(text: Any) -> Optional[List[str]]:
     gives), else None.  Strings without escapes or control characters written compactly
     (``["C","H"]``, how a writer writes them) are split out of the text — the same list,
     for less than parsing it; anything else is parsed by orjson."""
-    if text[:2] == b'["' and text[-2:] == b'"]' and len(text.translate(None, _NOT_IN_PLAIN_STRINGS)) == len(text):
+    if text.startswith(b'["') and text.endswith(b'"]') and len(text.translate(None, _NOT_IN_PLAIN_STRINGS)) == len(text):
         try:
             items: List[str] = text[2:-2].decode().split('","')
         except UnicodeDecodeError:
