@@ -50,6 +50,7 @@ __all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "LayoutCac
 MAGIC = b"MRF1"
 ALIGN = 8
 _PREFIX = struct.Struct("<4sI")
+_UNPACK = _PREFIX.unpack_from
 _ZERO_PAD = bytes(ALIGN)
 
 R_MAGIC = "lmdb#L9"       # magic, header length, header JSON, padding
@@ -683,11 +684,11 @@ class LayoutCache:
         ``parse=False``: the string values are handed as their text, not yet parsed or
         checked — the caller's to check (:func:`string_lists`) before trusting the rest."""
         end = len(value)
-        if end < _PREFIX.size:
+        if end < 8:
             return None
-        magic, length = _PREFIX.unpack_from(value, 0)
-        stop = _PREFIX.size + length
-        payload = (stop + ALIGN - 1) & ~(ALIGN - 1)
+        magic, length = _UNPACK(value, 0)
+        stop = 8 + length
+        payload = (stop + 7) & -8  # (8: the prefix's size and ALIGN)
         if magic != MAGIC or payload > end:
             return None
         if type(value) is memoryview:
@@ -696,13 +697,13 @@ class LayoutCache:
             return None
         strings: Any = None
         for prefix, _, layout in self.prefixes:
-            if value.startswith(prefix, _PREFIX.size, stop):
-                at = _PREFIX.size + len(prefix)
+            if value.startswith(prefix, 8, stop):
+                at = 8 + len(prefix)
                 break
         else:
             for strung in self.strung:
-                if value.startswith(strung.head, _PREFIX.size, stop):
-                    i = _PREFIX.size + len(strung.head)
+                if value.startswith(strung.head, 8, stop):
+                    i = 8 + len(strung.head)
                     j = value.find(strung.close, i, stop)
                     if j < 0:
                         return None
