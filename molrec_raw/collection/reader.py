@@ -477,10 +477,14 @@ class CollectionReader:
         step, time and meta keys), then its blocks."""
         layout, head, strings, payload = hit
         meta = head.get("meta") or {}
+        step = head.get("step")
+        if len(head) == 2 and "meta" in head and type(step) is int and -(2**53) <= step <= 2**53 and \
+                meta.keys() == self._meta_tags.keys():
+            return layout.makers["trajectory"](raw, payload, strings), meta, step, None, None  # meta, step: no more
         try:
             raw_box = head.get("box")
             box = None if raw_box is None else read_box(raw_box, f"/records/{r}/trajectory/box")
-            step, time = self._update_fields(head.get("meta_types"), head.get("step"), head.get("time"), meta, k, r)
+            step, time = self._update_fields(head.get("meta_types"), step, head.get("time"), meta, k, r)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(fk)) from None
         return layout.makers["trajectory"](raw, payload, strings), meta, step, time, box

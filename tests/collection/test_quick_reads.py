@@ -279,3 +279,27 @@ def test_lmdb_L17_quick_reads_refuse_damage_as_the_general_reads(tmp_path: Path)
         outcomes["refused" if any(g[0] == "refused" for g in got) else "read"] += 1
         quick.close(), general.close()
     assert outcomes["read"] and outcomes["refused"], outcomes
+
+
+def test_lmdb_L16_quick_reads_of_updates_without_meta_keep_their_cell(path: Path) -> None:
+    """A declaration without per-step meta keys: an update's header is its step and its cell
+    (two members, as a meta and a step are) — the quick path reads the cell too."""
+    with mr.CollectionWriter(path, units=UNITS) as w:
+        for r in range(4):
+            w.add_record(system=mr.Frame({}, {"atoms": mr.Block({"element": np.array(["C", "O"], dtype=object)})}),
+                         frames=[mr.Frame({}, {"atoms": mr.Block({"x": np.arange(2.0) + r})},
+                                          mr.Box(np.eye(3) * (r + 2)) if r % 2 else None)])
+    env = lmdb.open(str(path), subdir=False, map_size=1 << 26)
+    with env.begin(write=True) as txn:  # headers of a step and a cell alone (another writer leaves meta out)
+        for k in range(4):
+            value = bytes(txn.get(b"f" + k.to_bytes(8, "big")))
+            length = struct.unpack_from("<I", value, 4)[0]
+            text = value[8:8 + length].replace(b'"meta":{},', b"")
+            txn.put(b"f" + k.to_bytes(8, "big"), b"MRF1" + struct.pack("<I", len(text)) + text
+                    + bytes(-(8 + len(text)) % 8) + value[(8 + length + 7) & ~7:])
+    env.close()
+    quick, general = mr.read_collection(path), _general(mr.read_collection(path))
+    for _ in range(2):
+        assert _reads(quick, [0, 1, 2, 3]) == _reads(general, [0, 1, 2, 3])
+    assert np.array_equal(quick[3].trajectory[0].box.vectors, np.eye(3) * 5) and quick[2].trajectory[0].box is None
+    quick.close(), general.close()
