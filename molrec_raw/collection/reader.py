@@ -641,6 +641,9 @@ class CollectionReader:
 
     def _numbers(self, records: Iterable[int]) -> List[int]:
         items = records.tolist() if isinstance(records, np.ndarray) else records
+        if type(items) is list and items and set(map(type, items)) == {int} and 0 <= min(items) and \
+                max(items) < self._n_records:
+            return list(items)  # (record numbers already: each one as _number would give it)
         return [self._number(r) for r in items]
 
     # ------------------------------------------------------------------ views
@@ -1244,7 +1247,10 @@ class _Batch:
                     counts = rows.get(b.name)
                     if counts is None:
                         counts = rows[b.name] = np.zeros(n, np.int64)
-                    counts[group] = b.count
+                    if len(group) == n:
+                        counts[:] = b.count
+                    else:
+                        counts[group] = b.count
                 for col in layout.flat():
                     kind = (_OBJECT if col.strings else col.dtype, col.trailing)
                     have = kinds.setdefault((col.block, col.name), kind)
@@ -1495,7 +1501,7 @@ def _check_pair(base: Block, block: Block, where: str, r: int, name: str) -> Non
 def _meta_array(tag: str, raw: List[Any], name: str) -> np.ndarray:
     """One per-step meta key over a batch (typed JSON forms decoded), shaped by its tag."""
     dtype, trailing = META_STORAGE[tag]
-    if tag == "f64" and all(type(v) is float for v in raw):
+    if tag == "f64" and set(map(type, raw)) <= {float}:
         return np.asarray(raw, dtype=np.float64)
     values = [typed_json.decode_value(tag, v, f"/meta/{name}") for v in raw]
     if tag == "json":
