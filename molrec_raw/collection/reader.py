@@ -22,6 +22,7 @@ import bisect
 import math
 import operator
 import os
+import struct
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
@@ -54,6 +55,7 @@ _OBJECT = np.dtype(object)
 _NO_META: Dict[str, Any] = {"meta": {}}
 _UNFILLED = np.empty(0, object)  # a batch column made whole later (never handed out)  # a system header's members when it has no meta (compared, never handed out)
 _new_frame = Frame.__new__
+_KEY = struct.Struct(">cQ").pack  # a record's key: its prefix, a big-endian u64 (binding.key, lmdb#L2)
 Getter = Callable[[bytes], Any]
 
 
@@ -1096,13 +1098,13 @@ class _Batch:
         update: Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]
         last: Any = None
         group: List[int] = []
-        s_raws = [txn_get(SYSTEM + r.to_bytes(8, "big")) for r in numbers]
+        s_raws = [txn_get(_KEY(SYSTEM, r)) for r in numbers]
         s_hits: List[Any] = [None if raw is None else s_quick(raw, False) for raw in s_raws]
         flat = _parse_strings(s_hits)
         f_raws: List[Any] = []
         f_hits: List[Any] = []
         if trajectory:
-            f_raws = [txn_get(FRAME + first.to_bytes(8, "big")) for first in firsts]
+            f_raws = [txn_get(_KEY(FRAME, first)) for first in firsts]
             f_hits = [None if raw is None else f_quick(raw) for raw in f_raws]
             if numbers and 0 not in counts:
                 done = self._uniform(s_raws, s_hits, f_raws, f_hits, flat)
