@@ -36,7 +36,7 @@ from molrec_raw.errors import CorruptDataError, MolrecError, SpecViolationError,
 __all__ = [
     "LAYOUT", "LAYOUT_VERSION", "NEWEST_LAYOUT_VERSION", "META_KEY", "INDEX_KEY", "FF_KEY", "RECORD_META", "SYSTEM",
     "FRAME", "INDEX_BLOCK", "SUFFIX", "key", "key_name", "import_lmdb", "Handle", "acquire", "meta_value",
-    "read_failure", "lmdb_errors",
+    "read_failure", "lmdb_errors", "is_lmdb_error",
 ]
 
 LAYOUT = "mrec-lmdb"
@@ -163,7 +163,8 @@ def read_failure(exc: BaseException, path: str) -> MolrecError:
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _is_lmdb_error(exc: BaseException) -> bool:
+def is_lmdb_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is py-lmdb's (then :func:`read_failure` names it)."""
     lmdb = sys.modules.get("lmdb")
     return lmdb is not None and isinstance(exc, getattr(lmdb, "Error", ()))
 
@@ -179,7 +180,7 @@ def lmdb_errors(where: Callable[[Any], str]) -> Callable[[_F], _F]:
                 try:
                     yield from method(self, *args, **kwargs)
                 except Exception as exc:
-                    if _is_lmdb_error(exc):
+                    if is_lmdb_error(exc):
                         raise read_failure(exc, where(self)) from None
                     raise
             return cast(_F, generator)
@@ -189,7 +190,7 @@ def lmdb_errors(where: Callable[[Any], str]) -> Callable[[_F], _F]:
             try:
                 return method(self, *args, **kwargs)
             except Exception as exc:
-                if _is_lmdb_error(exc):
+                if is_lmdb_error(exc):
                     raise read_failure(exc, where(self)) from None
                 raise
         return cast(_F, call)

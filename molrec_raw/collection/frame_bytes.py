@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import orjson
@@ -44,12 +44,13 @@ from molrec_raw.record.model import Block, Box
 from molrec_raw.record.precision import check_precision
 
 __all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "LayoutCache", "compile_layout", "encode_frame",
-           "decode_frame",
+           "decode_frame", "string_list", "string_lists", "joined_strings", "joined_text",
            "box_header", "read_box", "header_of", "made_block", "frame_layout"]
 
 MAGIC = b"MRF1"
 ALIGN = 8
 _PREFIX = struct.Struct("<4sI")
+_UNPACK = _PREFIX.unpack_from
 _ZERO_PAD = bytes(ALIGN)
 
 R_MAGIC = "lmdb#L9"       # magic, header length, header JSON, padding
@@ -69,7 +70,11 @@ _MAX_NDIM = 32
 _MAX_DIM = 1 << 40
 _MAX_PAYLOAD = 1 << 48  # no value is larger (LMDB's map is far smaller)
 _U8 = np.dtype("u1")
+_OBJECT = np.dtype(object)
 _UNSET = object()
+_MARK = "\x00molrec-raw: a string column's values\x00"  # never a writer's value (a template's place holder)
+_MARK_TEXT = orjson.dumps(_MARK)
+_new_block = Block.__new__
 
 
 class DecodedFrame:
@@ -444,13 +449,22 @@ class Layout:
     decoded without checking the header's blocks again.  ``checked`` holds a reader's own
     verdicts on the layout (what it checked it against)."""
 
-    __slots__ = ("blocks", "need", "checked", "_flat", "texts")
+    __slots__ = ("blocks", "need", "checked", "_flat", "texts", "plain", "_maker", "makers", "strings_count")
 
     def __init__(self, blocks: List[_BlockLayout], need: int) -> None:
         self.blocks, self.need = blocks, need
         self.checked: Dict[Any, bool] = {}
         self.texts = any(col.kind == "strings" for b in blocks for col in b.columns)  # a prefix is never shared
         self._flat: Any = _UNSET
+        # built by views(): no bool column, no mask, no targets (nothing whose values need checking
+        # row by row), at most one string column (LayoutCache.quick hands its values)
+        self.plain = sum(col.kind == "strings" for b in blocks for col in b.columns) <= 1 and not any(
+            b.targets or col.mask is not None or col.dtype is not None and col.dtype.kind == "b"
+            for b in blocks for col in b.columns) and not any(b.targets for b in blocks)
+        self._maker: Any = None
+        strings = [col.count for b in blocks for col in b.columns if col.kind == "strings"]
+        self.strings_count: Optional[int] = strings[0] if len(strings) == 1 else None  # (its element count)
+        self.makers: Dict[Any, _Maker] = {}  # a reader's: maker() by what it checked the layout as
 
     def flat(self) -> Optional[List["FlatColumn"]]:
         """Where each column of the layout lives, one entry per column — or None when a column
@@ -473,6 +487,25 @@ class Layout:
             self._flat = out
         flat: Optional[List[FlatColumn]] = self._flat
         return flat
+
+    def maker(self, extras: Optional[Mapping[str, Tuple[Dict[str, float], Dict[str, str], Any]]] = None) -> "_Maker":
+        """The function making the blocks of a ``plain`` layout whose value
+        :meth:`LayoutCache.quick` matched — ``(value, payload, strings) -> blocks``, what
+        :meth:`build` makes of it without looking at anything :meth:`build` checks (``quick``
+        did: the buffers fit, ``strings`` are the string column's checked values).
+        ``extras``: a block's (precision, targets, structural shape) in place of the layout's
+        (a reader's declaration; the same mapping at every call: the function is compiled
+        once for it); a block without one keeps the layout's."""
+        maker = self._maker
+        if maker is None or maker[0] is not extras:
+            maker = self._maker = (extras, _blocks_maker(self.blocks, extras))
+        made: _Maker = maker[1]
+        return made
+
+    def views(self, value: Any, payload: int, strings: Optional[List[str]],
+              extras: Optional[Mapping[str, Tuple[Dict[str, float], Dict[str, str], Any]]] = None) -> Dict[str, Block]:
+        """``maker(extras)(value, payload, strings)``."""
+        return self.maker(extras)(value, payload, strings)
 
     def build(self, value: Any, payload: int, where: str, raw_blocks: Dict[str, Any]) -> Dict[str, Block]:
         """The blocks of ``value`` (views of it) under this layout; string values come from
@@ -524,6 +557,164 @@ class Layout:
         raise _corrupt("a buffer runs past the value", where, R_BUFFER)  # pragma: no cover - need is their maximum
 
 
+_NOT_IN_PLAIN_STRINGS = bytes(range(0x20)) + b"\\"
+
+
+def string_list(text: Any) -> Optional[List[str]]:
+    """The strings of ``text`` when it is one JSON array of strings (what ``orjson.loads``
+    gives), else None.  Strings without escapes or control characters written compactly
+    (``["C","H"]``, how a writer writes them) are split out of the text — the same list,
+    for less than parsing it; anything else is parsed by orjson."""
+    if text.startswith(b'["') and text.endswith(b'"]') and len(text.translate(None, _NOT_IN_PLAIN_STRINGS)) == len(text):
+        try:
+            items: List[str] = text[2:-2].decode().split('","')
+        except UnicodeDecodeError:
+            return None
+        if text.count(b'"') == 2 * len(items):  # no other quote: each item is one string's text
+            return items
+    try:
+        values = orjson.loads(text)
+        if type(values) is list and type("".join(values)) is str:
+            return values
+    except (orjson.JSONDecodeError, TypeError):  # (TypeError: a non-string among them)
+        pass
+    return None
+
+
+def joined_strings(texts: List[Any], count: int) -> Optional[List[str]]:
+    """The strings of many texts that hold ``count`` strings each, one list in their order —
+    when every text is written compactly without escapes or control characters (checked by
+    counting its quotes and separators; the texts are split out of one joined text), else
+    None (:func:`string_list` them one by one)."""
+    text = joined_text(texts, count)
+    return None if text is None else text.split('","')  # count strings each, by the counts checked
+
+
+def joined_text(texts: List[Any], count: int) -> Optional[str]:
+    """:func:`joined_strings` before its split: the strings joined by ``","`` (or None)."""
+    if not count:
+        return None
+    plain: List[Any] = []
+    seps = count - 1
+    for text in texts:  # '["' item '","' ... item '"]'
+        inner = text[2:-2]
+        if not (text.startswith(b'["') and text.endswith(b'"]') and inner.count(b'","') == seps and len(text) >= 4):
+            return None
+        plain.append(inner)
+    joined = b'","'.join(plain)
+    # every quote in a separator: each text has its 2 * (count - 1), so their sum is all there are
+    if joined.count(b'"') != 2 * (seps * len(plain) + len(plain) - 1) or len(
+            joined.translate(None, _NOT_IN_PLAIN_STRINGS)) != len(joined):
+        return None
+    try:
+        return joined.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def string_lists(texts: List[Any], count: int) -> List[Optional[List[str]]]:
+    """:func:`string_list` of many texts that must hold ``count`` strings each (None for a
+    text that does not), through :func:`joined_strings` where it can."""
+    flat = joined_strings(texts, count)
+    if flat is not None:
+        return [flat[k:k + count] for k in range(0, len(flat), count)]
+    out: List[Optional[List[str]]] = []
+    for text in texts:
+        values = string_list(text)
+        out.append(values if values is not None and len(values) == count else None)
+    return out
+
+
+def _members(rest: Any) -> Optional[Dict[str, Any]]:
+    """The members after a header's ``blocks``: ``rest`` is ``}`` or ``,`` then members then
+    ``}`` (parsed alone; at least one member: ``,}`` is not JSON), ``blocks`` not among them.
+    None otherwise."""
+    if rest == b"}":
+        return {}
+    if rest[:1] != b",":
+        return None
+    try:
+        head = orjson.loads(b"{" + rest[1:])
+    except orjson.JSONDecodeError:
+        return None
+    if type(head) is not dict or not head or "blocks" in head:
+        return None
+    return head
+
+
+class _Strung:
+    """A header text of a layout with one string column: ``head`` is the text up to its
+    ``values``, ``close`` the text of ``blocks`` after them, ``count`` how many."""
+
+    __slots__ = ("head", "close", "layout", "count")
+
+    def __init__(self, head: bytes, close: bytes, layout: Layout, count: int) -> None:
+        self.head, self.close, self.layout, self.count = head, close, layout, count
+
+
+_Maker = Callable[[Any, int, Optional[List[str]]], Dict[str, Block]]
+
+
+def _blocks_maker(blocks: List[_BlockLayout], extras: Any) -> _Maker:
+    """The function :meth:`Layout.maker` compiles."""
+    if len(blocks) == 1:
+        b = blocks[0]
+        one: _Maker = _block_maker(b, None if extras is None else extras.get(b.name), b.name)
+        return one
+    makers = [(b.name, _block_maker(b, None if extras is None else extras.get(b.name), None)) for b in blocks]
+
+    def many(value: Any, payload: int, strings: Optional[List[str]]) -> Dict[str, Block]:
+        return {name: make(value, payload, strings) for name, make in makers}
+    return many
+
+
+def _block_maker(b: _BlockLayout, extra: Any, wrap: Optional[str]) -> Any:
+    """One block of a plain layout (in a dict ``{wrap: block}`` when ``wrap`` is given):
+    each column a view (a run of touching 1-D buffers one view of rows), the string column
+    an object array of the checked values."""
+    ops: List[Tuple[Any, ...]] = []
+    for col in b.columns:
+        if col.kind == "strings":
+            ops.append((2, col.names[0], col.count, None if len(col.shape) == 1 else col.shape))
+        elif col.kind == "run" and len(col.names) > 1 and col.count:
+            ops.append((0, tuple(col.names), np.dtype((col.dtype, (col.count,))), col.start))
+        elif col.kind == "run" and len(col.names) > 1:
+            ops.extend((1, name, col.dtype, 0, col.start) for name in col.names)  # zero rows: empty views
+        else:
+            ops.append((1, col.names[0], col.dtype, col.count, col.start) if col.kind == "run" else
+                       (3, col.names[0], col.dtype, col.count, col.start, col.shape))
+    count = b.count
+    if extra is None:
+        precision, targets, shape, attrs = b.precision, None, b.shape, b.attrs
+    else:
+        (precision, targets, shape), attrs = extra, None
+    frombuffer, fromiter, new = np.frombuffer, np.fromiter, _new_block
+
+    def make(value: Any, payload: int, strings: Optional[List[str]]) -> Any:
+        columns: Dict[str, np.ndarray] = {}
+        for op in ops:
+            kind = op[0]
+            if kind == 0:
+                rows = frombuffer(value, op[2], len(op[1]), payload + op[3])
+                i = 0
+                for name in op[1]:
+                    columns[name] = rows[i]
+                    i += 1
+            elif kind == 1:
+                columns[op[1]] = frombuffer(value, op[2], op[3], payload + op[4])
+            elif kind == 2:
+                text = fromiter(strings, _OBJECT, op[2]) if op[2] else np.empty(0, _OBJECT)  # type: ignore[arg-type]
+                columns[op[1]] = text if op[3] is None else text.reshape(op[3])
+            else:
+                columns[op[1]] = frombuffer(value, op[2], op[3], payload + op[4]).reshape(op[5])
+        block = new(Block)
+        block.__dict__ = {"columns": columns, "masks": {}, "precision": dict(precision) if precision else {},
+                          "targets": dict(targets) if targets else {}, "structural_shape": shape,
+                          "attrs": dict(attrs) if attrs else {}, "count": count, "column_attrs": {}}
+        return block if wrap is None else {wrap: block}
+    return make
+
+
 class LayoutCache:
     """Checked layouts by the exact JSON text of a header's ``blocks`` (at most ``size``; the
     older half is dropped when full)."""
@@ -532,6 +723,8 @@ class LayoutCache:
         self.size = size
         self.layouts: Dict[bytes, Layout] = {}
         self.prefixes: List[Tuple[bytes, Dict[str, Any], Layout]] = []
+        self.strung: List[_Strung] = []
+        self._last: Tuple[Any, Dict[str, Any]] = (b"", {})  # (rest, members) of the last value: one attribute
 
     def by_prefix(self, text: bytes) -> Optional[Tuple[Dict[str, Any], Layout]]:
         """The header of ``text`` when it starts with the exact text of a remembered
@@ -540,31 +733,118 @@ class LayoutCache:
         prefix matches or the rest is not one JSON object's members without ``blocks``."""
         for prefix, raw_blocks, layout in self.prefixes:
             if text.startswith(prefix):
-                rest = text[len(prefix):]
-                if rest == b"}":
-                    head: Any = {}
-                elif rest[:1] == b",":
-                    try:
-                        head = orjson.loads(b"{" + rest[1:])
-                    except orjson.JSONDecodeError:
-                        return None
-                    if type(head) is not dict or "blocks" in head:
-                        return None
-                else:
+                head = _members(text[len(prefix):])
+                if head is None:
                     return None
                 head["blocks"] = raw_blocks
                 return head, layout
         return None
 
+    def quick(self, value: Any, parse: bool = True) -> Optional[Tuple[Layout, Dict[str, Any], Any, int]]:
+        """A value whose header is a remembered text but for its other members (the
+        :meth:`by_prefix` texts) or but for the values of its one string column and its other
+        members (:meth:`remember`'s templates): ``(layout, the header's members but blocks,
+        the string column's values or None, the payload's offset; the members are shared with
+        the next value of the same text: read them, never change them) — every rule
+        :func:`frame_layout` checks holds (magic, length, zero padding, the JSON, its top
+        keys, ``meta``/``meta_types`` objects, the buffers inside the value), the string
+        values are ``count`` strings.  None whenever anything is otherwise: :func:`frame_layout`
+        then reads it and names what is wrong.  (A ``memoryview``'s header is copied.)
+        ``parse=False``: the string values are handed as their text, not yet parsed or
+        checked — the caller's to check (:func:`string_lists`) before trusting the rest."""
+        end = len(value)
+        if end < 8:
+            return None
+        magic, length = _UNPACK(value, 0)
+        stop = 8 + length
+        payload = (stop + 7) & -8  # (8: the prefix's size and ALIGN)
+        if magic != MAGIC or payload > end:
+            return None
+        if type(value) is memoryview:
+            value = bytes(value[:payload])
+        if payload != stop and value.count(0, stop, payload) != payload - stop:
+            return None
+        strings: Any = None
+        for prefix, _, layout in self.prefixes:
+            if value.startswith(prefix, 8, stop):
+                at = 8 + len(prefix)
+                break
+        else:
+            for strung in self.strung:
+                if value.startswith(strung.head, 8, stop):
+                    i = 8 + len(strung.head)
+                    j = value.find(strung.close, i, stop)
+                    if j < 0:
+                        return None
+                    # the text between is one JSON value (parsed alone): so the whole text is the
+                    # template's with another value there (its end is where that value ends)
+                    strings = value[i:j]
+                    if parse:
+                        strings = string_list(strings)
+                        if strings is None or len(strings) != strung.count:
+                            return None
+                    layout = strung.layout
+                    at = j + len(strung.close)
+                    break
+            else:
+                return None
+        rest = value[at:stop]
+        last = self._last  # (one read: another thread may replace it)
+        if rest == last[0]:  # the members of the value before (a system's ``"meta":{}``)
+            head = last[1]
+        else:
+            if rest == b"}":
+                head = {}
+            elif rest[:1] != b",":
+                return None
+            else:  # the members parsed alone (at least one: ``,}`` is not JSON), ``blocks`` not among them
+                try:
+                    head = orjson.loads(b"{" + rest[1:])
+                except orjson.JSONDecodeError:
+                    return None
+                if not head or not head.keys() <= _TOP_KEYS or "blocks" in head:
+                    return None
+                if "meta" in head and type(head["meta"]) is not dict or (
+                        head.get("meta_types") is not None and type(head["meta_types"]) is not dict):
+                    return None
+            self._last = (rest, head)
+        if payload + layout.need > end:
+            return None
+        return layout, head, strings, payload
+
     def remember(self, text: bytes, raw_blocks: Dict[str, Any], layout: Layout) -> None:
-        """Keep the text of ``{"blocks": ...`` that starts ``text`` for :meth:`by_prefix` — a
-        layout without string columns (their values differ from frame to frame), tried once."""
-        if layout.texts or layout.checked.get(LayoutCache) is not None or len(self.prefixes) >= 8:
+        """Keep the text of ``{"blocks": ...`` that starts ``text`` for :meth:`by_prefix` and
+        :meth:`quick`, tried once per layout: a layout without string columns whole; one with
+        a single string column as a template, the text before and after its ``values`` (they
+        differ from frame to frame).  Only a text this package's writer makes (orjson's
+        compact form) is kept."""
+        if layout.checked.get(LayoutCache) is not None:
             return
-        prefix = b'{"blocks":' + orjson.dumps(raw_blocks)
-        layout.checked[LayoutCache] = text.startswith(prefix)
-        if layout.checked[LayoutCache]:
-            self.prefixes.append((prefix, raw_blocks, layout))
+        layout.checked[LayoutCache] = False
+        if not layout.texts:
+            if len(self.prefixes) < 8:
+                prefix = b'{"blocks":' + orjson.dumps(raw_blocks)
+                layout.checked[LayoutCache] = text.startswith(prefix)
+                if layout.checked[LayoutCache]:
+                    self.prefixes.append((prefix, raw_blocks, layout))
+            return
+        found = [(b.name, col) for b in layout.blocks for col in b.columns if col.kind == "strings"]
+        if len(found) != 1 or len(self.strung) >= 8:
+            return
+        name, col = found[0]
+        entry = raw_blocks[name]["columns"][col.names[0]]
+        values = entry["values"]
+        entry["values"] = _MARK
+        try:
+            marked = b'{"blocks":' + orjson.dumps(raw_blocks)
+        finally:
+            entry["values"] = values
+        if marked.count(_MARK_TEXT) != 1:
+            return
+        head, close = marked.split(_MARK_TEXT)
+        if text.startswith(head + orjson.dumps(values) + close):
+            layout.checked[LayoutCache] = True
+            self.strung.append(_Strung(head, close, layout, col.count))
 
     def get(self, raw_blocks: Any, where: str, strings: bool = True) -> Layout:
         """The layout of ``raw_blocks``: kept, or compiled (checked) and kept.  The key is the

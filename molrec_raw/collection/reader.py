@@ -22,6 +22,7 @@ import bisect
 import math
 import operator
 import os
+import struct
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
@@ -42,7 +43,7 @@ from molrec_raw.record.violations import Violation
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, key, key_name
 from molrec_raw.collection.frame_bytes import (DecodedFrame, LayoutCache, _strings, decode_frame, frame_layout,
-                                              header_of, made_block, read_box)
+                                              header_of, joined_text, made_block, read_box, string_lists)
 from molrec_raw.collection.model import BINDING_COLUMNS, C1, C2, C9, C10, C11, check_units
 
 __all__ = ["CollectionReader", "CollectionView", "Record", "RecordTrajectory", "read_collection"]
@@ -51,6 +52,10 @@ L5, L7, L8, L14, L15, L16 = "lmdb#L5", "lmdb#L7", "lmdb#L8", "lmdb#L14", "lmdb#L
 _BINDING_DTYPES = {"first_frame": "u64", "n_frames": "u64", "n_atoms": "u64", "has_trajectory": "bool"}
 _RESOLVED_RULES = {"trajectory#R16": C11}
 _OBJECT = np.dtype(object)
+_NO_META: Dict[str, Any] = {"meta": {}}
+_UNFILLED = np.empty(0, object)  # a batch column made whole later (never handed out)  # a system header's members when it has no meta (compared, never handed out)
+_new_frame = Frame.__new__
+_KEY = struct.Struct(">cQ").pack  # a record's key: its prefix, a big-endian u64 (binding.key, lmdb#L2)
 Getter = Callable[[bytes], Any]
 
 
@@ -126,7 +131,8 @@ class CollectionReader:
         self._path = Path(os.fspath(path))
         self._where = str(self._path)
         self._handle: Optional[binding.Handle] = binding.acquire(self._path)
-        self._layouts = LayoutCache()
+        self._layouts = LayoutCache()  # the systems'
+        self._frame_layouts = LayoutCache()  # the trajectory updates'
         try:
             self._load()
         except BaseException:
@@ -148,13 +154,21 @@ class CollectionReader:
         return _Reading(self._env(), True)
 
     def _get(self, k: bytes) -> Optional[bytearray]:
-        """One value copied out of the map, in a transaction of its own."""
-        txn = self._env().begin(buffers=True)
+        """One value copied out of the map, in a transaction of its own (py-lmdb's errors as
+        :func:`binding.read_failure` names them)."""
         try:
-            value = txn.get(k)
-            return None if value is None else bytearray(value)
-        finally:
-            txn.abort()
+            handle = self._handle
+            env = self._env() if handle is None or handle.env is None or handle.inherited else handle.env
+            txn = env.begin(buffers=True)
+            try:
+                value = txn.get(k)
+                return None if value is None else bytearray(value)
+            finally:
+                txn.abort()
+        except Exception as exc:
+            if binding.is_lmdb_error(exc):
+                raise binding.read_failure(exc, self._where) from None
+            raise
 
     def _load(self) -> None:
         where = self._where
@@ -182,6 +196,7 @@ class CollectionReader:
         schema = self._schema
         self._meta_tags = {k: t for k, t in schema.meta_keys()}
         self._plans = {b: _BlockPlan(schema, b) for b in schema.block_names()}
+        self._extras = {b: (plan.precision, plan.targets, plan.shape) for b, plan in self._plans.items()}
         self._aligned = {b for b in schema.block_names() if schema.aligned_with(b) is not None}
         self._resolved_check = any(schema.targets(b) or schema.aligned_with(b) for b in schema.block_names())
         self._strings_in_frames = any(spec.dtype == "string" for b in schema.block_names()
@@ -335,6 +350,8 @@ class CollectionReader:
 
     def __getitem__(self, r: int) -> "Record":
         """Record ``r`` (negative counts from the end; IndexError outside)."""
+        if type(r) is int and 0 <= r < self._n_records:
+            return Record(self, r, None)
         return Record(self, self._number(r), None)
 
     def __iter__(self) -> Iterator["Record"]:
@@ -382,6 +399,8 @@ class CollectionReader:
                                 self._where, k, f"{node}/{name}", C11)
             if layout is not None:
                 layout.checked["system"] = True
+                if layout.plain:  # its values are read by LayoutCache.quick and this
+                    layout.makers["system"] = layout.maker()
         for name, block in blocks.items():
             if block.targets:
                 for problem in check_targets(block, blocks, f"{node}/{name}", _rows_of(blocks)):
@@ -391,42 +410,95 @@ class CollectionReader:
         return decoded
 
     def _system(self, raw: Any, r: int) -> Optional[Frame]:
-        decoded = self._system_blocks(raw, r)
-        if decoded is None:
+        """Record ``r``'s system as a ``Frame``.  A value whose header matches a checked
+        layout's text (:meth:`LayoutCache.quick`: every frame-bytes rule holds) of a layout
+        this reader has checked as a system's, without step, time or cell, is read without
+        parsing or checking its blocks again; anything else by :meth:`_system_blocks`, which
+        names what is wrong."""
+        if raw is None:
             return None
+        hit = self._layouts.quick(raw)
+        if hit is not None:
+            layout, head, strings, payload = hit
+            make = layout.makers.get("system")
+            if make is not None:
+                if head == _NO_META or not head:
+                    frame = _new_frame(Frame)
+                    frame.__dict__ = {"meta": {}, "blocks": make(raw, payload, strings), "box": None}
+                    return frame
+                if head.get("step") is None and head.get("time") is None and head.get("box") is None:
+                    return self._system_frame(head.get("meta") or {}, head.get("meta_types"),
+                                              make(raw, payload, strings), r)
+        decoded = self._system_blocks(raw, r)
+        assert decoded is not None, "a value decodes or refuses"
+        return self._system_frame(decoded.meta, decoded.meta_types, decoded.blocks, r)
+
+    def _system_frame(self, raw_meta: Dict[str, Any], meta_types: Any, blocks: Dict[str, Block], r: int) -> Frame:
+        """A system's ``Frame``: its meta decoded by its ``meta_types`` (frame-and-types §11)."""
         meta: Dict[str, Any] = {}
-        if decoded.meta or decoded.meta_types:
+        if raw_meta or meta_types:
             k, node = key(SYSTEM, r), f"/records/{r}/system"
-            attrs = dict(decoded.meta)
+            attrs = dict(raw_meta)
             if typed_json.META_TYPES_KEY in attrs:
                 raise _fail(SpecViolationError, f"a meta key may not be named {typed_json.META_TYPES_KEY!r}",
                             self._where, k, node, "frame-and-types#14.33")
-            if decoded.meta_types is not None:
-                attrs[typed_json.META_TYPES_KEY] = decoded.meta_types
+            if meta_types is not None:
+                attrs[typed_json.META_TYPES_KEY] = meta_types
             try:
                 meta = typed_json.decode_document(attrs, node)
             except MolrecError as exc:
                 raise exc.add_context(store=self._where, key=key_name(k)) from None
-        return _frame(meta, decoded.blocks, None)
+        return _frame(meta, blocks, None)
 
     def _update(self, get: Getter, r: int, k: int) -> "_Update":
         """The trajectory update of frame ``k`` of record ``r``, checked against the
         declaration (lmdb#L8)."""
         fk = FRAME + (self._first.item(r) + k).to_bytes(8, "big")
-        raw = get(fk)
+        return self._update_of(get(fk), fk, r, k)
+
+    def _update_of(self, raw: Any, fk: bytes, r: int, k: int) -> "_Update":
+        """:meth:`_update` of the value ``raw`` read at ``fk``."""
         if raw is None:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
                         f"/records/{r}/trajectory", L8)
+        hit = self._frame_layouts.quick(raw)
+        if hit is not None and "trajectory" in hit[0].makers:
+            blocks, meta, step, time, box = self._quick_update(raw, hit, r, k, fk)
+            return _Update(k, blocks, meta, step, time, box, hit[0])
         try:
-            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._layouts,
+            return self._checked_update(decode_frame(raw, f"/records/{r}/trajectory", self._frame_layouts,
                                                      self._strings_in_frames), r, k)
         except MolrecError as exc:
             raise exc.add_context(store=self._where, key=key_name(fk)) from None
 
+    def _quick_update(self, raw: Any, hit: Tuple[Any, Dict[str, Any], Any, int], r: int, k: int,
+                      fk: bytes) -> Tuple[Dict[str, Block], Dict[str, Any], int, Optional[float], Optional[Box]]:
+        """A trajectory update whose header matched a layout checked as a trajectory's
+        (:meth:`LayoutCache.quick`: every frame-bytes rule holds): what :func:`decode_frame`
+        and :meth:`_checked_update` check of the value itself, in their order (the cell, the
+        step, time and meta keys), then its blocks."""
+        layout, head, strings, payload = hit
+        meta = head.get("meta") or {}
+        step = head.get("step")
+        if len(head) == 2 and "meta" in head and type(step) is int and -(2**53) <= step <= 2**53 and \
+                meta.keys() == self._meta_tags.keys():
+            return layout.makers["trajectory"](raw, payload, strings), meta, step, None, None  # meta, step: no more
+        try:
+            raw_box = head.get("box")
+            box = None if raw_box is None else read_box(raw_box, f"/records/{r}/trajectory/box")
+            step, time = self._update_fields(head.get("meta_types"), step, head.get("time"), meta, k, r)
+        except MolrecError as exc:
+            raise exc.add_context(store=self._where, key=key_name(fk)) from None
+        return layout.makers["trajectory"](raw, payload, strings), meta, step, time, box
+
     def _update_fields(self, meta_types: Any, raw_step: Any, raw_time: Any, meta: Dict[str, Any], k: int,
-                       node: str) -> Tuple[int, Optional[float]]:
+                       r: int) -> Tuple[int, Optional[float]]:
         """A trajectory update's header fields (lmdb#L8, #L15): no ``meta_types``, a step,
         every declared meta key and nothing else; its step and time decoded."""
+        if type(raw_step) is int and -(2**53) <= raw_step <= 2**53 and meta_types is None and (
+                raw_time is None or type(raw_time) is float) and meta.keys() == self._meta_tags.keys():
+            return raw_step, raw_time  # (the common case: nothing to decode)
+        node = f"/records/{r}/trajectory"
         if meta_types is not None:
             raise SpecViolationError("a trajectory update carries no meta_types (its keys are typed by the "
                                      "sequence_schema)", node=node, rule=L15)
@@ -450,7 +522,7 @@ class CollectionReader:
         """What a batch keeps of a trajectory update's header (meta, step, time, cell), checked
         as :meth:`_checked_update` checks it."""
         meta = header.get("meta") or {}
-        step, time = self._update_fields(header.get("meta_types"), header.get("step"), header.get("time"), meta, k, node)
+        step, time = self._update_fields(header.get("meta_types"), header.get("step"), header.get("time"), meta, k, r)
         raw_box = header.get("box")
         return meta, step, time, None if raw_box is None else read_box(raw_box, f"{node}/box")
 
@@ -478,13 +550,15 @@ class CollectionReader:
 
     def _checked_update(self, decoded: DecodedFrame, r: int, k: int) -> "_Update":
         node = f"/records/{r}/trajectory"
-        step, time = self._update_fields(decoded.meta_types, decoded.step, decoded.time, decoded.meta, k, node)
+        step, time = self._update_fields(decoded.meta_types, decoded.step, decoded.time, decoded.meta, k, r)
         plans = self._plans
         layout = decoded.layout
         if layout is None or not layout.checked.get("trajectory"):  # what depends on the layout alone, once
             self._check_update_layout(decoded.blocks, k, node)
             if layout is not None:
                 layout.checked["trajectory"] = True
+                if layout.plain:  # its values are read by LayoutCache.quick and this
+                    layout.makers["trajectory"] = layout.maker(self._extras)
         for name, block in decoded.blocks.items():
             plan = plans[name]
             if block.masks:
@@ -531,7 +605,7 @@ class CollectionReader:
                                          f"{list(plan.shape or ())} needs {plan.rows}", node=f"{node}/{name}",
                                          rule="trajectory#R12")
 
-    def _meta_values(self, raw: Dict[str, Any], node: str) -> Dict[str, Any]:
+    def _meta_values(self, raw: Dict[str, Any], r: int) -> Dict[str, Any]:
         """Per-step meta in typed JSON form, decoded by the declared tags (plain values, or a
         ``MetaValue`` where the tag is not what the value would infer)."""
         out: Dict[str, Any] = {}
@@ -540,7 +614,7 @@ class CollectionReader:
             if tag == "f64" and type(value) is float:
                 out[name] = value
                 continue
-            decoded = typed_json.decode_value(tag, value, f"{node}/meta/{name}")
+            decoded = typed_json.decode_value(tag, value, f"/records/{r}/trajectory/meta/{name}")
             try:
                 plain = typed_json.infer_tag(decoded) == tag
             except MolrecError:
@@ -569,6 +643,9 @@ class CollectionReader:
 
     def _numbers(self, records: Iterable[int]) -> List[int]:
         items = records.tolist() if isinstance(records, np.ndarray) else records
+        if type(items) is list and items and set(map(type, items)) == {int} and 0 <= min(items) and \
+                max(items) < self._n_records:
+            return list(items)  # (record numbers already: each one as _number would give it)
         return [self._number(r) for r in items]
 
     # ------------------------------------------------------------------ views
@@ -667,12 +744,18 @@ class Record:
         return self._c._record_meta(self._getter()(key(RECORD_META, self.number)), self.number)
 
     @property
-    @binding.lmdb_errors(lambda self: self._c._where)
     def system(self) -> Optional[Frame]:
         """The record's system, or None."""
         c = self._c
-        return c._system((c._get if self._view is None else self._view._open().get)(
-            SYSTEM + self.number.to_bytes(8, "big")), self.number)
+        if self._view is None:
+            r = self.number
+            return c._system(c._get(SYSTEM + r.to_bytes(8, "big")), r)  # (_get names LMDB's errors)
+        return self._view_system()
+
+    @binding.lmdb_errors(lambda self: self._c._where)
+    def _view_system(self) -> Optional[Frame]:
+        assert self._view is not None
+        return self._c._system(self._view._open().get(SYSTEM + self.number.to_bytes(8, "big")), self.number)
 
     @property
     def has_trajectory(self) -> bool:
@@ -750,7 +833,7 @@ class RecordTrajectory:
     def __init__(self, reader: CollectionReader, number: int, view: Optional[CollectionView]) -> None:
         self._c, self.number, self._view = reader, number, view
         self._n: int = reader._count.item(number)
-        self._updates: Dict[str, List[int]] = {}
+        self._updates: Dict[str, List[int]] = {}  # what the frames' headers scanned so far say (_scan)
         self._box_updates: List[int] = []
         self._steps: List[int] = []
         self._times: List[Optional[float]] = []
@@ -767,15 +850,31 @@ class RecordTrajectory:
             raise IndexError(f"frame {k} of a trajectory of {self._n} frames (record {self.number})")
         return n
 
-    @binding.lmdb_errors(lambda self: self._c._where)
     def __getitem__(self, k: int) -> Frame:
         """Frame ``k`` (negative counts from the end), carry-forward resolved inside the record."""
+        if k == 0 and self._view is None and self._n and type(k) is int:  # one value: the first frame holds
+            c, r = self._c, self.number                                   # every block present there
+            fk = FRAME + c._first.item(r).to_bytes(8, "big")
+            raw = c._get(fk)  # (it names LMDB's errors)
+            hit = None if raw is None else c._frame_layouts.quick(raw)
+            if hit is not None and "trajectory" in hit[0].makers:
+                blocks, meta, _, _, box = c._quick_update(raw, hit, r, 0, fk)
+            else:
+                update = c._update_of(raw, fk, r, 0)
+                blocks, meta, box = update.blocks, update.meta, update.box
+            if c._resolved_check:
+                self._check(blocks, 0)
+            return _frame(c._meta_values(meta, r), blocks, box)
+        return self._read(k)
+
+    @binding.lmdb_errors(lambda self: self._c._where)
+    def _read(self, k: int) -> Frame:
         k = self._ordinal(k)
         if k == 0:  # the first frame holds every block present there: one value
             update = self._c._update(self._c._get if self._view is None else self._view._open().get, self.number, 0)
             if self._c._resolved_check:
                 self._check(update.blocks, 0)
-            return _frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"), update.blocks,
+            return _frame(self._c._meta_values(update.meta, self.number), update.blocks,
                           update.box)
         if self._view is not None:
             return self._resolve(self._view._open(), k)
@@ -794,7 +893,7 @@ class RecordTrajectory:
             if update.box is not None:
                 box = update.box
             self._check(state, k)
-            yield Frame(self._c._meta_values(update.meta, f"/records/{self.number}/trajectory"),
+            yield Frame(self._c._meta_values(update.meta, self.number),
                         {n: state[n] for n in self._c._plans if n in state}, box)
 
     def _scan(self, reading: _Reading, upto: int) -> None:
@@ -842,7 +941,7 @@ class RecordTrajectory:
         self._check(blocks, k)
         box = updates[box_at].box if box_at is not None else None
         raw = updates[k].meta
-        return Frame(c._meta_values(raw, f"/records/{self.number}/trajectory") if meta else raw, blocks, box)
+        return Frame(c._meta_values(raw, self.number) if meta else raw, blocks, box)
 
     def _check(self, blocks: Dict[str, Block], k: int) -> None:
         c = self._c
@@ -886,8 +985,8 @@ class RecordTrajectory:
 # -- helpers ---------------------------------------------------------------------------------
 def _frame(meta: Dict[str, Any], blocks: Dict[str, Block], box: Optional[Box]) -> Frame:
     """``Frame(meta, blocks, box)`` without the dataclass's defaulting (one per read)."""
-    frame = Frame.__new__(Frame)
-    frame.__dict__.update(meta=meta, blocks=blocks, box=box)
+    frame = _new_frame(Frame)
+    frame.__dict__ = {"meta": meta, "blocks": blocks, "box": box}
     return frame
 
 
@@ -979,86 +1078,165 @@ class _Batch:
         """The batch when every record's system and first frame have layouts without bools,
         masks or targets (None otherwise: :meth:`_one_by_one` reads it).  Each value's header
         is checked as a single read checks it (the layout's own checks once per layout, by
-        the same code); the payloads of the records sharing a pair of layouts are joined into
-        one buffer and each column is one strided copy out of it."""
+        the same code; a value whose header matches a checked layout's text by
+        :meth:`LayoutCache.quick`); the payloads of the records sharing a pair of layouts
+        are joined into one buffer and each column is one strided copy out of it."""
         c, frame, numbers = self.c, self.frame, self.numbers
-        txn_get, cache, where = reading.txn.get, c._layouts, c._where
+        txn_get, where = reading.txn.get, c._where
+        s_quick, f_quick = c._layouts.quick, c._frame_layouts.quick
         trajectory = frame is not None
-        n = len(numbers)
         pairs: Dict[Tuple[Any, Any], List[int]] = {}
-        payloads: List[Tuple[Any, Any]] = []
-        strings: List[Tuple[Any, Any]] = []
+        payloads: Tuple[List[Any], List[Any]] = ([], [])
+        strings: Tuple[List[Any], List[Any]] = ([], [])
         meta: List[Dict[str, Any]] = []
         steps: List[int] = []
         times: List[Optional[float]] = []
         boxes: List[Optional[Box]] = []
-        strings_in_frames = c._strings_in_frames
         counts = c._count[numbers].tolist() if trajectory else ()
         firsts = c._first[numbers].tolist() if trajectory else ()
         tags = c._meta_tags.keys()
+        update: Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]
+        last: Any = None
+        group: List[int] = []
+        s_raws = [txn_get(_KEY(SYSTEM, r)) for r in numbers]
+        s_hits: List[Any] = [None if raw is None else s_quick(raw, False) for raw in s_raws]
+        flat = _parse_strings(s_hits)
+        f_raws: List[Any] = []
+        f_hits: List[Any] = []
+        if trajectory:
+            f_raws = [txn_get(_KEY(FRAME, first)) for first in firsts]
+            f_hits = [None if raw is None else f_quick(raw) for raw in f_raws]
+            if numbers and 0 not in counts:
+                done = self._uniform(s_raws, s_hits, f_raws, f_hits, flat)
+                if done is not None:
+                    return done
         for i, r in enumerate(numbers):
-            tail = r.to_bytes(8, "big")
-            s_layout = f_layout = None
-            s_part = f_part = s_header = f_header = None
-            raw = txn_get(SYSTEM + tail)
+            s_layout = f_layout = s_part = f_part = s_strings = f_strings = None
+            raw = s_raws[i]
             if raw is not None:
-                node = f"/records/{r}/system"
-                try:
-                    s_header, at, s_layout = frame_layout(raw, node, cache, True)
-                except MolrecError as exc:
-                    raise exc.add_context(store=where, key=key_name(SYSTEM + tail)) from None
-                if not s_layout.checked.get("system") or len(s_header) > 1 and (
-                        s_header.get("step") is not None or s_header.get("time") is not None
-                        or s_header.get("box") is not None):
-                    c._system_blocks(raw, r)  # the single read's checks (they refuse, or mark the layout)
-                if s_layout.flat() is None:
-                    return None
+                hit = s_hits[i]
+                if hit is not None and "system" in hit[0].makers and (not hit[1] or hit[1] == _NO_META or (
+                        hit[1].get("step") is None and hit[1].get("time") is None and hit[1].get("box") is None)):
+                    s_layout, _, s_strings, at = hit
+                else:
+                    s_layout, s_strings, at = self._system_value(raw, r)
+                    if s_layout is None:
+                        return None
                 s_part = raw[at:at + s_layout.need]
             if trajectory:
                 if counts[i] == 0:
                     raise InvalidValueError(f"batch: record {r} has 0 frames, no frame {frame}", store=where,
                                             node=f"/records/{r}/trajectory")
-                fk = FRAME + firsts[i].to_bytes(8, "big")
-                raw_f = txn_get(fk)
-                if raw_f is None:
-                    c._update(txn_get, r, 0)  # refuses: the frame is missing
-                node = f"/records/{r}/trajectory"
-                try:
-                    f_header, at, f_layout = frame_layout(raw_f, node, cache, strings_in_frames)
-                    step, f_meta = f_header.get("step"), f_header.get("meta")
-                    update: Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]
+                raw = f_raws[i]
+                hit = f_hits[i]
+                if hit is not None and "trajectory" in hit[0].makers:
+                    f_layout, head, f_strings, at = hit
+                    step, f_meta = head.get("step"), head.get("meta")
                     if type(step) is int and -(2**53) <= step <= 2**53 and type(f_meta) is dict and \
-                            f_meta.keys() == tags and len(f_header) == 3:  # blocks, meta, step: nothing to decode
+                            f_meta.keys() == tags and len(head) == 2:  # meta, step: nothing to decode
                         update = (f_meta, step, None, None)
                     else:
-                        update = c._header_update(f_header, f_layout, r, 0, node)
-                except MolrecError as exc:
-                    raise exc.add_context(store=where, key=key_name(fk)) from None
-                if not f_layout.checked.get("trajectory"):
-                    c._update(txn_get, r, 0)  # the single read's checks (they refuse, or mark the layout)
-                if f_layout.flat() is None:
-                    return None
-                f_part = raw_f[at:at + f_layout.need]
+                        fk = FRAME + firsts[i].to_bytes(8, "big")
+                        try:
+                            update = c._header_update(head, f_layout, r, 0, f"/records/{r}/trajectory")
+                        except MolrecError as exc:
+                            raise exc.add_context(store=where, key=key_name(fk)) from None
+                else:
+                    f_layout, f_strings, at, update = self._frame_value(raw, r, FRAME + firsts[i].to_bytes(8, "big"),
+                                                                        txn_get)
+                    if f_layout is None:
+                        return None
+                f_part = raw[at:at + f_layout.need]
                 meta.append(update[0])
                 steps.append(update[1])
                 times.append(update[2])
                 boxes.append(update[3])
             pair = (s_layout, f_layout)
-            group = pairs.get(pair)
-            if group is None:
-                group = pairs[pair] = []
-                if s_layout is not None and f_layout is not None:
-                    c._check_layout_pair(s_layout, f_layout, r)
+            if pair != last:
+                found = pairs.get(pair)
+                if found is None:
+                    found = pairs[pair] = []
+                    if s_layout is not None and f_layout is not None:
+                        c._check_layout_pair(s_layout, f_layout, r)
+                group, last = found, pair
             group.append(i)
-            payloads.append((s_part, f_part))
-            strings.append((s_header, f_header))
-        return self._assemble(pairs, payloads, strings, meta, steps, times, boxes)
+            payloads[0].append(s_part)
+            payloads[1].append(f_part)
+            strings[0].append(s_strings)
+            strings[1].append(f_strings)
+        return self._assemble(pairs, payloads, strings, meta, steps, times, boxes, flat)
 
-    def _assemble(self, pairs: Dict[Tuple[Any, Any], List[int]], payloads: List[Tuple[Any, Any]],
-                  headers: List[Tuple[Any, Any]], meta: List[Dict[str, Any]], steps: List[int],
-                  times: List[Optional[float]], boxes: List[Optional[Box]]) -> Dict[str, np.ndarray]:
+    def _uniform(self, s_raws: List[Any], s_hits: List[Any], f_raws: List[Any], f_hits: List[Any],
+                 flat: Optional[str]) -> Optional[Dict[str, np.ndarray]]:
+        """:meth:`_by_layout` of a batch whose systems all matched one layout checked as a
+        system's, with one header (``LayoutCache.quick`` hands the same members for the same
+        text), and whose first frames all matched one layout checked as a trajectory's, each
+        with its step and the declared meta keys only — what the per-record loop does, a
+        column of checks at a time.  None when the batch is otherwise."""
+        s_hit, f_hit = s_hits[0], f_hits[0]
+        if s_hit is None or f_hit is None:
+            return None
+        s_layout, s_head, f_layout = s_hit[0], s_hit[1], f_hit[0]
+        if "system" not in s_layout.makers or "trajectory" not in f_layout.makers or not (
+                not s_head or s_head == _NO_META) or not all(
+                hit is not None and hit[0] is s_layout and hit[1] is s_head for hit in s_hits) or not all(
+                hit is not None and hit[0] is f_layout and len(hit[1]) == 2 for hit in f_hits):
+            return None
+        heads = [hit[1] for hit in f_hits]
+        steps = [head.get("step") for head in heads]
+        meta = [head.get("meta") for head in heads]
+        tags = self.c._meta_tags.keys()
+        if not all(type(step) is int and -(2**53) <= step <= 2**53 for step in steps) or not all(
+                type(m) is dict and m.keys() == tags for m in meta):
+            return None
+        n = len(s_hits)
+        need = f_layout.need
+        f_parts = [raw[hit[3]:hit[3] + need] for raw, hit in zip(f_raws, f_hits)]
+        need = s_layout.need
+        s_parts = [raw[hit[3]:hit[3] + need] for raw, hit in zip(s_raws, s_hits)] if need else [b""] * n
+        self.c._check_layout_pair(s_layout, f_layout, self.numbers[0])
+        nothing: List[Any] = [None] * n
+        return self._assemble({(s_layout, f_layout): list(range(n))}, (s_parts, f_parts),
+                              ([hit[2] for hit in s_hits], nothing), meta, steps, nothing, nothing, flat)
+
+    def _system_value(self, raw: Any, r: int) -> Tuple[Any, Any, int]:
+        """A system value of a batch read through :func:`frame_layout` (a layout not yet
+        checked, or a header text not remembered): (its layout, its header, the payload's
+        offset) — a layout None when the batch is to be read one by one."""
+        c, sk = self.c, SYSTEM + r.to_bytes(8, "big")
+        try:
+            header, at, layout = frame_layout(raw, f"/records/{r}/system", c._layouts, True)
+        except MolrecError as exc:
+            raise exc.add_context(store=c._where, key=key_name(sk)) from None
+        if not layout.checked.get("system") or len(header) > 1 and (
+                header.get("step") is not None or header.get("time") is not None or header.get("box") is not None):
+            c._system_blocks(raw, r)  # the single read's checks (they refuse, or mark the layout)
+        return (None if layout.flat() is None else layout), header, at
+
+    def _frame_value(self, raw: Any, r: int, fk: bytes,
+                     txn_get: Getter) -> Tuple[Any, Any, int, Tuple[Dict[str, Any], int, Optional[float], Optional[Box]]]:
+        """A first frame of a batch read through :func:`frame_layout`: (its layout or None as
+        :meth:`_system_value`'s, its header, the payload's offset, (meta, step, time, cell))."""
+        c = self.c
+        if raw is None:
+            c._update(txn_get, r, 0)  # refuses: the frame is missing
+        node = f"/records/{r}/trajectory"
+        try:
+            header, at, layout = frame_layout(raw, node, c._frame_layouts, c._strings_in_frames)
+            update = c._header_update(header, layout, r, 0, node)
+        except MolrecError as exc:
+            raise exc.add_context(store=c._where, key=key_name(fk)) from None
+        if not layout.checked.get("trajectory"):
+            c._update(txn_get, r, 0)  # the single read's checks (they refuse, or mark the layout)
+        return (None if layout.flat() is None else layout), header, at, update
+
+    def _assemble(self, pairs: Dict[Tuple[Any, Any], List[int]], payloads: Tuple[List[Any], List[Any]],
+                  headers: Tuple[List[Any], List[Any]], meta: List[Dict[str, Any]], steps: List[int],
+                  times: List[Optional[float]], boxes: List[Optional[Box]],
+                  flat_strings: Optional[str] = None) -> Dict[str, np.ndarray]:
         """The flat arrays of :meth:`_by_layout` (inside the transaction: the parts are views
-        into the map; every array made here is new)."""
+        into the map; every array made here is new).  ``flat_strings``: every system's string values
+        in record order, joined, as :func:`_parse_strings` gives them."""
         c, numbers = self.c, self.numbers
         n = len(numbers)
         rows: Dict[str, np.ndarray] = {}  # block -> rows per batch position
@@ -1071,7 +1249,10 @@ class _Batch:
                     counts = rows.get(b.name)
                     if counts is None:
                         counts = rows[b.name] = np.zeros(n, np.int64)
-                    counts[group] = b.count
+                    if len(group) == n:
+                        counts[:] = b.count
+                    else:
+                        counts[group] = b.count
                 for col in layout.flat():
                     kind = (_OBJECT if col.strings else col.dtype, col.trailing)
                     have = kinds.setdefault((col.block, col.name), kind)
@@ -1084,7 +1265,8 @@ class _Batch:
         out: Dict[str, np.ndarray] = {}
         for (block, column), (dtype, trailing) in kinds.items():
             total = int(starts[block][-1])
-            out[f"{block}/{column}"] = np.empty((total,) + trailing, dtype)
+            out[f"{block}/{column}"] = _UNFILLED if dtype is _OBJECT and len(pairs) == 1 and not trailing else \
+                np.empty((total,) + trailing, dtype)  # (a string column of one group: made whole below)
         filled: Dict[str, int] = {}
         for (s_layout, f_layout), group in pairs.items():
             whole = len(group) == n
@@ -1095,7 +1277,8 @@ class _Batch:
                 numeric = [col for col in flat if not col.strings]
                 if numeric:
                     width = layout.need
-                    joined = np.frombuffer(b"".join([payloads[i][side] for i in group]), np.uint8).reshape(
+                    parts = payloads[side]
+                    joined = np.frombuffer(b"".join(parts if whole else [parts[i] for i in group]), np.uint8).reshape(
                         len(group), width)
                 for col in flat:
                     label = f"{col.block}/{col.name}"
@@ -1103,13 +1286,19 @@ class _Batch:
                     filled[label] = filled.get(label, 0) + len(group) * col.rows
                     if col.strings:
                         values: List[str] = []
-                        for i in group:
-                            values += _string_values(headers[i][side], col, c._where, numbers[i], side)
+                        if side == 0 and flat_strings is not None:  # (split here: no list of them held long)
+                            values = flat_strings.split('","')
+                            if not whole:
+                                values = [v for i in group for v in values[i * col.count:(i + 1) * col.count]]
+                        else:
+                            for i in group:  # (a list: the values LayoutCache.quick checked; else the header)
+                                held = headers[side][i]
+                                values += held if type(held) is list else _string_values(held, col, c._where,
+                                                                                         numbers[i], side)
+                        source = np.fromiter(values, _OBJECT, len(values))
                         if whole and not col.trailing:
-                            target[:] = values  # (object arrays: straight from the list)
+                            out[label] = source
                             continue
-                        source = np.empty(len(values), _OBJECT)
-                        source[:] = values
                     else:
                         nbytes = col.count * col.dtype.itemsize
                         source = joined[:, col.start:col.start + nbytes].view(col.dtype)
@@ -1238,6 +1427,30 @@ class _Batch:
         return out
 
 
+def _parse_strings(hits: List[Any]) -> Optional[str]:
+    """The string values of a batch's ``LayoutCache.quick(value, parse=False)`` hits parsed
+    and checked (by the layouts' counts): a hit whose values are not ``count`` strings
+    becomes None (its value is read the general way, which names what is wrong).  When
+    every record is a hit of one count read by :func:`joined_text`: that text (split at
+    ``","``, record ``i``'s strings are ``[i * count:(i + 1) * count]``), the hits keep their
+    texts."""
+    layout = hits[0][0] if hits and hits[0] is not None else None
+    if layout is not None and layout.strings_count is not None and all(
+            hit is not None and hit[0] is layout for hit in hits):
+        flat = joined_text([hit[2] for hit in hits], layout.strings_count)
+        if flat is not None:
+            return flat
+    texts: Dict[int, List[int]] = {}
+    for i, hit in enumerate(hits):
+        if hit is not None and hit[2] is not None:
+            texts.setdefault(hit[0].strings_count, []).append(i)
+    for count, where in texts.items():
+        for i, values in zip(where, string_lists([hits[i][2] for i in where], count)):
+            hit = hits[i]
+            hits[i] = None if values is None else (hit[0], hit[1], values, hit[3])
+    return None
+
+
 def _per_step(out: Dict[str, np.ndarray], c: CollectionReader, meta: List[Dict[str, Any]], steps: List[int],
               times: List[Optional[float]], boxes: List[Optional[Box]]) -> None:
     """A batch's per-step arrays: each declared meta key, ``step``, ``time`` (when every
@@ -1290,7 +1503,7 @@ def _check_pair(base: Block, block: Block, where: str, r: int, name: str) -> Non
 def _meta_array(tag: str, raw: List[Any], name: str) -> np.ndarray:
     """One per-step meta key over a batch (typed JSON forms decoded), shaped by its tag."""
     dtype, trailing = META_STORAGE[tag]
-    if tag == "f64" and all(type(v) is float for v in raw):
+    if tag == "f64" and set(map(type, raw)) <= {float}:
         return np.asarray(raw, dtype=np.float64)
     values = [typed_json.decode_value(tag, v, f"/meta/{name}") for v in raw]
     if tag == "json":
