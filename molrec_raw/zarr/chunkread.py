@@ -33,13 +33,15 @@ from math import prod
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import zstandard
 
 from molrec_raw.errors import CorruptDataError, MolrecError
 from molrec_raw.zarr.codecs.batch import DecodeJob, decode_batch
+from molrec_raw.zarr.codecs.quick import QuickDecoder, QuickRefused, quick_decoder
 from molrec_raw.zarr.codecs.sharding import EMPTY
 from molrec_raw.zarr.handles import RangeReader
 
-__all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_many", "check_landed", "INDEX_CACHE_BYTES"]
+__all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_few", "read_many", "check_landed", "INDEX_CACHE_BYTES"]
 
 INDEX_CACHE_BYTES = 8 << 20  # decoded shard indexes a reader keeps: 2,048 indexes of 255 inner chunks
 _EMPTY = int(EMPTY)
@@ -51,7 +53,7 @@ class FirstAxis:
     """How the inner chunks along the first axis of ``array`` are stored (see the module)."""
 
     __slots__ = ("array", "path", "rows", "per_shard", "pipeline", "sharding", "direct", "chunk_shape", "cut",
-                 "nbytes", "plain", "_keys")
+                 "nbytes", "plain", "quick", "_keys")
 
     def __init__(self, array: Any) -> None:
         metadata = array.metadata
@@ -82,6 +84,9 @@ class FirstAxis:
             self.direct and self.pipeline.direct and codecs in ([], ["crc32c"])) else None
         item = metadata.dtype.itemsize or _STRING_ITEM_BYTES
         self.nbytes = max(1, prod(self.chunk_shape) * item)
+        # the decoder of read_few (sharded direct arrays only; None: read_chunks reads them)
+        self.quick: Optional[QuickDecoder] = quick_decoder(self.pipeline) if self.direct and sharding is not None \
+            else None
         self._keys: Dict[int, str] = {}
 
     def key(self, unit: int) -> str:
@@ -336,6 +341,62 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
     for r, (axis, _, _) in enumerate(requests):
         if axis.cut is not None and axis.direct:
             out[r] = [chunk[axis.cut] for chunk in out[r]]
+    return out
+
+
+# what sends read_few to the general path (which reads the chunk again and raises its own
+# error, or accepts a value the quick path does not decode)
+_QUICK_MISSES = (QuickRefused, MolrecError, zstandard.ZstdError, ValueError, TypeError, OverflowError)
+
+
+def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
+             indexes: Optional[ShardIndexes] = None, *, threads: int = 1, each: Mapper = map) -> List[List[np.ndarray]]:
+    """:func:`read_chunks` for a few chunks (a frame's columns): per request the chunks of
+    each shard located from its (cached) index, read with one ``ranges.read`` (neighbours
+    coalesced into one ``pread``), each checked and decoded by the array's
+    :class:`~molrec_raw.zarr.codecs.quick.QuickDecoder` — no job, batch or scratch
+    bookkeeping.  The same checks as :func:`read_chunks` (index checksum and bounds, the
+    chunk's length, its crc32c); anything the quick path does not take (an array it does
+    not serve, a value it refuses, a read that fails) is read by :func:`read_chunks`, which
+    returns the chunks or raises its own error.  Returns what :func:`read_chunks` returns."""
+    try:
+        return _read_quick(requests, ranges, indexes)
+    except _QUICK_MISSES:
+        return read_chunks(requests, ranges, indexes, threads=threads, each=each)
+
+
+def _read_quick(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
+                indexes: Optional[ShardIndexes]) -> List[List[np.ndarray]]:
+    out: List[List[np.ndarray]] = []
+    for axis, chunks, trusted in requests:
+        decode = axis.quick
+        if decode is None:
+            raise QuickRefused("not a sharded direct array")
+        per = axis.per_shard
+        row: List[Any] = [None] * len(chunks)
+        members: Dict[int, List[Tuple[int, int, int]]] = {}
+        for p, c in enumerate(chunks):
+            shard, slot = divmod(int(c), per)
+            index = indexes.get(axis.path, shard, trusted) if indexes is not None else None
+            if index is None:
+                index = _read_indexes([(axis, shard, trusted)], ranges, indexes, map)[(axis.path, shard)]
+            offset = _EMPTY if index is None else int(index[slot, 0])
+            if index is None or offset == _EMPTY:  # not stored: the fill value
+                chunk = axis.empty_chunk()
+                axis.fill(chunk)
+                row[p] = chunk if axis.cut is None else chunk[axis.cut]
+                continue
+            members.setdefault(shard, []).append((p, offset, int(index[slot, 1])))
+        for shard, items in members.items():
+            datas = ranges.read(axis.key(shard), [(offset, nbytes) for _, offset, nbytes in items])
+            if datas is None:
+                raise QuickRefused("shard gone")
+            for (p, _, nbytes), data in zip(items, datas):
+                if len(data) != nbytes:
+                    raise QuickRefused("short read")
+                chunk = decode(data)
+                row[p] = chunk if axis.cut is None else chunk[axis.cut]
+        out.append(row)
     return out
 
 

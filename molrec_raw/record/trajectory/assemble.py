@@ -16,7 +16,8 @@ Row references and alignments are checked on each frame when the pin has any (R1
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set, Tuple
+from bisect import bisect_right
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from molrec_raw.record.trajectory.meta import META_STORAGE, meta_value
 from molrec_raw.record.trajectory.plan import FramePlan
 from molrec_raw.record.trajectory.references import check_resolved
 
-__all__ = ["assemble", "Chunks"]
+__all__ = ["assemble", "Chunks", "FrameRecipe", "Located"]
 
 Chunks = Dict[str, Dict[int, np.ndarray]]  # array path -> chunk -> decoded inner chunk
 # tags whose stored value is already the caller's plain value (typed_json.infer_tag agrees)
@@ -187,8 +188,121 @@ def assemble(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int], own: bool
         out = [Frame({}, blocks, box) for blocks, box in zip(blocks_out, boxes)]
     if layout.needs_check:
         for k, frame in enumerate(out):
-            blocks = frame.blocks
-            check_resolved(layout.schema, {name: int(b.count or 0) for name, b in blocks.items()},
-                           lambda bn, c, blocks=blocks: (blocks[bn].columns[c], blocks[bn].masks.get(c)),
-                           layout.section_rows, frames_list[k], writing=False, only=plan.wanted)
+            _check(layout, frame, frames_list[k], plan.wanted)
     return out
+
+
+def _check(layout: TrajectoryLayout, frame: Frame, ordinal: int, wanted: Any) -> None:
+    """Row references and alignments of one assembled frame (R16/R17)."""
+    blocks = frame.blocks
+    check_resolved(layout.schema, {name: int(b.count or 0) for name, b in blocks.items()},
+                   lambda bn, c: (blocks[bn].columns[c], blocks[bn].masks.get(c)),
+                   layout.section_rows, ordinal, writing=False, only=wanted)
+
+
+# (path, chunk, rows it must prove) of each chunk a frame needs, and per array (its geometry,
+# the rows the state trusts) — what ReadEngine.read_one fetches for FrameRecipe.build
+Located = Tuple[List[Optional[Tuple[int, int]]], List[Tuple[str, int, int]], List[Tuple[Any, int]]]
+
+
+class FrameRecipe:
+    """One frame of every block, as ``reader[i]`` reads it, with the arithmetic of
+    :class:`~molrec_raw.record.trajectory.plan.FramePlan` and :func:`assemble` worked out
+    once per state: per block its update rule and its arrays (rows per inner chunk, the
+    rows the state trusts), per meta key its array, the cells.  :meth:`locate` says which
+    chunk of each array frame ``i`` needs (None: a frame this recipe does not serve — rows
+    across two chunks, a frame that is one whole chunk, an empty block — read through the
+    general path); :meth:`build` makes the ``Frame`` from those chunks, the caller's own
+    arrays, exactly what :func:`assemble` makes of them (``own=True``)."""
+
+    def __init__(self, layout: TrajectoryLayout, axis: Callable[[Any], Any], trusted: Callable[[Any], int]) -> None:
+        self.layout = layout
+        self.blocks: List[Tuple[str, Any, List[Tuple[str, bool, str, int, Any, int]], Dict[str, float],
+                                Dict[str, str], Any]] = []
+        for name, b in layout.blocks.items():
+            spec = b.spec
+            names = list(spec.columns)
+            precision = {c: p for c in names if (p := spec.columns[c].precision) is not None}
+            targets = {c: t for c, t in spec.targets.items() if c in names}
+            arrays = [(c, False, arr) for c in names if (arr := b.columns.get(c)) is not None]
+            arrays += [(c, True, arr) for c in names if (arr := b.masks.get(c)) is not None]
+            placed = [(c, is_mask, arr.path, axis(arr).rows, axis(arr), trusted(arr)) for c, is_mask, arr in arrays]
+            self.blocks.append((name, b, placed, precision, targets, spec.structural_shape))
+        self.meta = [(key, tag, tag in _PLAIN_TAGS, arr.path, axis(arr).rows, axis(arr), trusted(arr))
+                     for key, (tag, arr) in layout.meta.items() if arr is not None]
+        self.cell_ordinals = layout.box.ordinals.tolist()
+        self.cells = layout.box.cells
+
+    def locate(self, i: int) -> Optional[Located]:
+        """(per block its ``(lo, count)`` at frame ``i`` or None when absent, the chunks to
+        fetch as ``(path, chunk, rows to prove)``, per chunk ``(axis, trusted rows)``)."""
+        spans: List[Optional[Tuple[int, int]]] = []
+        keys: List[Tuple[str, int, int]] = []
+        where: List[Tuple[Any, int]] = []
+        for _, b, placed, _, _, _ in self.blocks:
+            if b.kind == "regular":
+                count = b.count
+                if not count:
+                    spans.append(None)
+                    continue
+                u = b.uniform
+                lo = (i if i < count else count - 1) * u
+                hi = lo + u
+            else:
+                j = b.update_at(i)
+                if j is None:
+                    spans.append(None)
+                    continue
+                lo, hi = b.rows(j)
+            n = hi - lo
+            if n <= 0:
+                return None
+            spans.append((lo, n))
+            for _, _, path, rows, axis, trusted in placed:
+                c = lo // rows
+                if n >= rows or (hi - 1) // rows != c:
+                    return None
+                start = c * rows
+                keys.append((path, c, min(rows, trusted - start)))
+                where.append((axis, trusted))
+        for _, _, _, path, rows, axis, trusted in self.meta:
+            c = i // rows
+            keys.append((path, c, min(rows, trusted - c * rows)))
+            where.append((axis, trusted))
+        return spans, keys, where
+
+    def build(self, i: int, spans: List[Optional[Tuple[int, int]]], chunks: List[np.ndarray]) -> Frame:
+        """Frame ``i`` from the chunks :meth:`locate` named, in its order."""
+        k = 0
+        blocks: Dict[str, Block] = {}
+        for (name, _, placed, precision, targets, shape), span in zip(self.blocks, spans):
+            if span is None:
+                continue
+            lo, n = span
+            values: Dict[str, np.ndarray] = {}
+            flags: Dict[str, np.ndarray] = {}
+            for column, is_mask, _, rows, _, _ in placed:
+                start = lo % rows
+                piece = chunks[k][start:start + n]
+                k += 1
+                if not is_mask:
+                    values[column] = piece.copy()
+                elif not piece.all():
+                    flags[column] = piece.copy()
+            blocks[name] = Block(values, flags, dict(precision) if precision else {}, dict(targets) if targets else {},
+                                 shape, {}, n)
+        meta: Dict[str, Any] = {}
+        for key, tag, plain, _, rows, _, _ in self.meta:
+            at = i % rows
+            chunk = chunks[k]
+            k += 1
+            meta[key] = chunk[at:at + 1].tolist()[0] if plain else meta_value(tag, chunk[at], f"/trajectory/meta/{key}")
+        box = None
+        if self.cells:
+            j = bisect_right(self.cell_ordinals, i) - 1
+            if j >= 0:
+                box = self.cells[j].box()
+        frame = Frame(meta, blocks, box)
+        if self.layout.needs_check:
+            _check(self.layout, frame, i, None)
+        return frame

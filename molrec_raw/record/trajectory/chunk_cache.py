@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -50,6 +50,21 @@ class ChunkCache:
                 return None
             self._chunks.move_to_end(key)
             return found[0]
+
+    def get_many(self, wanted: List[Tuple[str, int, int]]) -> List[Optional[np.ndarray]]:
+        """:meth:`get` of each ``(path, chunk, rows)``, under one lock (a frame's chunks)."""
+        out: List[Optional[np.ndarray]] = []
+        chunks = self._chunks
+        with self._lock:
+            for path, chunk, rows in wanted:
+                key = (path, chunk)
+                found = chunks.get(key)
+                if found is None or found[1] < rows:
+                    out.append(None)
+                else:
+                    chunks.move_to_end(key)
+                    out.append(found[0])
+        return out
 
     def put(self, path: str, chunk: int, data: np.ndarray, valid: int) -> np.ndarray:
         """Keep ``data`` (made read-only) as chunk ``chunk`` of ``path`` with its first
