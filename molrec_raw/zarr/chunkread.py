@@ -43,8 +43,15 @@ from molrec_raw.zarr.handles import RangeReader
 
 __all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_few", "read_many", "check_landed", "INDEX_CACHE_BYTES"]
 
-INDEX_CACHE_BYTES = 8 << 20  # decoded shard indexes a reader keeps: 2,048 indexes of 255 inner chunks
+INDEX_CACHE_BYTES = 8 << 20
+# Decoded bytes below which read_chunks decodes by QuickDecoder, chunk by chunk: zstd's batch
+# call runs on one thread below 1 MiB (codecs/zstd_codec.py) and costs twice a one-shot call
+# per 16 KiB chunk there (bench/trajectory.py S2)
+QUICK_BATCH_BYTES = 1 << 20  # decoded shard indexes a reader keeps: 2,048 indexes of 255 inner chunks
 _EMPTY = int(EMPTY)
+# what sends a chunk from the quick path to the general one (which reads it again and raises
+# its own error, or accepts a value the quick path does not decode)
+_QUICK_MISSES = (QuickRefused, MolrecError, zstandard.ZstdError, ValueError, TypeError, OverflowError)
 _STRING_ITEM_BYTES = 16
 Mapper = Callable[..., Iterable[Any]]
 
@@ -259,10 +266,7 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
     generic: List[Tuple[int, int]] = []
     for r, (axis, chunks, trusted) in enumerate(requests):
         given = targets[r] if targets is not None else None
-        row: List[np.ndarray] = []
-        for p in range(len(chunks)):
-            target = None if given is None else given[p]
-            row.append(axis.empty_chunk() if target is None else target)
+        row: List[Any] = [None] * len(chunks) if given is None else list(given)  # made when decoded
         out.append(row)
         if not axis.direct:
             generic.extend((r, p) for p in range(len(chunks)))
@@ -290,7 +294,7 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
             index = known[(axis.path, shard)]
             offset = _EMPTY if index is None else int(index[slot, 0])
             if index is None or offset == _EMPTY:  # not stored (the shard, or this chunk): the fill value
-                axis.fill(out[r][p])
+                axis.fill(_target(out, r, p, axis))
                 continue
             wanted.setdefault((axis, axis.key(shard)), []).append((r, p, offset, int(index[slot, 1])))
 
@@ -309,20 +313,30 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
             _read_in_place(item, out, ranges, requests)
             del wanted[item[0]]
     items = list(wanted.items())
+    # a batch below QUICK_BATCH_BYTES is decoded chunk by chunk (zstd's batch call would
+    # run on one thread there, and costs more per chunk than one-shot calls), into new arrays
+    quick = targets is None and sum(axis.nbytes * len(members) for (axis, _), members in items) < QUICK_BATCH_BYTES
     for ((axis, key), members), datas in zip(items, each(fetch, items)):
         if datas is None:  # gone since its index was read: fill (unsharded), or a lying index
             if members[0][3] < 0:
                 for r, p, _, _ in members:
-                    axis.fill(out[r][p])
+                    axis.fill(_target(out, r, p, axis))
                 continue
             raise axis.array._context(CorruptDataError("the shard its index was read from is gone",
                                                        rule="zarr-v3-subset#7"), key)
+        decode = axis.quick if quick else None
         for (r, p, offset, nbytes), data in zip(members, datas):
             if nbytes >= 0 and len(data) != nbytes:
                 raise axis.array._context(CorruptDataError(
                     f"inner chunk {int(requests[r][1][p])} ({nbytes} bytes at {offset}) runs past the end of "
                     "the shard", rule="zarr-v3-subset#7"), key)
-            job = DecodeJob(axis.pipeline, data, out[r][p], None, key)
+            if decode is not None:
+                try:
+                    out[r][p] = decode(data)
+                    continue
+                except _QUICK_MISSES:
+                    pass  # the general decode below reads it (or raises its own error)
+            job = DecodeJob(axis.pipeline, data, _target(out, r, p, axis), None, key)
             job.owner = axis.array
             jobs.append(job)
     if jobs:
@@ -333,7 +347,7 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
             axis, chunks, _ = requests[r]
             lo = int(chunks[p]) * axis.rows
             hi = min(lo + axis.rows, axis.array.shape[0])
-            target = out[r][p]
+            target = _target(out, r, p, axis)
             if hi < lo + axis.rows:
                 axis.fill(target)
             reads.append((axis.array, slice(lo, max(lo, hi)), target[:max(0, hi - lo)]))
@@ -342,11 +356,6 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
         if axis.cut is not None and axis.direct:
             out[r] = [chunk[axis.cut] for chunk in out[r]]
     return out
-
-
-# what sends read_few to the general path (which reads the chunk again and raises its own
-# error, or accepts a value the quick path does not decode)
-_QUICK_MISSES = (QuickRefused, MolrecError, zstandard.ZstdError, ValueError, TypeError, OverflowError)
 
 
 def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
@@ -400,6 +409,14 @@ def _read_quick(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
     return out
 
 
+def _target(out: List[List[Any]], r: int, p: int, axis: FirstAxis) -> np.ndarray:
+    """The array chunk ``p`` of request ``r`` is decoded into (made when first needed)."""
+    target = out[r][p]
+    if target is None:
+        target = out[r][p] = axis.empty_chunk()
+    return target  # type: ignore[no-any-return]
+
+
 def _in_place(item: Tuple[Tuple[FirstAxis, str], List[Tuple[int, int, int, int]]],
               out: List[List[np.ndarray]]) -> bool:
     """Can the chunks of one stored value be read straight into their arrays: a plain-bytes
@@ -409,7 +426,7 @@ def _in_place(item: Tuple[Tuple[FirstAxis, str], List[Tuple[int, int, int, int]]
         return False
     size = (axis.pipeline.nbytes or -1) + axis.plain
     for r, p, _, nbytes in members:
-        target = out[r][p]
+        target = _target(out, r, p, axis)
         if nbytes != size or not target.flags.c_contiguous or not target.flags.writeable \
                 or target.shape != axis.chunk_shape:
             return False

@@ -92,6 +92,9 @@ def _block_values(bp: Any, chunks: Chunks, rows_of: Dict[str, int], own: bool, n
     shared = {rows for _, _, _, rows in columns}
     rows_all = shared.pop() if len(shared) == 1 else 0  # the rows per chunk every column shares
     pairs = [(c, held) for c, _, held, _ in columns]
+    if offered is None and not masks and rows_all and _one_chunk_each(bp, rows_all, updates, los, his, n,
+                                                                     blocks_out, pairs, own, precision, targets):
+        return
     for k in range(n):
         if updates[k] < 0:
             continue
@@ -118,6 +121,36 @@ def _block_values(bp: Any, chunks: Chunks, rows_of: Dict[str, int], own: bool, n
                     flags[c] = mask.copy() if own else mask
         blocks_out[k][name] = Block(values, flags, dict(precision) if precision else {},
                                     dict(targets) if targets else {}, shape, {}, count)
+
+
+def _one_chunk_each(bp: Any, rows: int, updates: List[int], los: List[int], his: List[int], n: int,
+                    blocks_out: List[Dict[str, Block]], pairs: List[Tuple[str, Dict[int, np.ndarray]]], own: bool,
+                    precision: Dict[str, float], targets: Dict[str, str]) -> bool:
+    """The common case of :func:`_block_values` at the per-frame floor: every present
+    frame's rows inside one inner chunk of every column (they share their rows per chunk),
+    no mask, no chunk to hand over — per frame a slice of each column's chunk and one
+    ``Block``, the chunk looked up once per run of frames in it.  False (nothing done)
+    when a frame is not of that case."""
+    lo = np.asarray(los, np.int64)
+    count = np.asarray(his, np.int64) - lo
+    present = np.asarray(updates, np.int64) >= 0
+    first = lo // rows
+    start = lo - first * rows
+    if not bool(np.all(~present | ((count > 0) & (start + count <= rows)))):
+        return False
+    name, shape = bp.name, bp.block.spec.structural_shape
+    held: List[Tuple[str, np.ndarray]] = []
+    at = -1
+    for blocks, f, s, m, here in zip(blocks_out, first.tolist(), start.tolist(), count.tolist(), present.tolist()):
+        if not here:
+            continue
+        if f != at:
+            held, at = [(c, chunks[f]) for c, chunks in pairs], f
+        e = s + m
+        values = {c: chunk[s:e].copy() for c, chunk in held} if own else {c: chunk[s:e] for c, chunk in held}
+        blocks[name] = Block(values, {}, dict(precision) if precision else {}, dict(targets) if targets else {},
+                             shape, {}, m)
+    return True
 
 
 def _column(arr: Any, held: Dict[int, np.ndarray], rows: int, lo: int, count: int, own: bool,
