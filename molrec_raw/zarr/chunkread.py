@@ -360,52 +360,78 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
 
 def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
              indexes: Optional[ShardIndexes] = None, *, threads: int = 1, each: Mapper = map) -> List[List[np.ndarray]]:
-    """:func:`read_chunks` for a few chunks (a frame's columns): per request the chunks of
-    each shard located from its (cached) index, read with one ``ranges.read`` (neighbours
-    coalesced into one ``pread``), each checked and decoded by the array's
-    :class:`~molrec_raw.zarr.codecs.quick.QuickDecoder` — no job, batch or scratch
-    bookkeeping.  The same checks as :func:`read_chunks` (index checksum and bounds, the
-    chunk's length, its crc32c); anything the quick path does not take (an array it does
-    not serve, a value it refuses, a read that fails) is read by :func:`read_chunks`, which
-    returns the chunks or raises its own error.  Returns what :func:`read_chunks` returns."""
-    try:
-        return _read_quick(requests, ranges, indexes)
-    except _QUICK_MISSES:
+    """:func:`read_chunks` for a few chunks (a frame's columns) of sharded arrays whose
+    chain a :class:`~molrec_raw.zarr.codecs.quick.QuickDecoder` serves, without the
+    general path's bookkeeping: the indexes not held read and checked as there (checksum,
+    entries inside the shard, a missing shard refused when ``strict``), each shard's chunks
+    read with one ``ranges.read`` (neighbours coalesced into one ``pread``), every length
+    checked, each chunk decoded by the quick decoder — a value it does not take goes
+    through the general decode, which decodes it or raises its own error.  The same steps
+    in the same order as :func:`read_chunks`, so the same chunks are refused with the same
+    errors.  Other arrays: :func:`read_chunks`."""
+    if any(axis.quick is None for axis, _, _ in requests):
         return read_chunks(requests, ranges, indexes, threads=threads, each=each)
-
-
-def _read_quick(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
-                indexes: Optional[ShardIndexes]) -> List[List[np.ndarray]]:
-    out: List[List[np.ndarray]] = []
+    known: Dict[Tuple[str, int], Optional[np.ndarray]] = {}
+    missing: Dict[Tuple[str, int], Tuple[FirstAxis, int, int]] = {}
     for axis, chunks, trusted in requests:
-        decode = axis.quick
-        if decode is None:
-            raise QuickRefused("not a sharded direct array")
+        for c in chunks:
+            unit = (axis.path, int(c) // axis.per_shard)
+            if unit not in known and unit not in missing:
+                index = indexes.get(unit[0], unit[1], trusted) if indexes is not None else None
+                if index is None:
+                    missing[unit] = (axis, unit[1], trusted)
+                else:
+                    known[unit] = index
+    if missing:
+        known.update(_read_indexes(list(missing.values()), ranges, indexes, each))
+    out: List[List[Any]] = []
+    reads: List[Tuple[int, FirstAxis, str, List[Tuple[int, int, int]]]] = []
+    for r, (axis, chunks, _) in enumerate(requests):
         per = axis.per_shard
         row: List[Any] = [None] * len(chunks)
         members: Dict[int, List[Tuple[int, int, int]]] = {}
         for p, c in enumerate(chunks):
             shard, slot = divmod(int(c), per)
-            index = indexes.get(axis.path, shard, trusted) if indexes is not None else None
-            if index is None:
-                index = _read_indexes([(axis, shard, trusted)], ranges, indexes, map)[(axis.path, shard)]
+            index = known[(axis.path, shard)]
             offset = _EMPTY if index is None else int(index[slot, 0])
-            if index is None or offset == _EMPTY:  # not stored: the fill value
+            if index is None or offset == _EMPTY:  # not stored (the shard, or this chunk): the fill value
                 chunk = axis.empty_chunk()
                 axis.fill(chunk)
-                row[p] = chunk if axis.cut is None else chunk[axis.cut]
+                row[p] = chunk
                 continue
             members.setdefault(shard, []).append((p, offset, int(index[slot, 1])))
-        for shard, items in members.items():
-            datas = ranges.read(axis.key(shard), [(offset, nbytes) for _, offset, nbytes in items])
-            if datas is None:
-                raise QuickRefused("shard gone")
-            for (p, _, nbytes), data in zip(items, datas):
-                if len(data) != nbytes:
-                    raise QuickRefused("short read")
-                chunk = decode(data)
-                row[p] = chunk if axis.cut is None else chunk[axis.cut]
+        reads.extend((r, axis, axis.key(shard), items) for shard, items in members.items())
         out.append(row)
+    fetched = []
+    for r, axis, key, items in reads:
+        try:
+            datas = ranges.read(key, [(offset, nbytes) for _, offset, nbytes in items])
+        except MolrecError as exc:
+            raise axis.array._context(exc, key) from None
+        if datas is None:
+            raise axis.array._context(CorruptDataError("the shard its index was read from is gone",
+                                                       rule="zarr-v3-subset#7"), key)
+        for (p, offset, nbytes), data in zip(items, datas):
+            if len(data) != nbytes:
+                raise axis.array._context(CorruptDataError(
+                    f"inner chunk {int(requests[r][1][p])} ({nbytes} bytes at {offset}) runs past the end of "
+                    "the shard", rule="zarr-v3-subset#7"), key)
+        fetched.append(datas)
+    for (r, axis, key, items), datas in zip(reads, fetched):
+        row = out[r]
+        decode = axis.quick
+        assert decode is not None
+        for (p, _, _), data in zip(items, datas):
+            try:
+                row[p] = decode(data)
+            except _QUICK_MISSES:  # the general decode: the chunk, or its own error
+                job = DecodeJob(axis.pipeline, data, axis.empty_chunk(), None, key)
+                job.owner = axis.array
+                decode_batch([job], threads)
+                row[p] = job.target
+    for (axis, _, _), row in zip(requests, out):
+        if axis.cut is not None:
+            row[:] = [chunk[axis.cut] for chunk in row]
     return out
 
 
