@@ -17,7 +17,7 @@ Row references and alignments are checked on each frame when the pin has any (R1
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from molrec_raw.record.trajectory.meta import META_STORAGE, meta_value
 from molrec_raw.record.trajectory.plan import FramePlan
 from molrec_raw.record.trajectory.references import check_resolved
 
-__all__ = ["assemble", "Chunks", "FrameRecipe", "Located"]
+__all__ = ["assemble", "frames_in_order", "Chunks", "FrameRecipe", "Located"]
 
 Chunks = Dict[str, Dict[int, np.ndarray]]  # array path -> chunk -> decoded inner chunk
 # tags whose stored value is already the caller's plain value (typed_json.infer_tag agrees)
@@ -194,8 +194,27 @@ def assemble(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int], own: bool
     for bp in plan.blocks:
         _block_values(bp, chunks, rows_of, own, n, offered, blocks_out)
     meta = _meta_values(plan, chunks, rows_of)
+    boxes = _boxes(plan, own, shared_cells)
+    if len(meta) == 1:
+        key, values = meta[0]
+        out = [Frame({key: value}, blocks, box) for value, blocks, box in zip(values, blocks_out, boxes)]
+    elif meta:
+        out = [Frame({key: values[k] for key, values in meta}, blocks_out[k], boxes[k]) for k in range(n)]
+    else:
+        out = [Frame({}, blocks, box) for blocks, box in zip(blocks_out, boxes)]
+    if layout.needs_check:
+        for k, frame in enumerate(out):
+            _check(layout, frame, frames_list[k], plan.wanted)
+    return out
+
+
+def _boxes(plan: FramePlan, own: bool, shared_cells: Optional[Dict[int, Tuple[np.ndarray, np.ndarray]]]
+           ) -> List[Optional[Box]]:
+    """Each planned frame's cell: its own arrays (``own``), else read-only arrays shared by
+    the frames of one cell update (kept in ``shared_cells``)."""
+    n = len(plan.frame_list)
     cells = plan.cells
-    box_cells = layout.box.cells
+    box_cells = plan.layout.box.cells
     boxes: List[Optional[Box]] = [None] * n
     if box_cells:
         for k in range(n):
@@ -212,17 +231,69 @@ def assemble(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int], own: bool
                 vectors.flags.writeable = origin.flags.writeable = False
                 arrays = shared_cells[j] = (vectors, origin)
             boxes[k] = Box(arrays[0], arrays[1], cell.boundary, cell.defined)
-    if len(meta) == 1:
-        key, values = meta[0]
-        out = [Frame({key: value}, blocks, box) for value, blocks, box in zip(values, blocks_out, boxes)]
-    elif meta:
-        out = [Frame({key: values[k] for key, values in meta}, blocks_out[k], boxes[k]) for k in range(n)]
-    else:
-        out = [Frame({}, blocks, box) for blocks, box in zip(blocks_out, boxes)]
+    return boxes
+
+
+def frames_in_order(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int],
+                    shared_cells: Dict[int, Tuple[np.ndarray, np.ndarray]]) -> Optional[Iterator[Frame]]:
+    """The planned frames as :func:`assemble` makes them as views (``own=False``, nothing
+    handed over), each built when the caller asks for it — a frame dropped before the next
+    is built never outlives the young generation of the garbage collector — for the
+    common case only: every present frame's rows inside one inner chunk of each column, no
+    mask, no row reference or alignment to check (a pin without them).  None: not that
+    case (call :func:`assemble`)."""
+    layout: TrajectoryLayout = plan.layout
     if layout.needs_check:
-        for k, frame in enumerate(out):
-            _check(layout, frame, frames_list[k], plan.wanted)
-    return out
+        return None
+    specs = []
+    for bp in plan.blocks:
+        if bp.masks:
+            return None
+        shared = {rows_of[arr.path] for _, arr in bp.columns}
+        if len(shared) > 1:
+            return None
+        rows = shared.pop() if shared else 0
+        lo = np.asarray(bp.lo, np.int64)
+        count = np.asarray(bp.hi, np.int64) - lo
+        present = np.asarray(bp.updates, np.int64) >= 0
+        if rows:
+            first = lo // rows
+            start = lo - first * rows
+            if not bool(np.all(~present | ((count > 0) & (start + count <= rows)))):
+                return None
+        else:  # no stored column: the block's row count only
+            first = start = np.zeros_like(lo)
+        spec = bp.block.spec
+        precision = {c: p for c in bp.names if (p := spec.columns[c].precision) is not None}
+        targets = {c: t for c, t in spec.targets.items() if c in bp.names}
+        pairs = [(c, chunks.get(arr.path, {})) for c, arr in bp.columns]
+        specs.append((bp.name, pairs, first.tolist(), start.tolist(), count.tolist(), present.tolist(), precision,
+                      targets, spec.structural_shape))
+    meta = _meta_values(plan, chunks, rows_of)
+    boxes = _boxes(plan, False, shared_cells)
+    return _in_order(specs, meta, boxes, len(plan.frame_list))
+
+
+def _in_order(specs: List[Any], meta: List[Tuple[str, List[Any]]], boxes: List[Optional[Box]],
+              n: int) -> Iterator[Frame]:
+    at = [-1] * len(specs)
+    views: List[List[Tuple[str, np.ndarray]]] = [[] for _ in specs]
+    one_key = meta[0] if len(meta) == 1 else None
+    for k in range(n):
+        blocks: Dict[str, Block] = {}
+        for b, (name, pairs, first, start, count, present, precision, targets, shape) in enumerate(specs):
+            if not present[k]:
+                continue
+            f, s, m = first[k], start[k], count[k]
+            if f != at[b]:  # a new chunk: its arrays looked up once for the frames in it
+                views[b], at[b] = [(c, held[f]) for c, held in pairs], f
+            e = s + m
+            blocks[name] = Block({c: chunk[s:e] for c, chunk in views[b]}, {}, precision.copy() if precision else {},
+                                 targets.copy() if targets else {}, shape, {}, m)
+        if one_key is not None:
+            yield Frame({one_key[0]: one_key[1][k]}, blocks, boxes[k])
+        else:
+            yield Frame({key: values[k] for key, values in meta}, blocks, boxes[k])
 
 
 def _check(layout: TrajectoryLayout, frame: Frame, ordinal: int, wanted: Any) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import numpy as np
 
 from molrec_raw.record.model import Frame
-from molrec_raw.record.trajectory.assemble import Chunks, FrameRecipe, assemble
+from molrec_raw.record.trajectory.assemble import Chunks, FrameRecipe, assemble, frames_in_order
 from molrec_raw.record.trajectory.chunk_cache import ChunkCache
 from molrec_raw.record.trajectory.layout import TrajectoryLayout
 from molrec_raw.record.trajectory.plan import FramePlan, Wanted, chunks_of
@@ -351,6 +351,13 @@ class ReadEngine:
             if j < stop and self.concurrency > 1:
                 following = {p: {c: a for c, a in m.items() if (p, c) not in taken} for p, m in chunks.items()}
                 ahead = self.pool().submit(self._batch, layout, j, min(stop, j + step), wanted, following)
+            lazy = None if taken else frames_in_order(plan, chunks, rows_of, shared_cells)
+            if lazy is not None:  # each frame built when asked for (assemble.py)
+                held = chunks
+                del plan, chunks, taken
+                yield from lazy
+                i = j
+                continue
             left = set(taken)  # assemble removes what a frame takes
             frames = assemble(plan, chunks, rows_of, own=False, handover=left, shared_cells=shared_cells)
             self.settle(chunks, left, keep=False)

@@ -28,6 +28,9 @@ from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
 __all__ = ["QuickDecoder", "QuickRefused", "quick_decoder"]
 
 _CRC, _ZSTD, _SHUFFLE, _OTHER = range(4)
+# Up to this many bytes a chunk is unshuffled by one transposed copy (its per-byte cost is
+# higher, but one call instead of one per byte plane: faster for 16 KiB, slower for 80 KB)
+_ONE_COPY_BYTES = 32 * 1024
 
 
 class QuickRefused(Exception):
@@ -84,8 +87,11 @@ class QuickDecoder:
                 out = np.empty(self.shape, self.dtype)
                 e = self.dtype.itemsize
                 flat = out.reshape(-1).view(np.uint8)
-                for j, plane in enumerate(raw.reshape(e, -1)):  # a strided copy per plane: faster
-                    flat[j::e] = plane  # than one transposed copy (ShuffleCodec.decode_into)
+                if self.nbytes <= _ONE_COPY_BYTES:
+                    flat.reshape(-1, e)[...] = raw.reshape(e, -1).T
+                else:  # a strided copy per plane: faster than one transposed copy of a large chunk
+                    for j, plane in enumerate(raw.reshape(e, -1)):
+                        flat[j::e] = plane
                 return out
             else:
                 data = codec.decode(data, size, self.limit)
