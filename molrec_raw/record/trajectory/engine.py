@@ -246,7 +246,7 @@ class ReadEngine:
             return self.read(np.asarray([i], np.int64))[0]
         spans, keys, where = located
         cache = self.cache
-        found = cache.get_many(keys) if cache.budget else [None] * len(keys)
+        found: List[Optional[np.ndarray]] = cache.get_many(keys) if cache.budget else [None] * len(keys)
         missing = [k for k, chunk in enumerate(found) if chunk is None]
         sequential = i == self._follows
         if missing and sequential:
