@@ -276,6 +276,31 @@ def frames_in_order(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int],
 
 def _in_order(specs: List[Any], meta: List[Tuple[str, List[Any]]], boxes: List[Optional[Box]],
               n: int) -> Iterator[Frame]:
+    if len(specs) == 1 and len(meta) == 1:
+        return _one_block_in_order(specs[0], meta[0], boxes)
+    return _blocks_in_order(specs, meta, boxes, n)
+
+
+def _one_block_in_order(spec: Any, meta: Tuple[str, List[Any]], boxes: List[Optional[Box]]) -> Iterator[Frame]:
+    """:func:`_blocks_in_order` of one block and one meta key (the common trajectory)."""
+    name, pairs, first, start, count, present, precision, targets, shape = spec
+    key, values = meta
+    at = -1
+    views: List[Tuple[str, np.ndarray]] = []
+    for f, s, m, here, value, box in zip(first, start, count, present, values, boxes):
+        if not here:
+            yield Frame({key: value}, {}, box)
+            continue
+        if f != at:
+            views, at = [(c, held[f]) for c, held in pairs], f
+        e = s + m
+        yield Frame({key: value}, {name: Block({c: chunk[s:e] for c, chunk in views}, {},
+                                               precision.copy() if precision else {}, targets.copy() if targets else {},
+                                               shape, {}, m)}, box)
+
+
+def _blocks_in_order(specs: List[Any], meta: List[Tuple[str, List[Any]]], boxes: List[Optional[Box]],
+                     n: int) -> Iterator[Frame]:
     at = [-1] * len(specs)
     views: List[List[Tuple[str, np.ndarray]]] = [[] for _ in specs]
     one_key = meta[0] if len(meta) == 1 else None
