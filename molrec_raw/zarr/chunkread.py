@@ -359,7 +359,8 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
 
 
 def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
-             indexes: Optional[ShardIndexes] = None, *, threads: int = 1, each: Mapper = map) -> List[List[np.ndarray]]:
+             indexes: Optional[ShardIndexes] = None, *, threads: int = 1, each: Mapper = map,
+             planes: bool = False) -> List[List[Any]]:
     """:func:`read_chunks` for a few chunks (a frame's columns) of sharded arrays whose
     chain a :class:`~molrec_raw.zarr.codecs.quick.QuickDecoder` serves, without the
     general path's bookkeeping: the indexes not held read and checked as there (checksum,
@@ -368,7 +369,9 @@ def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: R
     checked, each chunk decoded by the quick decoder — a value it does not take goes
     through the general decode, which decodes it or raises its own error.  The same steps
     in the same order as :func:`read_chunks`, so the same chunks are refused with the same
-    errors.  Other arrays: :func:`read_chunks`."""
+    errors.  Other arrays: :func:`read_chunks`.  ``planes``: a chunk whose chain ends in the
+    byte shuffle comes as a :class:`~molrec_raw.zarr.codecs.quick.Planes` (every check made,
+    the transposition left to the caller, who may need a few rows only)."""
     if any(axis.quick is None for axis, _, _ in requests):
         return read_chunks(requests, ranges, indexes, threads=threads, each=each)
     known: Dict[Tuple[str, int], Optional[np.ndarray]] = {}
@@ -421,9 +424,10 @@ def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: R
         row = out[r]
         decode = axis.quick
         assert decode is not None
+        split = planes and axis.cut is None
         for (p, _, _), data in zip(items, datas):
             try:
-                row[p] = decode(data)
+                row[p] = decode(data, split)
             except _QUICK_MISSES:  # the general decode: the chunk, or its own error
                 job = DecodeJob(axis.pipeline, data, axis.empty_chunk(), None, key)
                 job.owner = axis.array

@@ -156,6 +156,11 @@ def test_trajectory_9_one_frame_path_equals_general_path(tmp_path: Path, built: 
                     values[...] = values[0] if values.size else values
         for i in frames:
             _identical(fast[i], general._engine.read(np.asarray([i], np.int64))[0])
+        # the general path on the same reader: chunks the one-frame path kept as byte planes
+        for got, i in zip(fast.read_frames(np.asarray(frames)), frames):
+            _identical(got, general._engine.read(np.asarray([i], np.int64))[0])
+        for k, got in enumerate(fast.iter_frames(0, min(n, 70))):
+            _identical(got, general._engine.read(np.asarray([k], np.int64))[0], own=False)
         if not spec["ragged"] and not spec["strings"] and spec["rows"] < 30:
             assert built[0] > before  # the one-frame path served these frames
 
@@ -278,3 +283,25 @@ def test_trajectory_9_frame_recipe_declines_frames_across_chunks(tmp_path: Path)
         assert recipe.locate(across) is None
         assert recipe.locate(0) is not None
         _identical(reader[across], engine.read(np.asarray([across], np.int64))[0])
+
+
+@SETTINGS
+@given(rows=st.integers(1, 64), trailing=st.sampled_from([(), (2,), (3, 2)]), dtype=st.sampled_from(["<f8", "<i4", "<u2"]),
+       lo=st.integers(0, 63), size=st.integers(0, 64), seed=st.integers(0, 99))
+def test_zarr_v3_subset_5_6_byte_planes_give_the_rows_of_the_unshuffled_chunk(rows: int, trailing: Any, dtype: str,
+                                                                               lo: int, size: int, seed: int) -> None:
+    """zarr-v3-subset#5.6: rows lo:hi of a chunk kept as byte planes equal those rows of the
+    chunk the shuffle codec decodes; the whole chunk equals it."""
+    from molrec_raw.zarr.codecs.quick import Planes
+    from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
+
+    kind = np.dtype(dtype)
+    chunk = np.random.default_rng(seed).integers(0, 250, size=(rows,) + trailing).astype(kind)
+    codec = ShuffleCodec(kind.itemsize)
+    stored = np.frombuffer(bytes(codec.encode(chunk.tobytes())), np.uint8)
+    planes = Planes(stored.reshape(kind.itemsize, -1), chunk.shape, kind)
+    whole = np.frombuffer(bytes(codec.decode(stored, None, 1 << 30)), kind).reshape(chunk.shape)
+    assert planes.chunk().tobytes() == whole.tobytes() == chunk.tobytes()
+    a = min(lo, rows)
+    b = min(rows, a + size)
+    assert planes.rows(a, b).tobytes() == chunk[a:b].tobytes() and planes.rows(a, b).shape == chunk[a:b].shape

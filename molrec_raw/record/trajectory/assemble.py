@@ -400,8 +400,9 @@ class FrameRecipe:
             where.append((axis, trusted))
         return spans, keys, where
 
-    def build(self, i: int, spans: List[Optional[Tuple[int, int]]], chunks: List[np.ndarray]) -> Frame:
-        """Frame ``i`` from the chunks :meth:`locate` named, in its order."""
+    def build(self, i: int, spans: List[Optional[Tuple[int, int]]], chunks: List[Any]) -> Frame:
+        """Frame ``i`` from the chunks :meth:`locate` named, in its order (arrays, or byte
+        planes of which only the frame's rows are unshuffled)."""
         k = 0
         blocks: Dict[str, Block] = {}
         for (name, _, placed, precision, targets, shape), span in zip(self.blocks, spans):
@@ -412,12 +413,14 @@ class FrameRecipe:
             flags: Dict[str, np.ndarray] = {}
             for column, is_mask, _, rows, _, _ in placed:
                 start = lo % rows
-                piece = chunks[k][start:start + n]
+                held = chunks[k]
                 k += 1
+                # a chunk kept as byte planes (zarr.codecs.quick.Planes): only these rows unshuffled
+                piece = held[start:start + n].copy() if type(held) is np.ndarray else held.rows(start, start + n)
                 if not is_mask:
-                    values[column] = piece.copy()
+                    values[column] = piece
                 elif not piece.all():
-                    flags[column] = piece.copy()
+                    flags[column] = piece
             blocks[name] = Block(values, flags, dict(precision) if precision else {}, dict(targets) if targets else {},
                                  shape, {}, n)
         meta: Dict[str, Any] = {}
@@ -425,7 +428,8 @@ class FrameRecipe:
             at = i % rows
             chunk = chunks[k]
             k += 1
-            meta[key] = chunk[at:at + 1].tolist()[0] if plain else meta_value(tag, chunk[at], f"/trajectory/meta/{key}")
+            row = chunk[at:at + 1] if type(chunk) is np.ndarray else chunk.rows(at, at + 1)
+            meta[key] = row.tolist()[0] if plain else meta_value(tag, row[0], f"/trajectory/meta/{key}")
         box = None
         if self.cells:
             j = bisect_right(self.cell_ordinals, i) - 1

@@ -246,7 +246,7 @@ class ReadEngine:
             return self.read(np.asarray([i], np.int64))[0]
         spans, keys, where = located
         cache = self.cache
-        found: List[Optional[np.ndarray]] = cache.get_many(keys) if cache.budget else [None] * len(keys)
+        found: List[Any] = cache.get_many(keys) if cache.budget else [None] * len(keys)
         missing = [k for k, chunk in enumerate(found) if chunk is None]
         sequential = i == self._follows
         if missing and sequential:
@@ -256,7 +256,8 @@ class ReadEngine:
             self._run = 1
         if missing:
             requests = [(where[k][0], [keys[k][1]], where[k][1]) for k in missing]
-            decoded = read_few(requests, self.ranges, self.indexes, threads=READ_THREADS, each=self._each())
+            decoded = read_few(requests, self.ranges, self.indexes, threads=READ_THREADS, each=self._each(),
+                               planes=True)  # a frame needs a few rows of each chunk: unshuffled by build
             for k, got in zip(missing, decoded):
                 path, c, _ = keys[k]
                 axis, trusted = where[k]

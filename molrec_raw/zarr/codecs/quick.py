@@ -25,7 +25,7 @@ from molrec_raw.zarr.codecs.crc32c_codec import Crc32cCodec, crc32c_of
 from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
 from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
 
-__all__ = ["QuickDecoder", "QuickRefused", "quick_decoder"]
+__all__ = ["Planes", "QuickDecoder", "QuickRefused", "quick_decoder"]
 
 _CRC, _ZSTD, _SHUFFLE, _OTHER = range(4)
 # Up to this many bytes a chunk is unshuffled by one transposed copy (its per-byte cost is
@@ -35,6 +35,44 @@ _ONE_COPY_BYTES = 32 * 1024
 
 class QuickRefused(Exception):
     """The value is not one the quick path decodes: read it through the general path."""
+
+
+class Planes:
+    """A chunk decoded but for its byte shuffle (zarr-v3-subset#5.6): ``planes[j]`` holds
+    byte j of every element.  :meth:`rows` unshuffles only the rows asked for (a frame's
+    rows of a 32-frame chunk: a sixteenth of the work), :meth:`chunk` the whole chunk."""
+
+    __slots__ = ("planes", "shape", "dtype", "nbytes")
+
+    def __init__(self, planes: np.ndarray, shape: Tuple[int, ...], dtype: np.dtype) -> None:
+        self.planes, self.shape, self.dtype = planes, shape, dtype
+        self.nbytes: int = planes.size
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo:hi`` along the first axis, a new array."""
+        per = 1
+        for extent in self.shape[1:]:
+            per *= extent
+        out = np.empty((hi - lo,) + self.shape[1:], self.dtype)
+        out.reshape(-1).view(np.uint8).reshape(-1, self.dtype.itemsize)[...] = self.planes[:, lo * per:hi * per].T
+        return out
+
+    def chunk(self) -> np.ndarray:
+        """The whole chunk, a new array."""
+        out = np.empty(self.shape, self.dtype)
+        _unshuffle(self.planes, out)
+        return out
+
+
+def _unshuffle(planes: np.ndarray, out: np.ndarray) -> None:
+    """Byte plane j of ``planes`` (e, elements) into byte j of every element of ``out``."""
+    e = planes.shape[0]
+    flat = out.reshape(-1).view(np.uint8)
+    if flat.size <= _ONE_COPY_BYTES:
+        flat.reshape(-1, e)[...] = planes.T
+    else:  # a strided copy per plane: faster than one transposed copy of a large chunk
+        for j, plane in enumerate(planes):
+            flat[j::e] = plane
 
 
 class QuickDecoder:
@@ -64,7 +102,9 @@ class QuickDecoder:
             steps.append((kind, codec, size))
         self.steps = steps
 
-    def __call__(self, data: Buffer) -> np.ndarray:
+    def __call__(self, data: Buffer, planes: bool = False) -> Any:
+        """The chunk; with ``planes``, a :class:`Planes` when the chain ends in the byte
+        shuffle (every check made: only the last transposition is left)."""
         for kind, codec, size in self.steps:
             if kind == _CRC:
                 view = memoryview(data)
@@ -84,14 +124,11 @@ class QuickDecoder:
                 raw = np.frombuffer(data, np.uint8)
                 if raw.size != self.nbytes:
                     raise QuickRefused("shuffle size")
+                byte_planes = raw.reshape(self.dtype.itemsize, -1)
+                if planes:
+                    return Planes(byte_planes, self.shape, self.dtype)
                 out = np.empty(self.shape, self.dtype)
-                e = self.dtype.itemsize
-                flat = out.reshape(-1).view(np.uint8)
-                if self.nbytes <= _ONE_COPY_BYTES:
-                    flat.reshape(-1, e)[...] = raw.reshape(e, -1).T
-                else:  # a strided copy per plane: faster than one transposed copy of a large chunk
-                    for j, plane in enumerate(raw.reshape(e, -1)):
-                        flat[j::e] = plane
+                _unshuffle(byte_planes, out)
                 return out
             else:
                 data = codec.decode(data, size, self.limit)
