@@ -8,7 +8,7 @@ the crc32c checked (zarr-v3-subset#5.5), zstd as one frame declaring exactly the
 size (#5.4), the byte shuffle's planes written straight into the new chunk (#5.6), any
 other codec through its own ``decode``.  Anything else — a checksum that differs, a frame
 declaring another size or followed by more bytes, a size that does not match — raises
-:class:`QuickRefused` (or the codec's error): the caller then reads the chunk through the
+:class:`QuickRefused` (or the codec's error): the caller then decodes the same bytes by the
 general path, which accepts what it accepts (concatenated zstd frames) and refuses what it
 refuses with its own error.  The quick path never accepts a value the general one refuses,
 and gives the same chunk for every value both accept.
@@ -39,8 +39,8 @@ class QuickRefused(Exception):
 
 class Planes:
     """A chunk decoded but for its byte shuffle (zarr-v3-subset#5.6): ``planes[j]`` holds
-    byte j of every element.  :meth:`rows` unshuffles only the rows asked for (a frame's
-    rows of a 32-frame chunk: a sixteenth of the work), :meth:`chunk` the whole chunk."""
+    byte j of every element.  :meth:`rows` unshuffles only the rows asked for (one frame of
+    a 32-frame chunk: a thirty-second of the bytes), :meth:`chunk` the whole chunk."""
 
     __slots__ = ("planes", "shape", "dtype", "nbytes")
 
