@@ -33,16 +33,25 @@ from math import prod
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import zstandard
 
 from molrec_raw.errors import CorruptDataError, MolrecError
 from molrec_raw.zarr.codecs.batch import DecodeJob, decode_batch
+from molrec_raw.zarr.codecs.quick import QuickDecoder, QuickRefused, quick_decoder
 from molrec_raw.zarr.codecs.sharding import EMPTY
 from molrec_raw.zarr.handles import RangeReader
 
-__all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_many", "check_landed", "INDEX_CACHE_BYTES"]
+__all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_few", "read_many", "check_landed", "INDEX_CACHE_BYTES"]
 
-INDEX_CACHE_BYTES = 8 << 20  # decoded shard indexes a reader keeps: 2,048 indexes of 255 inner chunks
+INDEX_CACHE_BYTES = 8 << 20
+# Decoded bytes below which read_chunks decodes by QuickDecoder, chunk by chunk: zstd's batch
+# call runs on one thread below 1 MiB (codecs/zstd_codec.py) and costs twice a one-shot call
+# per 16 KiB chunk there (bench/trajectory.py S2)
+QUICK_BATCH_BYTES = 1 << 20  # decoded shard indexes a reader keeps: 2,048 indexes of 255 inner chunks
 _EMPTY = int(EMPTY)
+# what sends a chunk from the quick path to the general one (which reads it again and raises
+# its own error, or accepts a value the quick path does not decode)
+_QUICK_MISSES = (QuickRefused, MolrecError, zstandard.ZstdError, ValueError, TypeError, OverflowError)
 _STRING_ITEM_BYTES = 16
 Mapper = Callable[..., Iterable[Any]]
 
@@ -51,7 +60,7 @@ class FirstAxis:
     """How the inner chunks along the first axis of ``array`` are stored (see the module)."""
 
     __slots__ = ("array", "path", "rows", "per_shard", "pipeline", "sharding", "direct", "chunk_shape", "cut",
-                 "nbytes", "plain", "_keys")
+                 "nbytes", "plain", "quick", "_keys")
 
     def __init__(self, array: Any) -> None:
         metadata = array.metadata
@@ -82,6 +91,9 @@ class FirstAxis:
             self.direct and self.pipeline.direct and codecs in ([], ["crc32c"])) else None
         item = metadata.dtype.itemsize or _STRING_ITEM_BYTES
         self.nbytes = max(1, prod(self.chunk_shape) * item)
+        # the decoder of read_few (sharded direct arrays only; None: read_chunks reads them)
+        self.quick: Optional[QuickDecoder] = quick_decoder(self.pipeline) if self.direct and sharding is not None \
+            else None
         self._keys: Dict[int, str] = {}
 
     def key(self, unit: int) -> str:
@@ -254,10 +266,7 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
     generic: List[Tuple[int, int]] = []
     for r, (axis, chunks, trusted) in enumerate(requests):
         given = targets[r] if targets is not None else None
-        row: List[np.ndarray] = []
-        for p in range(len(chunks)):
-            target = None if given is None else given[p]
-            row.append(axis.empty_chunk() if target is None else target)
+        row: List[Any] = [None] * len(chunks) if given is None else list(given)  # made when decoded
         out.append(row)
         if not axis.direct:
             generic.extend((r, p) for p in range(len(chunks)))
@@ -285,7 +294,7 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
             index = known[(axis.path, shard)]
             offset = _EMPTY if index is None else int(index[slot, 0])
             if index is None or offset == _EMPTY:  # not stored (the shard, or this chunk): the fill value
-                axis.fill(out[r][p])
+                axis.fill(_target(out, r, p, axis))
                 continue
             wanted.setdefault((axis, axis.key(shard)), []).append((r, p, offset, int(index[slot, 1])))
 
@@ -304,20 +313,30 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
             _read_in_place(item, out, ranges, requests)
             del wanted[item[0]]
     items = list(wanted.items())
+    # a batch below QUICK_BATCH_BYTES is decoded chunk by chunk (zstd's batch call would
+    # run on one thread there, and costs more per chunk than one-shot calls), into new arrays
+    quick = targets is None and sum(axis.nbytes * len(members) for (axis, _), members in items) < QUICK_BATCH_BYTES
     for ((axis, key), members), datas in zip(items, each(fetch, items)):
         if datas is None:  # gone since its index was read: fill (unsharded), or a lying index
             if members[0][3] < 0:
                 for r, p, _, _ in members:
-                    axis.fill(out[r][p])
+                    axis.fill(_target(out, r, p, axis))
                 continue
             raise axis.array._context(CorruptDataError("the shard its index was read from is gone",
                                                        rule="zarr-v3-subset#7"), key)
+        decode = axis.quick if quick else None
         for (r, p, offset, nbytes), data in zip(members, datas):
             if nbytes >= 0 and len(data) != nbytes:
                 raise axis.array._context(CorruptDataError(
                     f"inner chunk {int(requests[r][1][p])} ({nbytes} bytes at {offset}) runs past the end of "
                     "the shard", rule="zarr-v3-subset#7"), key)
-            job = DecodeJob(axis.pipeline, data, out[r][p], None, key)
+            if decode is not None:
+                try:
+                    out[r][p] = decode(data)
+                    continue
+                except _QUICK_MISSES:
+                    pass  # the general decode below reads it (or raises its own error)
+            job = DecodeJob(axis.pipeline, data, _target(out, r, p, axis), None, key)
             job.owner = axis.array
             jobs.append(job)
     if jobs:
@@ -328,7 +347,7 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
             axis, chunks, _ = requests[r]
             lo = int(chunks[p]) * axis.rows
             hi = min(lo + axis.rows, axis.array.shape[0])
-            target = out[r][p]
+            target = _target(out, r, p, axis)
             if hi < lo + axis.rows:
                 axis.fill(target)
             reads.append((axis.array, slice(lo, max(lo, hi)), target[:max(0, hi - lo)]))
@@ -337,6 +356,95 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
         if axis.cut is not None and axis.direct:
             out[r] = [chunk[axis.cut] for chunk in out[r]]
     return out
+
+
+def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
+             indexes: Optional[ShardIndexes] = None, *, threads: int = 1, each: Mapper = map,
+             planes: bool = False) -> List[List[Any]]:
+    """:func:`read_chunks` for a few chunks (a frame's columns) of sharded arrays whose
+    chain a :class:`~molrec_raw.zarr.codecs.quick.QuickDecoder` serves, without the
+    general path's bookkeeping: the indexes not held read and checked as there (checksum,
+    entries inside the shard, a missing shard refused when ``strict``), each shard's chunks
+    read with one ``ranges.read`` (neighbours coalesced into one ``pread``), every length
+    checked, each chunk decoded by the quick decoder — a value it does not take goes
+    through the general decode, which decodes it or raises its own error.  The same steps
+    in the same order as :func:`read_chunks`, so the same chunks are refused with the same
+    errors.  Other arrays: :func:`read_chunks`.  ``planes``: a chunk whose chain ends in the
+    byte shuffle comes as a :class:`~molrec_raw.zarr.codecs.quick.Planes` (every check made,
+    the transposition left to the caller, who may need a few rows only)."""
+    if any(axis.quick is None for axis, _, _ in requests):
+        return read_chunks(requests, ranges, indexes, threads=threads, each=each)
+    known: Dict[Tuple[str, int], Optional[np.ndarray]] = {}
+    missing: Dict[Tuple[str, int], Tuple[FirstAxis, int, int]] = {}
+    for axis, chunks, trusted in requests:
+        for c in chunks:
+            unit = (axis.path, int(c) // axis.per_shard)
+            if unit not in known and unit not in missing:
+                index = indexes.get(unit[0], unit[1], trusted) if indexes is not None else None
+                if index is None:
+                    missing[unit] = (axis, unit[1], trusted)
+                else:
+                    known[unit] = index
+    if missing:
+        known.update(_read_indexes(list(missing.values()), ranges, indexes, each))
+    out: List[List[Any]] = []
+    reads: List[Tuple[int, FirstAxis, str, List[Tuple[int, int, int]]]] = []
+    for r, (axis, chunks, _) in enumerate(requests):
+        per = axis.per_shard
+        row: List[Any] = [None] * len(chunks)
+        members: Dict[int, List[Tuple[int, int, int]]] = {}
+        for p, c in enumerate(chunks):
+            shard, slot = divmod(int(c), per)
+            index = known[(axis.path, shard)]
+            offset = _EMPTY if index is None else int(index[slot, 0])
+            if index is None or offset == _EMPTY:  # not stored (the shard, or this chunk): the fill value
+                chunk = axis.empty_chunk()
+                axis.fill(chunk)
+                row[p] = chunk
+                continue
+            members.setdefault(shard, []).append((p, offset, int(index[slot, 1])))
+        reads.extend((r, axis, axis.key(shard), items) for shard, items in members.items())
+        out.append(row)
+    fetched = []
+    for r, axis, key, items in reads:
+        try:
+            datas = ranges.read(key, [(offset, nbytes) for _, offset, nbytes in items])
+        except MolrecError as exc:
+            raise axis.array._context(exc, key) from None
+        if datas is None:
+            raise axis.array._context(CorruptDataError("the shard its index was read from is gone",
+                                                       rule="zarr-v3-subset#7"), key)
+        for (p, offset, nbytes), data in zip(items, datas):
+            if len(data) != nbytes:
+                raise axis.array._context(CorruptDataError(
+                    f"inner chunk {int(requests[r][1][p])} ({nbytes} bytes at {offset}) runs past the end of "
+                    "the shard", rule="zarr-v3-subset#7"), key)
+        fetched.append(datas)
+    for (r, axis, key, items), datas in zip(reads, fetched):
+        row = out[r]
+        decode = axis.quick
+        assert decode is not None
+        split = planes and axis.cut is None
+        for (p, _, _), data in zip(items, datas):
+            try:
+                row[p] = decode(data, split)
+            except _QUICK_MISSES:  # the general decode: the chunk, or its own error
+                job = DecodeJob(axis.pipeline, data, axis.empty_chunk(), None, key)
+                job.owner = axis.array
+                decode_batch([job], threads)
+                row[p] = job.target
+    for (axis, _, _), row in zip(requests, out):
+        if axis.cut is not None:
+            row[:] = [chunk[axis.cut] for chunk in row]
+    return out
+
+
+def _target(out: List[List[Any]], r: int, p: int, axis: FirstAxis) -> np.ndarray:
+    """The array chunk ``p`` of request ``r`` is decoded into (made when first needed)."""
+    target = out[r][p]
+    if target is None:
+        target = out[r][p] = axis.empty_chunk()
+    return target  # type: ignore[no-any-return]
 
 
 def _in_place(item: Tuple[Tuple[FirstAxis, str], List[Tuple[int, int, int, int]]],
@@ -348,7 +456,7 @@ def _in_place(item: Tuple[Tuple[FirstAxis, str], List[Tuple[int, int, int, int]]
         return False
     size = (axis.pipeline.nbytes or -1) + axis.plain
     for r, p, _, nbytes in members:
-        target = out[r][p]
+        target = _target(out, r, p, axis)
         if nbytes != size or not target.flags.c_contiguous or not target.flags.writeable \
                 or target.shape != axis.chunk_shape:
             return False

@@ -16,7 +16,8 @@ Row references and alignments are checked on each frame when the pin has any (R1
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set, Tuple
+from bisect import bisect_right
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from molrec_raw.record.trajectory.meta import META_STORAGE, meta_value
 from molrec_raw.record.trajectory.plan import FramePlan
 from molrec_raw.record.trajectory.references import check_resolved
 
-__all__ = ["assemble", "Chunks"]
+__all__ = ["assemble", "frames_in_order", "Chunks", "FrameRecipe", "Located"]
 
 Chunks = Dict[str, Dict[int, np.ndarray]]  # array path -> chunk -> decoded inner chunk
 # tags whose stored value is already the caller's plain value (typed_json.infer_tag agrees)
@@ -91,6 +92,9 @@ def _block_values(bp: Any, chunks: Chunks, rows_of: Dict[str, int], own: bool, n
     shared = {rows for _, _, _, rows in columns}
     rows_all = shared.pop() if len(shared) == 1 else 0  # the rows per chunk every column shares
     pairs = [(c, held) for c, _, held, _ in columns]
+    if offered is None and not masks and rows_all and _one_chunk_each(bp, rows_all, updates, los, his, n,
+                                                                     blocks_out, pairs, own, precision, targets):
+        return
     for k in range(n):
         if updates[k] < 0:
             continue
@@ -117,6 +121,36 @@ def _block_values(bp: Any, chunks: Chunks, rows_of: Dict[str, int], own: bool, n
                     flags[c] = mask.copy() if own else mask
         blocks_out[k][name] = Block(values, flags, dict(precision) if precision else {},
                                     dict(targets) if targets else {}, shape, {}, count)
+
+
+def _one_chunk_each(bp: Any, rows: int, updates: List[int], los: List[int], his: List[int], n: int,
+                    blocks_out: List[Dict[str, Block]], pairs: List[Tuple[str, Dict[int, np.ndarray]]], own: bool,
+                    precision: Dict[str, float], targets: Dict[str, str]) -> bool:
+    """The common case of :func:`_block_values` at the per-frame floor: every present
+    frame's rows inside one inner chunk of every column (they share their rows per chunk),
+    no mask, no chunk to hand over — per frame a slice of each column's chunk and one
+    ``Block``, the chunk looked up once per run of frames in it.  False (nothing done)
+    when a frame is not of that case."""
+    lo = np.asarray(los, np.int64)
+    count = np.asarray(his, np.int64) - lo
+    present = np.asarray(updates, np.int64) >= 0
+    first = lo // rows
+    start = lo - first * rows
+    if not bool(np.all(~present | ((count > 0) & (start + count <= rows)))):
+        return False
+    name, shape = bp.name, bp.block.spec.structural_shape
+    held: List[Tuple[str, np.ndarray]] = []
+    at = -1
+    for blocks, f, s, m, here in zip(blocks_out, first.tolist(), start.tolist(), count.tolist(), present.tolist()):
+        if not here:
+            continue
+        if f != at:
+            held, at = [(c, chunks[f]) for c, chunks in pairs], f
+        e = s + m
+        values = {c: chunk[s:e].copy() for c, chunk in held} if own else {c: chunk[s:e] for c, chunk in held}
+        blocks[name] = Block(values, {}, dict(precision) if precision else {}, dict(targets) if targets else {},
+                             shape, {}, m)
+    return True
 
 
 def _column(arr: Any, held: Dict[int, np.ndarray], rows: int, lo: int, count: int, own: bool,
@@ -160,8 +194,27 @@ def assemble(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int], own: bool
     for bp in plan.blocks:
         _block_values(bp, chunks, rows_of, own, n, offered, blocks_out)
     meta = _meta_values(plan, chunks, rows_of)
+    boxes = _boxes(plan, own, shared_cells)
+    if len(meta) == 1:
+        key, values = meta[0]
+        out = [Frame({key: value}, blocks, box) for value, blocks, box in zip(values, blocks_out, boxes)]
+    elif meta:
+        out = [Frame({key: values[k] for key, values in meta}, blocks_out[k], boxes[k]) for k in range(n)]
+    else:
+        out = [Frame({}, blocks, box) for blocks, box in zip(blocks_out, boxes)]
+    if layout.needs_check:
+        for k, frame in enumerate(out):
+            _check(layout, frame, frames_list[k], plan.wanted)
+    return out
+
+
+def _boxes(plan: FramePlan, own: bool, shared_cells: Optional[Dict[int, Tuple[np.ndarray, np.ndarray]]]
+           ) -> List[Optional[Box]]:
+    """Each planned frame's cell: its own arrays (``own``), else read-only arrays shared by
+    the frames of one cell update (kept in ``shared_cells``)."""
+    n = len(plan.frame_list)
     cells = plan.cells
-    box_cells = layout.box.cells
+    box_cells = plan.layout.box.cells
     boxes: List[Optional[Box]] = [None] * n
     if box_cells:
         for k in range(n):
@@ -178,17 +231,211 @@ def assemble(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int], own: bool
                 vectors.flags.writeable = origin.flags.writeable = False
                 arrays = shared_cells[j] = (vectors, origin)
             boxes[k] = Box(arrays[0], arrays[1], cell.boundary, cell.defined)
-    if len(meta) == 1:
-        key, values = meta[0]
-        out = [Frame({key: value}, blocks, box) for value, blocks, box in zip(values, blocks_out, boxes)]
-    elif meta:
-        out = [Frame({key: values[k] for key, values in meta}, blocks_out[k], boxes[k]) for k in range(n)]
-    else:
-        out = [Frame({}, blocks, box) for blocks, box in zip(blocks_out, boxes)]
+    return boxes
+
+
+def frames_in_order(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int],
+                    shared_cells: Dict[int, Tuple[np.ndarray, np.ndarray]]) -> Optional[Iterator[Frame]]:
+    """The planned frames as :func:`assemble` makes them as views (``own=False``, nothing
+    handed over), each built when the caller asks for it — a frame dropped before the next
+    is built never outlives the young generation of the garbage collector — for the
+    common case only: every present frame's rows inside one inner chunk of each column, no
+    mask, no row reference or alignment to check (a pin without them).  None: not that
+    case (call :func:`assemble`)."""
+    layout: TrajectoryLayout = plan.layout
     if layout.needs_check:
-        for k, frame in enumerate(out):
-            blocks = frame.blocks
-            check_resolved(layout.schema, {name: int(b.count or 0) for name, b in blocks.items()},
-                           lambda bn, c, blocks=blocks: (blocks[bn].columns[c], blocks[bn].masks.get(c)),
-                           layout.section_rows, frames_list[k], writing=False, only=plan.wanted)
-    return out
+        return None
+    specs = []
+    for bp in plan.blocks:
+        if bp.masks:
+            return None
+        shared = {rows_of[arr.path] for _, arr in bp.columns}
+        if len(shared) > 1:
+            return None
+        rows = shared.pop() if shared else 0
+        lo = np.asarray(bp.lo, np.int64)
+        count = np.asarray(bp.hi, np.int64) - lo
+        present = np.asarray(bp.updates, np.int64) >= 0
+        if rows:
+            first = lo // rows
+            start = lo - first * rows
+            if not bool(np.all(~present | ((count > 0) & (start + count <= rows)))):
+                return None
+        else:  # no stored column: the block's row count only
+            first = start = np.zeros_like(lo)
+        spec = bp.block.spec
+        precision = {c: p for c in bp.names if (p := spec.columns[c].precision) is not None}
+        targets = {c: t for c, t in spec.targets.items() if c in bp.names}
+        pairs = [(c, chunks.get(arr.path, {})) for c, arr in bp.columns]
+        specs.append((bp.name, pairs, first.tolist(), start.tolist(), count.tolist(), present.tolist(), precision,
+                      targets, spec.structural_shape))
+    meta = _meta_values(plan, chunks, rows_of)
+    boxes = _boxes(plan, False, shared_cells)
+    return _in_order(specs, meta, boxes, len(plan.frame_list))
+
+
+def _in_order(specs: List[Any], meta: List[Tuple[str, List[Any]]], boxes: List[Optional[Box]],
+              n: int) -> Iterator[Frame]:
+    if len(specs) == 1 and len(meta) == 1:
+        return _one_block_in_order(specs[0], meta[0], boxes)
+    return _blocks_in_order(specs, meta, boxes, n)
+
+
+def _one_block_in_order(spec: Any, meta: Tuple[str, List[Any]], boxes: List[Optional[Box]]) -> Iterator[Frame]:
+    """:func:`_blocks_in_order` of one block and one meta key (the common trajectory)."""
+    name, pairs, first, start, count, present, precision, targets, shape = spec
+    key, values = meta
+    at = -1
+    views: List[Tuple[str, np.ndarray]] = []
+    for f, s, m, here, value, box in zip(first, start, count, present, values, boxes):
+        if not here:
+            yield Frame({key: value}, {}, box)
+            continue
+        if f != at:
+            views, at = [(c, held[f]) for c, held in pairs], f
+        e = s + m
+        yield Frame({key: value}, {name: Block({c: chunk[s:e] for c, chunk in views}, {},
+                                               precision.copy() if precision else {}, targets.copy() if targets else {},
+                                               shape, {}, m)}, box)
+
+
+def _blocks_in_order(specs: List[Any], meta: List[Tuple[str, List[Any]]], boxes: List[Optional[Box]],
+                     n: int) -> Iterator[Frame]:
+    at = [-1] * len(specs)
+    views: List[List[Tuple[str, np.ndarray]]] = [[] for _ in specs]
+    one_key = meta[0] if len(meta) == 1 else None
+    for k in range(n):
+        blocks: Dict[str, Block] = {}
+        for b, (name, pairs, first, start, count, present, precision, targets, shape) in enumerate(specs):
+            if not present[k]:
+                continue
+            f, s, m = first[k], start[k], count[k]
+            if f != at[b]:  # a new chunk: its arrays looked up once for the frames in it
+                views[b], at[b] = [(c, held[f]) for c, held in pairs], f
+            e = s + m
+            blocks[name] = Block({c: chunk[s:e] for c, chunk in views[b]}, {}, precision.copy() if precision else {},
+                                 targets.copy() if targets else {}, shape, {}, m)
+        if one_key is not None:
+            yield Frame({one_key[0]: one_key[1][k]}, blocks, boxes[k])
+        else:
+            yield Frame({key: values[k] for key, values in meta}, blocks, boxes[k])
+
+
+def _check(layout: TrajectoryLayout, frame: Frame, ordinal: int, wanted: Any) -> None:
+    """Row references and alignments of one assembled frame (R16/R17)."""
+    blocks = frame.blocks
+    check_resolved(layout.schema, {name: int(b.count or 0) for name, b in blocks.items()},
+                   lambda bn, c: (blocks[bn].columns[c], blocks[bn].masks.get(c)),
+                   layout.section_rows, ordinal, writing=False, only=wanted)
+
+
+# (path, chunk, rows it must prove) of each chunk a frame needs, and per array (its geometry,
+# the rows the state trusts) — what ReadEngine.read_one fetches for FrameRecipe.build
+Located = Tuple[List[Optional[Tuple[int, int]]], List[Tuple[str, int, int]], List[Tuple[Any, int]]]
+
+
+class FrameRecipe:
+    """One frame of every block, as ``reader[i]`` reads it, with the arithmetic of
+    :class:`~molrec_raw.record.trajectory.plan.FramePlan` and :func:`assemble` worked out
+    once per state: per block its update rule and its arrays (rows per inner chunk, the
+    rows the state trusts), per meta key its array, the cells.  :meth:`locate` says which
+    chunk of each array frame ``i`` needs (None: a frame this recipe does not serve — rows
+    across two chunks, a frame that is one whole chunk, an empty block — read through the
+    general path); :meth:`build` makes the ``Frame`` from those chunks, the caller's own
+    arrays, exactly what :func:`assemble` makes of them (``own=True``)."""
+
+    def __init__(self, layout: TrajectoryLayout, axis: Callable[[Any], Any], trusted: Callable[[Any], int]) -> None:
+        self.layout = layout
+        self.blocks: List[Tuple[str, Any, List[Tuple[str, bool, str, int, Any, int]], Dict[str, float],
+                                Dict[str, str], Any]] = []
+        for name, b in layout.blocks.items():
+            spec = b.spec
+            names = list(spec.columns)
+            precision = {c: p for c in names if (p := spec.columns[c].precision) is not None}
+            targets = {c: t for c, t in spec.targets.items() if c in names}
+            arrays = [(c, False, arr) for c in names if (arr := b.columns.get(c)) is not None]
+            arrays += [(c, True, arr) for c in names if (arr := b.masks.get(c)) is not None]
+            placed = [(c, is_mask, arr.path, axis(arr).rows, axis(arr), trusted(arr)) for c, is_mask, arr in arrays]
+            self.blocks.append((name, b, placed, precision, targets, spec.structural_shape))
+        self.meta = [(key, tag, tag in _PLAIN_TAGS, arr.path, axis(arr).rows, axis(arr), trusted(arr))
+                     for key, (tag, arr) in layout.meta.items() if arr is not None]
+        self.cell_ordinals = layout.box.ordinals.tolist()
+        self.cells = layout.box.cells
+
+    def locate(self, i: int) -> Optional[Located]:
+        """(per block its ``(lo, count)`` at frame ``i`` or None when absent, the chunks to
+        fetch as ``(path, chunk, rows to prove)``, per chunk ``(axis, trusted rows)``)."""
+        spans: List[Optional[Tuple[int, int]]] = []
+        keys: List[Tuple[str, int, int]] = []
+        where: List[Tuple[Any, int]] = []
+        for _, b, placed, _, _, _ in self.blocks:
+            if b.kind == "regular":
+                count = b.count
+                if not count:
+                    spans.append(None)
+                    continue
+                u = b.uniform
+                lo = (i if i < count else count - 1) * u
+                hi = lo + u
+            else:
+                j = b.update_at(i)
+                if j is None:
+                    spans.append(None)
+                    continue
+                lo, hi = b.rows(j)
+            n = hi - lo
+            if n <= 0:
+                return None
+            spans.append((lo, n))
+            for _, _, path, rows, axis, trusted in placed:
+                c = lo // rows
+                if n >= rows or (hi - 1) // rows != c:
+                    return None
+                start = c * rows
+                keys.append((path, c, min(rows, trusted - start)))
+                where.append((axis, trusted))
+        for _, _, _, path, rows, axis, trusted in self.meta:
+            c = i // rows
+            keys.append((path, c, min(rows, trusted - c * rows)))
+            where.append((axis, trusted))
+        return spans, keys, where
+
+    def build(self, i: int, spans: List[Optional[Tuple[int, int]]], chunks: List[Any]) -> Frame:
+        """Frame ``i`` from the chunks :meth:`locate` named, in its order (arrays, or byte
+        planes of which only the frame's rows are unshuffled)."""
+        k = 0
+        blocks: Dict[str, Block] = {}
+        for (name, _, placed, precision, targets, shape), span in zip(self.blocks, spans):
+            if span is None:
+                continue
+            lo, n = span
+            values: Dict[str, np.ndarray] = {}
+            flags: Dict[str, np.ndarray] = {}
+            for column, is_mask, _, rows, _, _ in placed:
+                start = lo % rows
+                held = chunks[k]
+                k += 1
+                # a chunk kept as byte planes (zarr.codecs.quick.Planes): only these rows unshuffled
+                piece = held[start:start + n].copy() if type(held) is np.ndarray else held.rows(start, start + n)
+                if not is_mask:
+                    values[column] = piece
+                elif not piece.all():
+                    flags[column] = piece
+            blocks[name] = Block(values, flags, dict(precision) if precision else {}, dict(targets) if targets else {},
+                                 shape, {}, n)
+        meta: Dict[str, Any] = {}
+        for key, tag, plain, _, rows, _, _ in self.meta:
+            at = i % rows
+            chunk = chunks[k]
+            k += 1
+            row = chunk[at:at + 1] if type(chunk) is np.ndarray else chunk.rows(at, at + 1)
+            meta[key] = row.tolist()[0] if plain else meta_value(tag, row[0], f"/trajectory/meta/{key}")
+        box = None
+        if self.cells:
+            j = bisect_right(self.cell_ordinals, i) - 1
+            if j >= 0:
+                box = self.cells[j].box()
+        frame = Frame(meta, blocks, box)
+        if self.layout.needs_check:
+            _check(self.layout, frame, i, None)
+        return frame

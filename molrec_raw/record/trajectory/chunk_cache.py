@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class ChunkCache:
 
     def __init__(self, budget: int = DEFAULT_CACHE_BYTES) -> None:
         self.budget = max(0, int(budget))
-        self._chunks: "OrderedDict[Key, Tuple[np.ndarray, int]]" = OrderedDict()
+        self._chunks: "OrderedDict[Key, Tuple[Any, int]]" = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -42,20 +42,43 @@ class ChunkCache:
         return 0 < nbytes <= self.budget // 4
 
     def get(self, path: str, chunk: int, rows: int) -> Optional[np.ndarray]:
-        """Chunk ``chunk`` of array ``path`` when its first ``rows`` rows are proven."""
+        """Chunk ``chunk`` of array ``path`` when its first ``rows`` rows are proven (a
+        chunk kept as byte planes is unshuffled here, once, and kept so)."""
         key = (path, chunk)
         with self._lock:
             found = self._chunks.get(key)
             if found is None or found[1] < rows:
                 return None
             self._chunks.move_to_end(key)
-            return found[0]
+            data = found[0]
+            if not isinstance(data, np.ndarray):
+                data = data.chunk()
+                data.flags.writeable = False
+                self._chunks[key] = (data, found[1])
+            return data  # type: ignore[no-any-return]
 
-    def put(self, path: str, chunk: int, data: np.ndarray, valid: int) -> np.ndarray:
-        """Keep ``data`` (made read-only) as chunk ``chunk`` of ``path`` with its first
-        ``valid`` rows proven; evicts the least recently used beyond the budget.  Returns
-        ``data``."""
-        data.flags.writeable = False
+    def get_many(self, wanted: List[Tuple[str, int, int]]) -> List[Any]:
+        """:meth:`get` of each ``(path, chunk, rows)``, under one lock (a frame's chunks),
+        each as it is kept: a read-only array or ``zarr.codecs.quick.Planes``."""
+        out: List[Any] = []
+        chunks = self._chunks
+        with self._lock:
+            for path, chunk, rows in wanted:
+                key = (path, chunk)
+                found = chunks.get(key)
+                if found is None or found[1] < rows:
+                    out.append(None)
+                else:
+                    chunks.move_to_end(key)
+                    out.append(found[0])
+        return out
+
+    def put(self, path: str, chunk: int, data: Any, valid: int) -> Any:
+        """Keep ``data`` (made read-only; or ``zarr.codecs.quick.Planes``, unshuffled when
+        :meth:`get` first asks for it) as chunk ``chunk`` of ``path`` with its first ``valid``
+        rows proven; evicts the least recently used beyond the budget.  Returns ``data``."""
+        if isinstance(data, np.ndarray):
+            data.flags.writeable = False
         if not self.fits(data.nbytes):
             return data
         key = (path, chunk)

@@ -26,13 +26,13 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import numpy as np
 
 from molrec_raw.record.model import Frame
-from molrec_raw.record.trajectory.assemble import Chunks, assemble
+from molrec_raw.record.trajectory.assemble import Chunks, FrameRecipe, assemble, frames_in_order
 from molrec_raw.record.trajectory.chunk_cache import ChunkCache
 from molrec_raw.record.trajectory.layout import TrajectoryLayout
 from molrec_raw.record.trajectory.plan import FramePlan, Wanted, chunks_of
 from molrec_raw.record.trajectory.recovery import CommittedState
 from molrec_raw.zarr import Array
-from molrec_raw.zarr.chunkread import FirstAxis, read_chunks
+from molrec_raw.zarr.chunkread import FirstAxis, read_chunks, read_few
 
 __all__ = ["ReadEngine", "READ_THREADS", "LOCAL_RUN_CHUNKS", "BATCH_BYTES"]
 
@@ -71,6 +71,7 @@ class ReadEngine:
         self._axes: Dict[str, FirstAxis] = {}
         self._rows: Dict[str, int] = {}  # path -> rows per inner chunk
         self._limit = state.layout.logical  # path -> committed rows (what the state trusts)
+        self._recipe: Any = None  # read_one's FrameRecipe, made at its first use (False: not served)
 
     # ------------------------------------------------------------ resources
     def axis(self, arr: Array) -> FirstAxis:
@@ -227,6 +228,44 @@ class ReadEngine:
             out.extend(self._read_wave(frames[first:first + WAVE_FRAMES], wanted))
         return out
 
+    def read_one(self, i: int) -> Frame:
+        """Frame ``i`` (in range) as the caller's own arrays: :meth:`read` of one frame, by
+        the one-frame path on a local store — the chunks located by the state's
+        :class:`~molrec_raw.record.trajectory.assemble.FrameRecipe`, looked up in the cache
+        under one lock, the missing ones read by ``zarr.chunkread.read_few`` (every check of
+        the general path) and kept in the cache, the frame built from them.  Frames the
+        recipe does not serve, damaged layouts, latency-bound stores and a miss in a run of
+        frames read in order (which reads ahead, :meth:`_ahead`) take :meth:`read`."""
+        recipe = self._recipe
+        if recipe is None:
+            layout = self.layout
+            served = self.concurrency < 2 and not layout.has_damage
+            recipe = self._recipe = FrameRecipe(layout, self.axis, self._trusted) if served else False
+        located = recipe.locate(i) if recipe else None
+        if located is None:
+            return self.read(np.asarray([i], np.int64))[0]
+        spans, keys, where = located
+        cache = self.cache
+        found: List[Any] = cache.get_many(keys) if cache.budget else [None] * len(keys)
+        missing = [k for k, chunk in enumerate(found) if chunk is None]
+        sequential = i == self._follows
+        if missing and sequential:
+            return self.read(np.asarray([i], np.int64))[0]  # in order: read ahead
+        self._follows = i + 1
+        if not sequential:
+            self._run = 1
+        if missing:
+            requests = [(where[k][0], [keys[k][1]], where[k][1]) for k in missing]
+            decoded = read_few(requests, self.ranges, self.indexes, threads=READ_THREADS, each=self._each(),
+                               planes=True)  # a frame needs a few rows of each chunk: unshuffled by build
+            for k, got in zip(missing, decoded):
+                path, c, _ = keys[k]
+                axis, trusted = where[k]
+                rows = axis.rows
+                found[k] = cache.put(path, c, got[0], max(0, min(rows, trusted - c * rows)))
+        built: Frame = recipe.build(i, spans, found)
+        return built
+
     def _read_wave(self, frames: np.ndarray, wanted: Wanted) -> List[Frame]:
         plan = FramePlan(self.layout, frames, wanted)
         rows_of = self.rows_of(plan.arrays())
@@ -313,6 +352,13 @@ class ReadEngine:
             if j < stop and self.concurrency > 1:
                 following = {p: {c: a for c, a in m.items() if (p, c) not in taken} for p, m in chunks.items()}
                 ahead = self.pool().submit(self._batch, layout, j, min(stop, j + step), wanted, following)
+            lazy = None if taken else frames_in_order(plan, chunks, rows_of, shared_cells)
+            if lazy is not None:  # each frame built when asked for (assemble.py)
+                held = chunks
+                del plan, chunks, taken
+                yield from lazy
+                i = j
+                continue
             left = set(taken)  # assemble removes what a frame takes
             frames = assemble(plan, chunks, rows_of, own=False, handover=left, shared_cells=shared_cells)
             self.settle(chunks, left, keep=False)

@@ -202,7 +202,7 @@ class MrecReader(BlockArrays):
         arrays the caller owns.  A shard index torn by a concurrent commit is read again
         (trajectory/live.py)."""
         j = self._index(i)
-        found: Frame = self._read_retrying(lambda: self._engine.read(np.asarray([j], np.int64))[0])
+        found: Frame = self._read_retrying(lambda: self._engine.read_one(j))
         return found
 
     def _wanted(self, pairs: Iterable[Tuple[str, str]]) -> Dict[str, List[str]]:
