@@ -181,10 +181,11 @@ class FileOps:
 
     def pwrite_parts(self, fd: int, parts: Sequence[Buffer], offset: int) -> None:
         """``pwrite_all`` of the concatenation of ``parts``: with the system's ``pwrite``
-        verb, in ``pwritev`` calls (no joined copy); a seam that overrides ``pwrite`` sees
-        one ``pwrite`` of the joined bytes, as ``pwrite_all`` makes it."""
+        verb, in ``pwritev`` calls (no joined copy); a seam that overrides ``pwrite`` or
+        ``pwrite_all`` sees one ``pwrite_all`` of the joined bytes."""
         pwritev = getattr(os, "pwritev", None)
-        if type(self).pwrite is not FileOps.pwrite or pwritev is None:
+        seam = type(self)
+        if seam.pwrite is not FileOps.pwrite or seam.pwrite_all is not FileOps.pwrite_all or pwritev is None:
             self.pwrite_all(fd, b"".join(parts), offset)
             return
         views = [view for view in (memoryview(part).cast("B") for part in parts) if len(view)]
