@@ -33,7 +33,9 @@ adds ``batch`` (each atom's item in the batch) and ``ptr`` (item ``i``'s atoms a
 Speed: ``DataLoader`` hands the dataset a whole batch of indices (``__getitems__``); the
 dataset reads them with one :meth:`CollectionReader.batch` per distinct frame ordinal, and
 ``collate`` returns that batch as it is (items are only split out when a ``transform`` runs
-or a wrapper asks for one).  Processes: each ``DataLoader`` worker reads through its own LMDB
+or a wrapper asks for one).  A batch's tensors are disjoint views of one storage (each its
+own copy of the values): a worker's batch crosses to the parent as one shared-memory segment.
+Processes: each ``DataLoader`` worker reads through its own LMDB
 environment — the reader a forked worker inherits reopens the file at its first use there,
 and the dataset pickles as its path and keys (``spawn`` workers open it anew).
 """
@@ -185,10 +187,10 @@ class MrecDataset(_Dataset):  # type: ignore[misc]
             else:
                 value = raw[name]
             factor = self._factors.get(name, 1.0)
-            out[name] = _tensor(value if factor == 1.0 else value * factor)
-        out["ptr"] = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-        out["batch"] = torch.from_numpy(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
-        return out
+            out[name] = value if factor == 1.0 else value * factor
+        out["ptr"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        out["batch"] = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        return _tensors_of_one_storage(out)
 
     # -- collating -----------------------------------------------------------------------
     @staticmethod
@@ -326,11 +328,32 @@ def _xyz(raw: Dict[str, np.ndarray], names: Tuple[str, str, str]) -> np.ndarray:
     return np.stack([raw[f"{ATOMS}/{c}"] for c in names], axis=1)
 
 
-def _tensor(value: np.ndarray) -> Any:
-    if value.dtype == object:
-        raise InvalidValueError(f"a tensor cannot hold strings (dtype object, shape {value.shape}): leave the "
-                                "column out of keys")
-    return torch.from_numpy(np.ascontiguousarray(value))
+_STORAGE_ALIGN = 16  # every tensor of a batch starts at a multiple of the largest itemsize (c128)
+
+
+def _tensors_of_one_storage(arrays: Dict[str, np.ndarray]) -> Dict[str, Any]:
+    """The batch's arrays as tensors that are disjoint views of ONE storage (each a copy of
+    its array, C-contiguous, its own dtype and shape): a ``DataLoader`` worker's batch crosses
+    to the parent as one shared-memory segment, not one per tensor — the crossing's cost is
+    per storage (bench/README.md, issue 29).  Strings are refused: a tensor holds numbers."""
+    spans: List[Tuple[str, np.ndarray, int]] = []
+    total = 0
+    for name, value in arrays.items():
+        if value.dtype == object:
+            raise InvalidValueError(f"a tensor cannot hold strings (dtype object, shape {value.shape}): leave the "
+                                    f"column {name!r} out of keys")
+        total = -(-total // _STORAGE_ALIGN) * _STORAGE_ALIGN
+        spans.append((name, value, total))
+        total += value.nbytes
+    flat = torch.empty(total, dtype=torch.uint8)
+    room = flat.numpy()
+    out: Dict[str, Any] = {}
+    for name, value, at in spans:
+        end = at + value.nbytes
+        room[at:end].view(value.dtype).reshape(value.shape)[...] = value
+        kind = torch.from_numpy(np.empty(0, value.dtype)).dtype
+        out[name] = flat[at:end].view(kind).view(value.shape)
+    return out
 
 
 def _reordered(parts: List[Tuple[np.ndarray, Dict[str, np.ndarray]]], n: int) -> Dict[str, np.ndarray]:

@@ -107,6 +107,35 @@ def test_collate_concatenates_and_adds_batch_and_ptr(tmp_path: Path) -> None:
 
 
 @needs_torch
+def test_a_batch_is_one_storage_of_disjoint_tensors(tmp_path: Path) -> None:
+    """A batch read whole: every tensor a C-contiguous view of one storage (a worker's batch
+    crosses to the parent as one shared segment), no two overlapping — writing into one
+    leaves the others and the collection as they were — and a strings key still refused."""
+    import torch
+    from molrec_raw.integrations.torch import MrecDataset
+    truth = write_set(tmp_path / "s.mrec.lmdb", [3, 5, 2, 4], [2, 1, 3, 1])
+    ds = MrecDataset(tmp_path / "s.mrec.lmdb")
+    order = [4, 0, 6, 2, 1, 5]
+    whole = MrecDataset.collate(ds.__getitems__(order))
+    pointers = {t.untyped_storage().data_ptr() for t in whole.values()}
+    assert len(pointers) == 1, pointers
+    spans = sorted((t.storage_offset() * t.element_size(), t.storage_offset() * t.element_size() + t.nbytes, name)
+                   for name, t in whole.items())
+    for (_, end, name), (start, _, after) in zip(spans, spans[1:]):
+        assert end <= start, (name, after)
+    assert all(t.is_contiguous() for t in whole.values())
+    before = {name: t.clone() for name, t in whole.items()}
+    whole["positions"].fill_(7.0)
+    for name, t in whole.items():
+        if name != "positions":
+            assert torch.equal(t, before[name]), name
+    for i, j in enumerate(order):  # the collection is untouched: a new read gives the frames
+        check_item(ds[j], truth["items"][j])
+    with pytest.raises(MolrecError, match="atoms/element"):
+        MrecDataset(tmp_path / "s.mrec.lmdb", keys=["atoms/element"]).__getitems__([0])
+
+
+@needs_torch
 def test_keys_and_transform(tmp_path: Path) -> None:
     """``keys`` picks the names (also ``atoms/<column>`` and per-step meta keys); one the
     collection lacks is refused when the dataset is made; ``transform`` runs per item."""
