@@ -209,6 +209,27 @@ def _checked_page(array: Any, coords: Tuple[int, ...], ranges: RangeReader,
     return key, index
 
 
+def _shard_indexes(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
+                   indexes: Optional[ShardIndexes], each: Mapper) -> Dict[Tuple[str, int], Optional[np.ndarray]]:
+    """(path, shard) -> the index of every shard the chunks of ``requests`` (sharded arrays:
+    ``(axis, chunks, trusted rows)``) lie in: those ``indexes`` holds for the trusted rows,
+    the others read and checked by :func:`_read_indexes` (None: a shard not stored)."""
+    known: Dict[Tuple[str, int], Optional[np.ndarray]] = {}
+    missing: Dict[Tuple[str, int], Tuple[FirstAxis, int, int]] = {}
+    for axis, chunks, trusted in requests:
+        for c in chunks:
+            unit = (axis.path, int(c) // axis.per_shard)
+            if unit not in known and unit not in missing:
+                index = indexes.get(unit[0], unit[1], trusted) if indexes is not None else None
+                if index is None:
+                    missing[unit] = (axis, unit[1], trusted)
+                else:
+                    known[unit] = index
+    if missing:
+        known.update(_read_indexes(list(missing.values()), ranges, indexes, each))
+    return known
+
+
 def _read_indexes(wanted: List[Tuple[FirstAxis, int, int]], ranges: RangeReader, indexes: Optional[ShardIndexes],
                   each: Mapper) -> Dict[Tuple[str, int], Optional[np.ndarray]]:
     """The checked indexes (:func:`_checked_page`) of ``(axis, shard, trusted rows)``:
@@ -261,8 +282,6 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
     jobs: List[DecodeJob] = []
     # stored value -> [(request, position in request, offset, nbytes)]; nbytes -1: the whole value
     wanted: "OrderedDict[Tuple[FirstAxis, str], List[Tuple[int, int, int, int]]]" = OrderedDict()
-    known: Dict[Tuple[str, int], Optional[np.ndarray]] = {}
-    missing: Dict[Tuple[str, int], Tuple[FirstAxis, int, int]] = {}
     generic: List[Tuple[int, int]] = []
     for r, (axis, chunks, trusted) in enumerate(requests):
         given = targets[r] if targets is not None else None
@@ -270,17 +289,8 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
         out.append(row)
         if not axis.direct:
             generic.extend((r, p) for p in range(len(chunks)))
-        elif axis.sharding is not None:
-            for c in chunks:
-                unit = (axis.path, int(c) // axis.per_shard)
-                if unit not in known and unit not in missing:
-                    index = indexes.get(unit[0], unit[1], trusted) if indexes is not None else None
-                    if index is None:
-                        missing[unit] = (axis, unit[1], trusted)
-                    else:
-                        known[unit] = index
-    if missing:
-        known.update(_read_indexes(list(missing.values()), ranges, indexes, each))
+    known = _shard_indexes([request for request in requests if request[0].direct and request[0].sharding is not None],
+                           ranges, indexes, each)
     for r, (axis, chunks, trusted) in enumerate(requests):
         if not axis.direct:
             continue
@@ -374,19 +384,7 @@ def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: R
     the transposition left to the caller, who may need a few rows only)."""
     if any(axis.quick is None for axis, _, _ in requests):
         return read_chunks(requests, ranges, indexes, threads=threads, each=each)
-    known: Dict[Tuple[str, int], Optional[np.ndarray]] = {}
-    missing: Dict[Tuple[str, int], Tuple[FirstAxis, int, int]] = {}
-    for axis, chunks, trusted in requests:
-        for c in chunks:
-            unit = (axis.path, int(c) // axis.per_shard)
-            if unit not in known and unit not in missing:
-                index = indexes.get(unit[0], unit[1], trusted) if indexes is not None else None
-                if index is None:
-                    missing[unit] = (axis, unit[1], trusted)
-                else:
-                    known[unit] = index
-    if missing:
-        known.update(_read_indexes(list(missing.values()), ranges, indexes, each))
+    known = _shard_indexes(requests, ranges, indexes, each)
     out: List[List[Any]] = []
     reads: List[Tuple[int, FirstAxis, str, List[Tuple[int, int, int]]]] = []
     for r, (axis, chunks, _) in enumerate(requests):
