@@ -502,11 +502,6 @@ class Layout:
         made: _Maker = maker[1]
         return made
 
-    def views(self, value: Any, payload: int, strings: Optional[List[str]],
-              extras: Optional[Mapping[str, Tuple[Dict[str, float], Dict[str, str], Any]]] = None) -> Dict[str, Block]:
-        """``maker(extras)(value, payload, strings)``."""
-        return self.maker(extras)(value, payload, strings)
-
     def build(self, value: Any, payload: int, where: str, raw_blocks: Dict[str, Any]) -> Dict[str, Block]:
         """The blocks of ``value`` (views of it) under this layout; string values come from
         the header's ``raw_blocks`` (they are not part of a layout)."""
@@ -793,20 +788,11 @@ class LayoutCache:
         if rest == last[0]:  # the members of the value before (a system's ``"meta":{}``)
             head = last[1]
         else:
-            if rest == b"}":
-                head = {}
-            elif rest[:1] != b",":
+            found = _members(rest)
+            if found is None or not found.keys() <= _TOP_KEYS or "meta" in found and type(found["meta"]) is not dict or (
+                    found.get("meta_types") is not None and type(found["meta_types"]) is not dict):
                 return None
-            else:  # the members parsed alone (at least one: ``,}`` is not JSON), ``blocks`` not among them
-                try:
-                    head = orjson.loads(b"{" + rest[1:])
-                except orjson.JSONDecodeError:
-                    return None
-                if not head or not head.keys() <= _TOP_KEYS or "blocks" in head:
-                    return None
-                if "meta" in head and type(head["meta"]) is not dict or (
-                        head.get("meta_types") is not None and type(head["meta_types"]) is not dict):
-                    return None
+            head = found
             self._last = (rest, head)
         if payload + layout.need > end:
             return None

@@ -52,8 +52,8 @@ L5, L7, L8, L14, L15, L16 = "lmdb#L5", "lmdb#L7", "lmdb#L8", "lmdb#L14", "lmdb#L
 _BINDING_DTYPES = {"first_frame": "u64", "n_frames": "u64", "n_atoms": "u64", "has_trajectory": "bool"}
 _RESOLVED_RULES = {"trajectory#R16": C11}
 _OBJECT = np.dtype(object)
-_NO_META: Dict[str, Any] = {"meta": {}}
-_UNFILLED = np.empty(0, object)  # a batch column made whole later (never handed out)  # a system header's members when it has no meta (compared, never handed out)
+_NO_META: Dict[str, Any] = {"meta": {}}  # a system header's members when it has no meta (compared, never handed out)
+_UNFILLED = np.empty(0, object)  # a batch column made whole later (never handed out)
 _new_frame = Frame.__new__
 _KEY = struct.Struct(">cQ").pack  # a record's key: its prefix, a big-endian u64 (binding.key, lmdb#L2)
 Getter = Callable[[bytes], Any]
@@ -454,10 +454,7 @@ class CollectionReader:
         """The trajectory update of frame ``k`` of record ``r``, checked against the
         declaration (lmdb#L8)."""
         fk = FRAME + (self._first.item(r) + k).to_bytes(8, "big")
-        return self._update_of(get(fk), fk, r, k)
-
-    def _update_of(self, raw: Any, fk: bytes, r: int, k: int) -> "_Update":
-        """:meth:`_update` of the value ``raw`` read at ``fk``."""
+        raw = get(fk)
         if raw is None:
             raise _fail(CorruptDataError, f"frame {k} of record {r} (key {key_name(fk)}) is missing", self._where, fk,
                         f"/records/{r}/trajectory", L8)
@@ -852,30 +849,23 @@ class RecordTrajectory:
 
     def __getitem__(self, k: int) -> Frame:
         """Frame ``k`` (negative counts from the end), carry-forward resolved inside the record."""
-        if k == 0 and self._view is None and self._n and type(k) is int:  # one value: the first frame holds
-            c, r = self._c, self.number                                   # every block present there
-            fk = FRAME + c._first.item(r).to_bytes(8, "big")
-            raw = c._get(fk)  # (it names LMDB's errors)
-            hit = None if raw is None else c._frame_layouts.quick(raw)
-            if hit is not None and "trajectory" in hit[0].makers:
-                blocks, meta, _, _, box = c._quick_update(raw, hit, r, 0, fk)
-            else:
-                update = c._update_of(raw, fk, r, 0)
-                blocks, meta, box = update.blocks, update.meta, update.box
-            if c._resolved_check:
-                self._check(blocks, 0)
-            return _frame(c._meta_values(meta, r), blocks, box)
+        if k == 0 and self._view is None and self._n and type(k) is int:
+            return self._first_frame(self._c._get)  # (_get names LMDB's errors)
         return self._read(k)
+
+    def _first_frame(self, get: Getter) -> Frame:
+        """Frame 0: one value (the first frame holds every block present there)."""
+        c, r = self._c, self.number
+        update = c._update(get, r, 0)
+        if c._resolved_check:
+            self._check(update.blocks, 0)
+        return _frame(c._meta_values(update.meta, r), update.blocks, update.box)
 
     @binding.lmdb_errors(lambda self: self._c._where)
     def _read(self, k: int) -> Frame:
         k = self._ordinal(k)
-        if k == 0:  # the first frame holds every block present there: one value
-            update = self._c._update(self._c._get if self._view is None else self._view._open().get, self.number, 0)
-            if self._c._resolved_check:
-                self._check(update.blocks, 0)
-            return _frame(self._c._meta_values(update.meta, self.number), update.blocks,
-                          update.box)
+        if k == 0:
+            return self._first_frame(self._c._get if self._view is None else self._view._open().get)
         if self._view is not None:
             return self._resolve(self._view._open(), k)
         with self._c._reading() as reading:

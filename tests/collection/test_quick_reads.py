@@ -174,7 +174,7 @@ def test_lmdb_L17_a_quick_match_is_exactly_the_decoded_value(seed: int) -> None:
         decoded = fresh[1]
         assert (decoded.meta, decoded.meta_types, decoded.step, decoded.time) == (
             head.get("meta") or {}, head.get("meta_types"), head.get("step"), head.get("time"))
-        made = layout.views(value, payload, strings)
+        made = layout.maker()(value, payload, strings)
         assert {n: _block_form(b) for n, b in made.items()} == {n: _block_form(b) for n, b in decoded.blocks.items()}
     cached = _outcome(lambda: decode_frame(value, "/f", cache))
     assert (cached[0], cached[2:]) == (fresh[0], fresh[2:])
