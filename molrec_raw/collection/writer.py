@@ -535,12 +535,9 @@ class CollectionWriter:
         # -- step and time (trajectory#W16, #W17)
         if step is None:
             step = 0 if draft.last_step is None else draft.last_step + 1
-        if type(step) is not int:
-            if not is_int(step) or not I64[0] <= int(step) <= I64[1]:
-                raise SpecViolationError(f"step {step!r} of trajectory frame {k} is not an integer in the i64 range",
-                                         node=f"{where}/trajectory", rule="trajectory#W16")
+        if type(step) is not int and is_int(step):
             step = int(step)
-        elif not I64[0] <= step <= I64[1]:
+        if type(step) is not int or not I64[0] <= step <= I64[1]:
             raise SpecViolationError(f"step {step!r} of trajectory frame {k} is not an integer in the i64 range",
                                      node=f"{where}/trajectory", rule="trajectory#W16")
         if draft.last_step is not None and step <= draft.last_step:

@@ -43,11 +43,11 @@ from molrec_raw.zarr.handles import RangeReader
 
 __all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_few", "read_many", "check_landed", "INDEX_CACHE_BYTES"]
 
-INDEX_CACHE_BYTES = 8 << 20
+INDEX_CACHE_BYTES = 8 << 20  # decoded shard indexes a reader keeps: 2,048 indexes of 255 inner chunks
 # Decoded bytes below which read_chunks decodes by QuickDecoder, chunk by chunk: zstd's batch
 # call runs on one thread below 1 MiB (codecs/zstd_codec.py) and costs twice a one-shot call
 # per 16 KiB chunk there (bench/trajectory.py S2)
-QUICK_BATCH_BYTES = 1 << 20  # decoded shard indexes a reader keeps: 2,048 indexes of 255 inner chunks
+QUICK_BATCH_BYTES = 1 << 20
 _EMPTY = int(EMPTY)
 # what sends a chunk from the quick path to the general one (which reads it again and raises
 # its own error, or accepts a value the quick path does not decode)

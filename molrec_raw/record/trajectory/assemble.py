@@ -131,17 +131,13 @@ def _one_chunk_each(bp: Any, rows: int, updates: List[int], los: List[int], his:
     no mask, no chunk to hand over — per frame a slice of each column's chunk and one
     ``Block``, the chunk looked up once per run of frames in it.  False (nothing done)
     when a frame is not of that case."""
-    lo = np.asarray(los, np.int64)
-    count = np.asarray(his, np.int64) - lo
-    present = np.asarray(updates, np.int64) >= 0
-    first = lo // rows
-    start = lo - first * rows
-    if not bool(np.all(~present | ((count > 0) & (start + count <= rows)))):
+    spans = _inside_one_chunk(los, his, updates, rows)
+    if spans is None:
         return False
     name, shape = bp.name, bp.block.spec.structural_shape
     held: List[Tuple[str, np.ndarray]] = []
     at = -1
-    for blocks, f, s, m, here in zip(blocks_out, first.tolist(), start.tolist(), count.tolist(), present.tolist()):
+    for blocks, f, s, m, here in zip(blocks_out, *spans):
         if not here:
             continue
         if f != at:
@@ -151,6 +147,25 @@ def _one_chunk_each(bp: Any, rows: int, updates: List[int], los: List[int], his:
         blocks[name] = Block(values, {}, dict(precision) if precision else {}, dict(targets) if targets else {},
                              shape, {}, m)
     return True
+
+
+def _inside_one_chunk(los: Any, his: Any, updates: Any, rows: int
+                      ) -> Optional[Tuple[List[int], List[int], List[int], List[bool]]]:
+    """Per frame of a block (rows ``los[k]:his[k]``, present where ``updates[k] >= 0``): the
+    inner chunk its rows lie in, where they start in it, how many, whether present — when
+    every present frame's rows lie inside one chunk of ``rows`` rows (0: no stored column,
+    the row count only).  None when a frame's rows are empty or cross a chunk boundary."""
+    lo = np.asarray(los, np.int64)
+    count = np.asarray(his, np.int64) - lo
+    present = np.asarray(updates, np.int64) >= 0
+    if rows:
+        first = lo // rows
+        start = lo - first * rows
+        if not bool(np.all(~present | ((count > 0) & (start + count <= rows)))):
+            return None
+    else:
+        first = start = np.zeros_like(lo)
+    return first.tolist(), start.tolist(), count.tolist(), present.tolist()
 
 
 def _column(arr: Any, held: Dict[int, np.ndarray], rows: int, lo: int, count: int, own: bool,
@@ -252,23 +267,14 @@ def frames_in_order(plan: FramePlan, chunks: Chunks, rows_of: Dict[str, int],
         shared = {rows_of[arr.path] for _, arr in bp.columns}
         if len(shared) > 1:
             return None
-        rows = shared.pop() if shared else 0
-        lo = np.asarray(bp.lo, np.int64)
-        count = np.asarray(bp.hi, np.int64) - lo
-        present = np.asarray(bp.updates, np.int64) >= 0
-        if rows:
-            first = lo // rows
-            start = lo - first * rows
-            if not bool(np.all(~present | ((count > 0) & (start + count <= rows)))):
-                return None
-        else:  # no stored column: the block's row count only
-            first = start = np.zeros_like(lo)
+        spans = _inside_one_chunk(bp.lo, bp.hi, bp.updates, shared.pop() if shared else 0)
+        if spans is None:
+            return None
         spec = bp.block.spec
         precision = {c: p for c in bp.names if (p := spec.columns[c].precision) is not None}
         targets = {c: t for c, t in spec.targets.items() if c in bp.names}
         pairs = [(c, chunks.get(arr.path, {})) for c, arr in bp.columns]
-        specs.append((bp.name, pairs, first.tolist(), start.tolist(), count.tolist(), present.tolist(), precision,
-                      targets, spec.structural_shape))
+        specs.append((bp.name, pairs, *spans, precision, targets, spec.structural_shape))
     meta = _meta_values(plan, chunks, rows_of)
     boxes = _boxes(plan, False, shared_cells)
     return _in_order(specs, meta, boxes, len(plan.frame_list))
