@@ -39,7 +39,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
     except (MolrecError, OSError) as exc:
-        print(f"molrec-raw {args.command}: error: {for_command_line(str(exc))}", file=sys.stderr)
+        print(f"molrec-raw {args.command}: error: {for_command_line(path_first(exc, args))}", file=sys.stderr)
         return 2
     except Exception as exc:  # a bug, or a library's error that slipped through: still one line, exit 2
         if isinstance(exc, ImportError) and "pip install 'molrec-raw[" in str(exc):
@@ -58,6 +58,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"molrec-raw {args.command}: internal error: {type(exc).__name__}: {text} (a bug: please "
               "report it; MOLREC_RAW_TRACEBACK=1 shows where)", file=sys.stderr)
         return 2
+
+
+def path_first(exc: BaseException, args: argparse.Namespace) -> str:
+    """An error's message starting with the path it is about (the house rule: every message
+    starts with the path): the error's ``store`` (an OSError's file name), else the command's
+    input (``PATH``; convert's ``SOURCE``, unpack's ``ZIP``); a message that already starts
+    with it is left as it is."""
+    text = str(exc)
+    path = getattr(exc, "store", None)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        path = os.fsdecode(exc.filename)
+        text = f"{exc.strerror or exc}" + (f" ({os.fsdecode(exc.filename2)})" if exc.filename2 is not None else "")
+    if path is None:
+        given = next((getattr(args, a) for a in ("path", "source", "zip") if getattr(args, a, None) is not None), None)
+        path = os.fspath(given) if isinstance(given, (str, os.PathLike)) else None
+    if not path or text.startswith(path):
+        return text
+    return f"{path}: {text}"
 
 
 # The library's messages name its Python arguments (``overwrite=True``); on the command line
@@ -95,6 +113,10 @@ def _refuse_collection(args: argparse.Namespace) -> None:
 
     path = getattr(args, "path", None)
     if args.command in _RECORD_ONLY and isinstance(path, str) and path.rstrip("/").endswith(SUFFIX):
+        if not os.path.lexists(path):  # nothing there: the one answer to a missing path, not what it would be
+            from molrec_raw.record.doors import not_a_record
+
+            raise not_a_record(path, "no such file or directory")
         raise MolrecError(f"{path} is a collection ({SUFFIX}, lmdb#L1), not a record: '{args.command}' reads "
                           "records; look into a collection with 'molrec-raw inspect', 'validate', 'dump' or "
                           "'explain PATH r/N' (record N's meta; s/N its system, f/J a frame), or convert it "

@@ -94,12 +94,13 @@ def run_cat(args: argparse.Namespace) -> int:
         frame = read_mrec_frame(args.path)
     else:
         if not isinstance(root.get("trajectory"), Group):
-            raise MolrecError("--frame needs a record with a trajectory")
+            raise MolrecError(f"{args.path} has no trajectory: --frame reads a trajectory's frames (without "
+                              "--frame, cat prints the record's frame section)")
         with MrecReader(args.path) as reader:
             n = len(reader)
             if not -n <= args.frame < n:
-                raise InvalidValueError(f"--frame {args.frame}: {args.path} has {n} committed frame(s)"
-                                        + (f" (0 to {n - 1}, or -1 to -{n} from the end)" if n else ""))
+                raise InvalidValueError(f"{args.path} has {n} committed frame(s), no frame {args.frame}"
+                                        + (f": give --frame 0 to {n - 1}, or -1 to -{n} from the end" if n else ""))
             if args.block is None:
                 frame = reader[args.frame]
             elif args.block not in reader.block_names():

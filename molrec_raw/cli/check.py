@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from molrec_raw.cli.progress import ProgressBar
 from molrec_raw.record.molrec import validate
@@ -32,8 +33,14 @@ def run_repair(args: argparse.Namespace) -> int:
     from molrec_raw.errors import MolrecError
 
     if is_collection_path(args.path):
-        raise MolrecError("repair restores a record; a collection is never half-written (a file without its "
-                          "meta key is not a collection: write it again)")
+        if not os.path.lexists(args.path):
+            from molrec_raw.record.doors import not_a_record
+
+            raise not_a_record(args.path, "no such file or directory")
+        raise MolrecError(f"{args.path}: repair restores a record (*.mrec); a collection (*.mrec.lmdb) is never "
+                          "half-written, so there is nothing to repair ('molrec-raw validate' checks it; a file "
+                          "without its meta key is not a collection: write it again)", store=args.path,
+                          rule="lmdb#L1")
     report = repair_mrec(args.path, dry_run=args.dry_run)
     verb = "would" if args.dry_run else "did"
     for change in report.changes:

@@ -96,7 +96,7 @@ def run_convert(args: argparse.Namespace) -> int:
         raise MolrecError(f"--units states the units a source record (*.mrec, *.mrec.zip) leaves unstated; "
                           f"{args.source} is read in its own format's units")
     try:
-        from molrec_raw.integrations.convert import convert, parse_frames
+        from molrec_raw.integrations.convert import PRECISION_UNIT, convert, parse_frames
     except ImportError as exc:  # the MDAnalysis extra is not installed
         raise MolrecError(str(exc)) from None
     with ProgressBar("convert") as bar, warnings.catch_warnings(record=True) as caught:
@@ -106,6 +106,7 @@ def run_convert(args: argparse.Namespace) -> int:
     shown = [w for w in caught if not issubclass(w.category, DeprecationWarning) and str(w.message).strip()]
     for message in dict.fromkeys(str(w.message).splitlines()[0] for w in shown):
         print(f"molrec-raw convert: warning: {message}", file=sys.stderr)
-    print(f"{report.target}: {report.frames} frames of {report.atoms} atoms from {report.source} "
+    rounded = "" if args.precision is None else f", positions rounded to {args.precision:g} {PRECISION_UNIT}"
+    print(f"{report.target}: {report.frames} frames of {report.atoms} atoms from {report.source}{rounded} "
           f"in {report.seconds:.1f} s ({report.frames_per_second:.0f} frames/s)")
     return 0

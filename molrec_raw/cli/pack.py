@@ -1,4 +1,6 @@
-"""``molrec-raw pack`` and ``molrec-raw unpack``."""
+"""``molrec-raw pack`` and ``molrec-raw unpack``: each prints the path it wrote as the user
+gave it (pack: ``<stem>.mrec.zip`` beside the given directory; unpack: DEST as given), never
+resolved to an absolute path (spec-notes/cli.md)."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +19,6 @@ def run_pack(args: argparse.Namespace) -> int:
 
 def run_unpack(args: argparse.Namespace) -> int:
     with ProgressBar("unpack") as bar:
-        target = unpack_mrec_zip(args.zip, args.dest, progress=bar, overwrite=args.force)
-    print(target)
+        unpack_mrec_zip(args.zip, args.dest, progress=bar, overwrite=args.force)
+    print(args.dest)
     return 0

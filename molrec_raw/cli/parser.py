@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "'molrec-raw[ase]'); a collection to extended XYZ; a record's frames into a collection, each frame "
                 "a record (--frames-as-records).\n\n"
                 "Examples:\n"
-                "  molrec-raw convert run.xtc run.mrec --topology run.gro --precision 0.001\n"
+                "  molrec-raw convert run.xtc run.mrec --topology run.gro --precision 0.001   (0.001 angstrom)\n"
                 "  molrec-raw convert run.mrec last.pdb --frames -1\n"
                 "  molrec-raw convert train.extxyz train.mrec.lmdb --group-by config_id\n"
                 "  molrec-raw convert run.mrec frames.mrec.lmdb --frames-as-records", "molrec_raw.cli.convert:run_convert")
@@ -184,7 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="output: *.mrec (*.mrec.zip: a packed record), or any format MDAnalysis writes "
                    "(by extension); a collection *.mrec.lmdb; extended XYZ (*.xyz, *.extxyz) from a collection")
     p.add_argument("--topology", default=None, help="topology file for inputs that carry none (PSF, PDB, GRO, ...)")
-    p.add_argument("--precision", type=float, default=None, help="record output: round positions to this (default lossless)")
+    p.add_argument("--precision", type=float, default=None, metavar="LENGTH",
+                   help="record output: round positions to a grid of this step, in the record's length unit "
+                        "(angstrom: convert writes records in MDAnalysis's units, angstrom, ps, kJ/mol), e.g. 0.001; "
+                        "default lossless")
     p.add_argument("--stride", type=int, default=1, help="every N-th frame (default 1)")
     p.add_argument("--frames", type=_frames, default=None, metavar="A:B",
                    help="frames A:B of the input (A:, :B, or one frame N; negatives count from the end: -1:, -10:-5)")

@@ -12,7 +12,9 @@ exits 2): an unknown format, a topology that is missing, a record whose atom cou
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
@@ -22,6 +24,9 @@ from molrec_raw.integrations.mdanalysis import FORMAT, MRECWriter, is_record_pat
 from molrec_raw.record.doors import replace_record
 
 __all__ = ["ConvertReport", "convert", "parse_frames", "check_target", "NEEDS_TOPOLOGY"]
+
+#: The length unit of a record ``convert`` writes (MDAnalysis's: Å), so of ``--precision``.
+PRECISION_UNIT = "angstrom"
 
 #: Output formats whose writers write atom names and residues: refused from a source that
 #: carries no topology (it would invent them) unless ``--topology`` gives one.
@@ -61,6 +66,28 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+_FORMAT_LIST = re.compile(r"dict_keys\(\[(.*?)\]\)")
+_FORMAT_NAMED = re.compile(r"format '([^']+)'|'([^']+)' isn't a valid topology format")
+
+
+def _unknown_format(path: str, message: str, in_format: Optional[str]) -> Optional[str]:
+    """MDAnalysis's refusal of a format it does not know, said by name: the format, where it
+    came from (``--format`` or the extension) and the formats MDAnalysis reads, one name
+    each (its own message prints its registry as ``dict_keys([...])``); None for any other
+    message."""
+    listed = _FORMAT_LIST.search(message)
+    if listed is None:
+        return None
+    names = ", ".join(sorted(set(re.findall(r"'([^']+)'", listed.group(1)))))
+    named = _FORMAT_NAMED.search(message)
+    fmt = in_format or (next(g for g in named.groups() if g) if named else os.path.splitext(path)[1].lstrip("."))
+    kind = "topology" if "topology format" in message else "trajectory"
+    where = "given by --format" if in_format else "guessed from its extension"
+    return (f"{path}: MDAnalysis reads no {kind} format {fmt.upper()!r} ({where}); the {kind} formats it reads: "
+            f"{names}; name one with --format (e.g. --format LAMMPSDUMP for a LAMMPS dump)"
+            + (", or give a topology file with --topology FILE" if kind == "topology" else ""))
+
+
 def _universe(source: str, topology: Optional[str], in_format: Optional[str], assume_units: Any = None) -> Any:
     for path in (source, topology):
         if path is not None and not os.path.exists(path):
@@ -77,6 +104,9 @@ def _universe(source: str, topology: Optional[str], in_format: Optional[str], as
         raise
     except (ValueError, TypeError, KeyError, NotImplementedError, IndexError, OSError, AttributeError) as exc:
         message = _one_line(exc)
+        unknown = _unknown_format(source, message, in_format)
+        if unknown is not None:
+            raise InvalidValueError(unknown) from None
         if isinstance(exc, AttributeError):
             raise InvalidValueError(f"cannot read {source}: MDAnalysis found no trajectory in it"
                                     + (f" as format {in_format!r}" if in_format is not None else "")
@@ -101,7 +131,7 @@ def check_target(source: str, target: str, topology: Optional[str], overwrite: b
     target is replaced only with ``overwrite`` (``--force``)."""
     for given, what in ((source, "source"), (topology, "topology")):
         if given is not None and _same_file(given, target):
-            raise RecordExistsError(f"refusing to convert {given} into itself: the target {target} is the {what} "
+            raise RecordExistsError(f"{target}: refusing to convert {given} into itself: the target is the {what} "
                                     "(even with --force, a conversion never writes over its input; write to "
                                     "another path)", store=target, rule="safety#overwrite")
     if os.path.lexists(target) and not overwrite:
@@ -148,7 +178,12 @@ def convert(source: Any, target: Any, *, topology: Optional[str] = None, precisi
     if not isinstance(stride, int) or stride < 1:
         raise InvalidValueError(f"--stride must be a positive integer, got {stride!r}")
     if precision is not None and not is_record_path(target):
-        raise InvalidValueError(f"--precision applies to record output (*.mrec); {target} is not one")
+        raise InvalidValueError(f"{target}: --precision applies to record output (*.mrec); {target} is not one",
+                                store=target)
+    if precision is not None and not (math.isfinite(precision) and precision > 0):
+        raise InvalidValueError(f"{target}: --precision {precision} is not a positive length: it is the step of the "
+                                f"grid positions are rounded to, in the record's length unit ({PRECISION_UNIT})",
+                                store=target)
     universe = _universe(source, topology, in_format, assume_units)
     start, stop, _ = (frames or slice(None)).indices(len(universe.trajectory))
     total = len(range(start, stop, stride))

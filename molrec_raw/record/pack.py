@@ -71,8 +71,8 @@ def pack_mrec_zip(path: PathLike, *, remove_source: bool = False,
         ops = locks.enter_context(reported_io_failures(fileops, f"pack of {source}"))
         require_record_directory(source, "pack")
         if target.exists() and not overwrite:
-            raise RecordExistsError(f"refusing to overwrite an existing zip {target} (pass overwrite=True, or "
-                                    "--force)", store=str(target), rule="safety#overwrite")
+            raise RecordExistsError(f"{target} exists; refusing to overwrite it with a pack of {source} (pass "
+                                    "overwrite=True, or --force)", store=str(target), rule="safety#overwrite")
         if check:
             _check_valid(source)
         pack_directory(source, target, progress, ops, overwrite)
@@ -97,7 +97,7 @@ def _check_metadata(store: ZipStore, names: List[str], where: str) -> None:
         except MolrecError as exc:
             raise exc.add_context(store=where, key=name) from None
         if name == "zarr.json" and not isinstance(meta, GroupMetadata):
-            raise SpecViolationError("the archive's root zarr.json is not a group: not a packed record",
+            raise SpecViolationError(f"{where}: the archive's root zarr.json is not a group: not a packed record",
                                      store=where, key=name, rule="trajectory#15")
 
 
@@ -120,12 +120,13 @@ def unpack_mrec_zip(archive: PathLike, dest: PathLike, *,
         raise not_a_record(source, problem)
     with ZipStore(archive) as store:
         if store.duplicate_names:  # readers take the last; a packed record never has any
-            raise CorruptDataError(f"archive holds duplicate entry names {sorted(store.duplicate_names)}",
+            raise CorruptDataError(f"{archive}: the archive holds duplicate entry names "
+                                   f"{sorted(store.duplicate_names)}: not a packed record",
                                    store=str(archive), rule="trajectory#15")
         names = list(store.list(""))
         if "zarr.json" not in names:
-            raise SpecViolationError("archive has no root zarr.json: not a packed record", store=str(archive),
-                                     rule="trajectory#15")
+            raise SpecViolationError(f"{archive}: the archive has no root zarr.json: not a packed record",
+                                     store=str(archive), rule="trajectory#15")
         _check_metadata(store, names, str(archive))
         total = sum(store.size(name) or 0 for name in names)
 

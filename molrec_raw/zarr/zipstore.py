@@ -36,6 +36,9 @@ from molrec_raw.zarr.store import ReadOnlyStore, _slice_range, _validate_prefix,
 __all__ = ["ZipStore", "RangeSource", "FileSource", "BytesSource", "Buffer", "write_zip"]
 
 _RULE = "zarr-v3-subset#9.2"
+# What an archive that ends too soon most often is, and what to do about it.
+_CUT_SHORT = ("the file may be truncated or an incomplete copy (an interrupted download, copy or write): "
+              "copy it again from its source")
 _EOCD = struct.Struct("<IHHHHIIH")  # sig disk cd_disk n_disk n_total cd_size cd_offset comment_len
 _LOC64 = struct.Struct("<IIQI")  # sig disk zip64_eocd_offset total_disks
 _EOCD64 = struct.Struct("<IQHHIIQQQQ")  # sig size made needed disk cd_disk n_disk n_total cd_size cd_offset
@@ -110,14 +113,15 @@ class FileSource:
         try:
             self._fd: Optional[int] = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         except OSError as exc:
-            raise StoreError(f"cannot open zip archive: {exc.strerror or exc}", store=self._path) from None
+            raise StoreError(f"{self._path}: cannot open zip archive: {exc.strerror or exc}",
+                             store=self._path) from None
 
     def describe(self) -> str:
         return self._path
 
     def _descriptor(self) -> int:
         if self._fd is None:
-            raise StoreError("zip store is closed", store=self._path)
+            raise StoreError(f"{self._path}: zip store is closed", store=self._path)
         return self._fd
 
     def tail(self, length: int) -> Tuple[int, bytes]:
@@ -137,7 +141,8 @@ class FileSource:
                 parts.append(part)
                 done += len(part)
         except OSError as exc:
-            raise StoreError(f"cannot read zip archive: {exc.strerror or exc}", store=self._path) from None
+            raise StoreError(f"{self._path}: cannot read zip archive: {exc.strerror or exc}",
+                             store=self._path) from None
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def read_many(self, ranges: Sequence[Tuple[int, int]]) -> List[bytes]:
@@ -240,11 +245,13 @@ class ZipStore(ReadOnlyStore):
         return self._path
 
     def _corrupt(self, message: str, key: Optional[str] = None, offset: Optional[int] = None) -> CorruptDataError:
-        return CorruptDataError(message, store=self._path, key=key, rule=_RULE, offset=offset)
+        """A refusal of the archive's bytes; the message starts with the archive's name."""
+        return CorruptDataError(f"{self._path}: {message}", store=self._path, key=key, rule=_RULE, offset=offset)
 
     def _unsupported(self, message: str, key: Optional[str] = None,
                      offset: Optional[int] = None) -> UnsupportedFeatureError:
-        return UnsupportedFeatureError(message, store=self._path, key=key, rule=_RULE, offset=offset)
+        return UnsupportedFeatureError(f"{self._path}: {message}", store=self._path, key=key, rule=_RULE,
+                                       offset=offset)
 
     def _record(self, kind: str, offset: int, length: int, fields: Sequence[Tuple[str, int, str]],
                 values: Sequence[object], name: Optional[str] = None) -> Optional[ZipRecord]:
@@ -257,7 +264,7 @@ class ZipStore(ReadOnlyStore):
 
     def _opened(self, key: Optional[str]) -> RangeSource:
         if self._source is None:
-            raise StoreError("zip store is closed", store=self._path, key=key)
+            raise StoreError(f"{self._path}: zip store is closed", store=self._path, key=key)
         return self._source
 
     def _read(self, offset: int, length: int, key: Optional[str] = None, *, exact: bool = True) -> bytes:
@@ -273,7 +280,7 @@ class ZipStore(ReadOnlyStore):
             except MolrecError as exc:
                 raise exc.add_context(key=key) from None
         if exact and len(data) != length:
-            raise self._corrupt("unexpected end of archive (truncated?)", key)
+            raise self._corrupt(f"unexpected end of archive; {_CUT_SHORT}", key)
         return data
 
     # -- parsing -----------------------------------------------------------
@@ -289,7 +296,8 @@ class ZipStore(ReadOnlyStore):
                                  _EOCD_FIELDS, fields)
                     return self._tail_at + pos, fields
             pos = tail.rfind(_SIG_EOCD, 0, pos)
-        raise self._corrupt("not a zip archive (no end-of-central-directory record ending the file)",
+        raise self._corrupt("not a zip archive, or an incomplete one: no end-of-central-directory record ends "
+                            f"the file ({self._size} bytes); {_CUT_SHORT}",
                             offset=self._size)
 
     def _load(self) -> Dict[str, _Entry]:
@@ -483,8 +491,8 @@ class ZipStore(ReadOnlyStore):
             record.parts.append(Part("crc32 computed", f"0x{crc:08x}", "matches the central record" if crc == entry.crc
                                      else f"differs from the central record's 0x{entry.crc:08x}", rule=_RULE))
             if crc != entry.crc:
-                raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE,
-                                            offset=data_at)
+                raise ChecksumMismatchError(f"{self._path}: zip entry CRC-32 mismatch", store=self._path, key=key,
+                                            rule=_RULE, offset=data_at)
         return record
 
     def entry_info(self, key: str) -> Tuple[int, int, int, int]:
@@ -508,8 +516,8 @@ class ZipStore(ReadOnlyStore):
             return None
         data = self._entry_bytes(entry, key, 0, entry.usize)
         if zlib.crc32(data) != entry.crc:
-            raise ChecksumMismatchError("zip entry CRC-32 mismatch", store=self._path, key=key, rule=_RULE,
-                                        offset=entry.data_start)
+            raise ChecksumMismatchError(f"{self._path}: zip entry CRC-32 mismatch", store=self._path, key=key,
+                                        rule=_RULE, offset=entry.data_start)
         return data
 
     def get_range(self, key: str, start: int, length: Optional[int] = None) -> Optional[bytes]:
@@ -542,7 +550,7 @@ class ZipStore(ReadOnlyStore):
                 raise exc.add_context(key=key) from None
             for i, data in zip(remote, fetched):
                 if len(data) != bounds[i][1] - bounds[i][0]:
-                    raise self._corrupt("unexpected end of archive (truncated?)", key)
+                    raise self._corrupt(f"unexpected end of archive; {_CUT_SHORT}", key)
                 out[i] = data
         return out
 

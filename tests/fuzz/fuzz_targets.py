@@ -81,6 +81,13 @@ _READ_ALL_CHUNKS = 4096  # read a whole array only when it has at most this many
 _READ_ALL_ITEMS = 1 << 16  # ... and elements (a million tiny chunks is a million lookups, by design)
 
 
+def _after_path(exc: MolrecError) -> str:
+    """An error's message without the store's name it starts with (a zip archive's refusals
+    name it first)."""
+    lead = f"{exc.store}: "
+    return exc.message[len(lead):] if exc.store and exc.message.startswith(lead) else exc.message
+
+
 class RoundTripError(Exception):
     """A parsed value that does not survive writing it out and reading it back."""
 
@@ -187,8 +194,9 @@ def outcome(target: Target, data: bytes) -> Outcome:
         elif due is not None:
             kind, detail = f"accepted, {due[0] or 'a rule'} due", due[1]
     except MolrecError as exc:
-        if exc.message.startswith(NETTED):
-            kind, detail = f"netted {exc.message.split(':')[0]} at {_where(exc)}", str(exc)
+        said = _after_path(exc)
+        if said.startswith(NETTED):
+            kind, detail = f"netted {said.split(':')[0]} at {_where(exc)}", str(exc)
         elif due is not None and not (exc.rule and (not due[0] or exc.rule == due[0] or exc.rule.startswith(f"{due[0]}."))):
             kind = f"refused under {exc.rule or 'no rule'}, {due[0] or 'a rule'} due, at {_where(exc)}"
             detail = f"{due[1]}: {exc}"[:500]

@@ -66,7 +66,7 @@ class _Wal:
             except FileNotFoundError:
                 return 0
             except OSError as exc:
-                raise StoreError(f"cannot read the metrics WAL {path}: {exc.strerror or exc}") from None
+                raise StoreError(f"{path}: cannot read the metrics WAL: {exc.strerror or exc}", store=str(path)) from None
 
         def read(start: int, end: int) -> bytes:
             try:
@@ -75,7 +75,7 @@ class _Wal:
             except FileNotFoundError:
                 return b""
             except OSError as exc:
-                raise StoreError(f"cannot read the metrics WAL {path}: {exc.strerror or exc}") from None
+                raise StoreError(f"{path}: cannot read the metrics WAL: {exc.strerror or exc}", store=str(path)) from None
         return cls(str(path), size, read)
 
     @classmethod

@@ -66,7 +66,7 @@ def read_wal_file(path: PathLike, *, lenient: bool = False) -> Dict[str, Series]
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError as exc:
-        raise StoreError(f"cannot read the metrics WAL {path}: {exc.strerror or exc}") from None
+        raise StoreError(f"{path}: cannot read the metrics WAL: {exc.strerror or exc}", store=str(path)) from None
     parsed = parse_wal(complete_part(data), source=str(path), lenient=lenient)
     if parsed.skipped:
         line, offset, reason = parsed.skipped[0]

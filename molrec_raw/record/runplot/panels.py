@@ -124,9 +124,9 @@ def choose_panels(run: RunSeries, keys: Optional[Sequence[str]], log_y: Optional
         why = dict(run.left_out)
         for k in keys:
             if k in why:
-                raise InvalidValueError(f"series {k!r} of {run.source} cannot be drawn: {why[k]}")
+                raise InvalidValueError(f"{run.source}: series {k!r} cannot be drawn: {why[k]}")
             if k not in by_key:
-                raise InvalidValueError(f"unknown series {k!r}; {run.source} has: {', '.join(known) or 'none'}")
+                raise InvalidValueError(f"{run.source}: unknown series {k!r}; it has: {', '.join(known) or 'none'}")
         run.panels = [by_key[k] for k in dict.fromkeys(keys)]
     if not run.panels:
         reasons = "; ".join(f"{k}: {why}" for k, why in run.left_out)
@@ -140,10 +140,12 @@ def choose_panels(run: RunSeries, keys: Optional[Sequence[str]], log_y: Optional
     wanted = list(log_y)
     for k in wanted:
         if k not in by_key:
-            raise InvalidValueError(f"--log-y: unknown series {k!r}; {run.source} has: {', '.join(known)}")
+            raise InvalidValueError(f"{run.source}: --log-y names an unknown series {k!r}; it has: "
+                                    f"{', '.join(known)}")
         p = by_key[k]
         if bool((p.y[np.isfinite(p.y)] <= 0).any()):
-            raise InvalidValueError(f"series {k!r} has values <= 0: it cannot be drawn on a log scale")
+            raise InvalidValueError(f"{run.source}: series {k!r} has values <= 0: it cannot be drawn on a log "
+                                    "scale (leave it out of --log-y)")
     for p in run.panels:
         p.log_y = p.key in wanted
     return run
