@@ -64,7 +64,7 @@ def path_first(exc: BaseException, args: argparse.Namespace) -> str:
     """An error's message starting with the path it is about (the house rule: every message
     starts with the path): the error's ``store`` (an OSError's file name), else the command's
     input (``PATH``; convert's ``SOURCE``, unpack's ``ZIP``); a message that already starts
-    with it is left as it is."""
+    with it is left as it is (safety#messages)."""
     text = str(exc)
     path = getattr(exc, "store", None)
     if isinstance(exc, OSError) and exc.filename is not None:

@@ -44,4 +44,10 @@ RULES = (
          "every damaged node, not the first; pack refuses a record that fails validation unless forced; a path "
          "that is not a record gets one answer from every door and subcommand; every CLI failure is one line on "
          "stderr with exit 2, never a traceback.", f"{_SILENT} \"Truthful tools\")"),
+    Rule("messages", BOTH, "every message starts with the path and says what to do",
+         "An error message starts with the path it is about (a record, a collection, an archive, a WAL, a "
+         "conversion's source or target) and says what to do: an archive that ends too soon may be truncated or "
+         "an incomplete copy; a missing path is 'no such file or directory' whatever its name says it would be; "
+         "an option's value states its unit; an unknown format is answered with the formats known, by name. "
+         "The command line prints paths as the user gave them.", f"{_SILENT} \"Truthful tools\", issue 36)"),
 )
