@@ -25,7 +25,7 @@ import numpy as np
 from molrec_raw.errors import InvalidValueError, MolrecError
 from molrec_raw.record.runplot.load import load_run_series
 from molrec_raw.record.runplot.panels import RunSeries
-from molrec_raw.record.runplot.vegalite import PANEL_HEIGHT, PANEL_WIDTH, spec_bytes, vega_lite_spec
+from molrec_raw.record.runplot.vegalite import PANEL_HEIGHT, PANEL_WIDTH, vega_lite_spec, write_plot_artifact
 from molrec_raw.zarr.store import DirectoryStore, PathLike
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def default_image_path(path: PathLike) -> Path:
 def _write(run: RunSeries, out: Optional[Path], vega: Optional[Path], size: Optional[Tuple[int, int]]) -> List[Path]:
     written = []
     if vega is not None:
-        written.append(_replace(vega, spec_bytes(vega_lite_spec(run))))
+        written.extend(write_plot_artifact(vega, run))  # a *.mlp.vl.json: its panels as single views too
     if out is not None:
         kind = _image_format(out)
         import matplotlib

@@ -117,7 +117,9 @@ def test_follow_redraws_as_a_live_run_logs_and_replaces_atomically(tmp_path: Pat
     out = out_log.read_text()
     assert out.startswith("following") and f"wrote {image}" in out and f"wrote {spec}" in out
     assert err_log.read_text().startswith("molrec-raw plot: waiting: ")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["live.mlp.vl.json", "live.mrec", "live.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["live.mlp.vl.json", "live.mrec",
+                                                          "live.panel-loss.mlp.vl.json", "live.panel-lr.mlp.vl.json",
+                                                          "live.png"]
 
 
 def test_follow_of_an_unreadable_source_fails_at_once(tmp_path: Path, capsys: Any) -> None:

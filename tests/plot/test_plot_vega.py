@@ -154,7 +154,8 @@ def test_host_writer_keeps_the_plot_artifact_current(tmp_path: Path) -> None:
         again.log("train/loss", 0.0001, step=3000)
     third = json.loads(artifact.read_text())
     assert series_rows(third, "train/loss")[-1]["x"] == 3000
-    assert sorted(p.name for p in artifact.parent.iterdir()) == ["train.mlp.jsonl", "train.mlp.vl.json"]
+    assert sorted(p.name for p in artifact.parent.iterdir()) == [
+        "train.mlp.jsonl", "train.mlp.vl.json", "train.panel-lr.mlp.vl.json", "train.panel-train%2Floss.mlp.vl.json"]
     assert mr.discover_metrics(run_dir).metrics == (wal,)  # the artifact is no metrics surface
     rendered = rgb(_render(third))
     assert len(_blue_rows(_render(third))) == 2 and rendered.shape[1] > PANEL_WIDTH

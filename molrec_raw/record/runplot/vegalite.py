@@ -8,25 +8,33 @@ is a self-contained single view: its own decimated points inline (``data.values`
 ``{"series", "x", "y"}``, a gap as ``"y": null``), no transform — so a renderer that draws
 one view at a time (molplot's ``render``) draws any panel as it stands.  Deterministic: the same series give the same bytes
 (keys in a fixed order, shortest round-trip floats, no time stamps, the source by file name).
+
+Beside a ``<name>.mlp.vl.json`` stack, :func:`write_plot_artifact` writes every panel as a
+single-view artifact of its own, ``<name>.panel-<safe key>.mlp.vl.json`` (the key through the
+documents#9.10 safe-name codec): molplot's ``render`` draws a ``vconcat`` as one empty axes, and
+a host that finds ``*.mlp.vl.json`` files and renders each draws every panel from these.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from molrec_raw.errors import InvalidValueError
+from molrec_raw.record.metrics.safe_name import encode_safe_name
 from molrec_raw.record.metrics.series import Series, merge
 from molrec_raw.record.metrics.wal import complete_part, parse_wal
 from molrec_raw.record.runplot.panels import RunSeries, run_series_from_metrics
 from molrec_raw.zarr.store import DirectoryStore
 
-__all__ = ["VEGA_LITE_SCHEMA", "HOST_PLOT_SUFFIX", "vega_lite_spec", "spec_bytes", "HostPlot"]
+__all__ = ["VEGA_LITE_SCHEMA", "HOST_PLOT_SUFFIX", "PANEL_INFIX", "vega_lite_spec", "spec_bytes", "single_views",
+           "panel_name", "write_plot_artifact", "HostPlot"]
 
 VEGA_LITE_SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 HOST_PLOT_SUFFIX = ".mlp.vl.json"
+PANEL_INFIX = ".panel-"  # <name>.panel-<safe key>.mlp.vl.json: one panel as a single view
 PANEL_WIDTH = 600  # pixels per chart: also the number of decimation buckets
 PANEL_HEIGHT = 110
 
@@ -67,6 +75,44 @@ def spec_bytes(spec: Dict[str, Any]) -> bytes:
     return json.dumps(spec, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
 
 
+def single_views(run: RunSeries, spec: Dict[str, Any]) -> List[Tuple[str, Dict[str, Any]]]:
+    """Each chart of ``spec`` (``vega_lite_spec(run)``) as a specification of its own, with the
+    key of its panel: one view, its data inline, the stack's x domain kept."""
+    return [(panel.key, {"$schema": VEGA_LITE_SCHEMA,
+                         "description": f"molrec-raw plot of {Path(run.source).name}: {panel.key}", **chart})
+            for panel, chart in zip(run.panels, spec["vconcat"])]
+
+
+def panel_name(artifact_name: str, key: str) -> str:
+    """The file name of panel ``key``'s single view beside the artifact ``<name>.mlp.vl.json``:
+    ``<name>.panel-<safe key>.mlp.vl.json`` (documents#9.10 keeps names of distinct keys distinct)."""
+    stem = artifact_name[: -len(HOST_PLOT_SUFFIX)]
+    return f"{stem}{PANEL_INFIX}{encode_safe_name(key)}{HOST_PLOT_SUFFIX}"
+
+
+def write_plot_artifact(artifact: Path, run: RunSeries) -> List[Path]:
+    """Replace ``artifact`` with the stacked specification of ``run``; when it is named like
+    the host's plot artifact (``*.mlp.vl.json``), also one single-view file per panel beside
+    it (:func:`panel_name`), and remove the panel files of that name an earlier drawing left
+    for keys no longer drawn.  Each file is replaced atomically; returns the files written."""
+    store = DirectoryStore(artifact.parent)
+    spec = vega_lite_spec(run)
+    store.replace_atomic(artifact.name, spec_bytes(spec))
+    written = [artifact]
+    if not artifact.name.lower().endswith(HOST_PLOT_SUFFIX) or len(artifact.name) == len(HOST_PLOT_SUFFIX):
+        return written
+    names = []
+    for key, view in single_views(run, spec):
+        names.append(panel_name(artifact.name, key))
+        store.replace_atomic(names[-1], spec_bytes(view))
+        written.append(artifact.with_name(names[-1]))
+    lead = artifact.name[: -len(HOST_PLOT_SUFFIX)] + PANEL_INFIX
+    for name in store.list_dir("")[0]:
+        if name.startswith(lead) and name.endswith(HOST_PLOT_SUFFIX) and name not in names:
+            store.delete(name)
+    return written
+
+
 class HostPlot:
     """Keeps a host's ``artifacts/<stem>.mlp.vl.json`` current for its WAL (one per writer).
 
@@ -78,7 +124,6 @@ class HostPlot:
     def __init__(self, wal_path: Path, artifact: Path) -> None:
         self.wal_path = wal_path
         self.artifact = artifact
-        self._store = DirectoryStore(artifact.parent)
         self._offset = 0
         self._series: Dict[str, Series] = {}
 
@@ -94,5 +139,5 @@ class HostPlot:
             run = run_series_from_metrics(self._series, where)
         except InvalidValueError:  # nothing drawable yet
             return None
-        self._store.replace_atomic(self.artifact.name, spec_bytes(vega_lite_spec(run)))
+        write_plot_artifact(self.artifact, run)
         return self.artifact
