@@ -43,7 +43,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except Exception as exc:  # a bug, or a library's error that slipped through: still one line, exit 2
         if isinstance(exc, ImportError) and "pip install 'molrec-raw[" in str(exc):
-            print(f"molrec-raw {args.command}: error: {exc}", file=sys.stderr)  # a missing extra, named
+            print(f"molrec-raw {args.command}: error: {path_first(exc, args)}", file=sys.stderr)  # a missing extra
             return 2
         lmdb = sys.modules.get("lmdb")
         if lmdb is not None and isinstance(exc, getattr(lmdb, "Error", ())):  # a read the library did not wrap

@@ -99,7 +99,7 @@ def record_source(source: RecordInput) -> StoreLike:
         _check_record_name(name)
         if urlsplit(url).scheme.lower() in ("http", "https") and not name.lower().endswith(".zip"):
             raise UnsupportedFeatureError(
-                "a directory record cannot be read over plain HTTP, which has no listing: pack it "
+                f"{redact(url)}: a directory record cannot be read over plain HTTP, which has no listing: pack it "
                 "(molrec-raw pack) and serve the *.mrec.zip, or put it on an object store and open an "
                 "s3://, gs://, az://... URL (pip install 'molrec-raw[remote]')", store=redact(url))
         return url
@@ -224,7 +224,8 @@ def _read_section(path: RecordInput, name: str) -> Frame:
     with opened_record(path) as root:
         group = root.get(name)
         if not isinstance(group, Group):
-            raise NodeNotFoundError(f"record has no {name!r} section", store=root.store.describe(), node=name)
+            raise NodeNotFoundError(f"{root.store.describe()}: record has no {name!r} section",
+                                    store=root.store.describe(), node=name)
         return read_frame_group(group, rows_of=_rows_of(root))
 
 
@@ -395,8 +396,8 @@ def claim_packed_target(target: Path, overwrite: bool) -> None:
     if not (target.exists() or target.is_symlink()):
         return
     if target.is_dir() or local_record_problem(target) is not None:
-        raise StoreError("refusing to replace: a *.mrec.zip target is written as one zip file, and the path holds "
-                         f"{'a directory' if target.is_dir() else 'a file that is not a packed record'}",
+        raise StoreError(f"{target}: refusing to replace it: a *.mrec.zip target is written as one zip file, and "
+                         f"the path holds {'a directory' if target.is_dir() else 'a file that is not a packed record'}",
                          store=str(target), rule="trajectory#15")
     if not overwrite:
         raise RecordExistsError(f"{target} is an existing packed record; refusing to replace it (pass "
@@ -462,7 +463,7 @@ class PackedBuild:
         self.target, self._ops = target, ops
         if target.exists() or target.is_symlink():
             if target.is_dir() or local_record_problem(target) is not None:
-                raise StoreError("a *.mrec.zip target is written as one zip file, and the path holds "
+                raise StoreError(f"{target}: a *.mrec.zip target is written as one zip file, and the path holds "
                                  f"{'a directory' if target.is_dir() else 'a file that is not a packed record'}",
                                  store=str(target), rule="trajectory#15")
         self.directory = Path(tempfile.mkdtemp(prefix=f".{target.name}.molrec-run-", dir=target.parent))
@@ -521,8 +522,8 @@ def claim_target(target: Path, overwrite: bool) -> None:
     is_record = target.is_dir() and (target / "zarr.json").is_file()
     if not (is_record or (target.is_dir() and not any(target.iterdir()))):
         raise StoreError(
-            "refusing to replace: the path exists and is neither a record (no root zarr.json) "
-            "nor an empty directory", store=str(target),
+            f"{target}: refusing to replace it: the path exists and is neither a record (no root zarr.json) "
+            "nor an empty directory (move it away, or write the record elsewhere)", store=str(target),
         )
     if is_record and not overwrite:
         raise RecordExistsError(f"{target} is an existing record; refusing to replace it (pass overwrite=True, "
@@ -551,7 +552,8 @@ def _build_and_swap(target: Path, build: Callable[[Group], object], durable: boo
             retired = staging
         except OSError as exc:
             if exc.errno not in _SWAP_ERRNOS:
-                raise StoreError(f"cannot swap in the new record: {exc.strerror or exc}", store=str(target)) from None
+                raise StoreError(f"{target}: cannot swap in the new record: {exc.strerror or exc}",
+                                 store=str(target)) from None
             retired = target.with_name(f".{target.name}{_OLD}{os.getpid()}")
             ops.replace(str(target), str(retired))  # from here until the next rename: see settle_swap
             ops.replace(str(staging), str(target))

@@ -106,6 +106,8 @@ SWEEP = [
     (["pack", "{demo}"], "{demo}.zip exists; refusing to overwrite it"),
     (["convert", "{demo}", "{demo}"], "{demo}: refusing to convert"),
     (["convert", "{demo}", "{tmp}/x.mrec", "--stride", "0"], "{demo}: --stride"),
+    (["convert", "{demo}", "{tmp}/x.mrec.lmdb"], "{demo}: a record into a collection"),
+    (["inspect", "{tmp}/no.mrec.lmdb", "--follow"], "{tmp}/no.mrec.lmdb: --follow follows a record"),
 ]
 
 
@@ -114,7 +116,7 @@ def test_safety_messages_the_swept_messages_start_with_the_path(
         capsys: pytest.CaptureFixture[str], demo: Path, tmp_path: Path, argv: list, start: str) -> None:
     if argv[0] == "pack":
         pack_mrec_zip(demo, overwrite=True)
-    if argv[0] == "convert":
+    if argv[0] == "convert" and not argv[2].endswith(".mrec.lmdb"):
         pytest.importorskip("MDAnalysis")
     fill = {"demo": str(demo), "tmp": str(tmp_path)}
     code, _, err = run(capsys, *(a.format(**fill) for a in argv))
