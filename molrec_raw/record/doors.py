@@ -52,13 +52,15 @@ __all__ = [
 _FRAME_SECTIONS = ("frame", "system")
 
 
-def _check_record_name(name: str) -> None:
+def _check_record_name(name: str, shown: str) -> None:
+    """Refuse a record named ``*.zarr`` / ``*.zarr.zip`` (``name``, the last segment of the
+    path or URL ``shown``, which the message starts with)."""
     lowered = name.lower()
     if lowered.endswith(".zarr") or lowered.endswith(".zarr.zip"):
         raise SpecViolationError(
-            f"{name!r}: a MolRec record is a '*.mrec' directory (or '*.mrec.zip'); "
-            "'.zarr' names a plain Zarr store, and tools find records by the .mrec suffix",
-            rule="root-layout#1",
+            f"{shown}: a MolRec record is a '*.mrec' directory (or '*.mrec.zip'); "
+            "'.zarr' names a plain Zarr store, and tools find records by the .mrec suffix: rename it",
+            store=shown, rule="root-layout#1",
         )
 
 
@@ -75,7 +77,7 @@ def check_record_path(path: PathLike) -> Path:
         raise ReadOnlyError(f"{redact(str(path))}: a record named by URL is read-only; writers take a local path "
                             "(write the record locally, pack it, then upload the *.mrec.zip)")
     p = Path(path)
-    _check_record_name(p.name)
+    _check_record_name(p.name, str(path))
     return p
 
 
@@ -96,7 +98,7 @@ def record_source(source: RecordInput) -> StoreLike:
     if is_url(source):
         url = str(source)
         name = url_name(url)
-        _check_record_name(name)
+        _check_record_name(name, redact(url))
         if urlsplit(url).scheme.lower() in ("http", "https") and not name.lower().endswith(".zip"):
             raise UnsupportedFeatureError(
                 f"{redact(url)}: a directory record cannot be read over plain HTTP, which has no listing: pack it "

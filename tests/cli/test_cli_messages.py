@@ -108,6 +108,7 @@ SWEEP = [
     (["convert", "{demo}", "{tmp}/x.mrec", "--stride", "0"], "{demo}: --stride"),
     (["convert", "{demo}", "{tmp}/x.mrec.lmdb"], "{demo}: a record into a collection"),
     (["inspect", "{tmp}/no.mrec.lmdb", "--follow"], "{tmp}/no.mrec.lmdb: --follow follows a record"),
+    (["cat", "{tmp}/run.zarr"], "{tmp}/run.zarr: a MolRec record is a '*.mrec' directory"),  # not twice
 ]
 
 
