@@ -16,15 +16,19 @@ transaction will follow:
   meta page's depth names, leaf there; no ``P_LEAF2``/``P_SUBP``), its node pointers and nodes
   inside the page, at least two children per branch page (liblmdb asserts it), keys strictly
   in order across the whole tree, plain or ``F_BIGDATA`` values only (a collection's one
-  unnamed database has no sub-databases or duplicates), each overflow run inside the snapshot
-  with its first page's header saying so, no page reached twice, the depth at most 32
-  (liblmdb's cursor stack), and the database's page and entry counts matching the tree
-  (``lmdb#L19``).
+  unnamed database has no sub-databases or duplicates), each big value's overflow run inside
+  the snapshot, no page reached twice (no tree page twice, no two runs or a run and a tree page
+  sharing a page), the depth at most 32 (liblmdb's cursor stack), and the database's page and
+  entry counts matching the tree (``lmdb#L19``).
 
 The free-page database is not walked: a read transaction never reads it (liblmdb reads it
 only to allocate pages in a write transaction, and a collection is never opened for writing
-once written: its writer creates the file).  Overflow values are bounds-checked, never read:
-the cost grows with the tree's pages, not with the values' bytes.
+once written: its writer creates the file).  Overflow runs are bounds-checked, never read (not
+even their first page's header: a reader takes a big value's length from its leaf node and its
+bytes from after that header, and never looks at the rest): the cost grows with the tree's
+pages, not with the values' bytes.  Each level of the tree is read with one ``preadv`` per run
+of adjacent pages and parsed together with numpy; only the keys become Python objects, for
+the order check.
 
 The layout is the platform's own (liblmdb's files are not portable across word sizes or byte
 orders): 64-bit page numbers and a 16-byte page header on a 64-bit build, 32-bit and 12 bytes
@@ -32,10 +36,13 @@ on a 32-bit one, in native byte order.
 """
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
+
+import numpy as np
 
 from molrec_raw.errors import CorruptDataError, UnsupportedFeatureError
 
@@ -52,6 +59,8 @@ P_BRANCH, P_LEAF, P_OVERFLOW, P_META = 0x01, 0x02, 0x04, 0x08
 F_BIGDATA = 0x01
 NODE_HEADER = 8  # mn_lo, mn_hi, mn_flags, mn_ksize (u16 each)
 MAX_DEPTH = 32  # liblmdb's CURSOR_STACK
+MAX_KEY = 64  # a collection's keys have at most 9 bytes (lmdb#L2); longer ones are not a collection's
+_BLOCK = 2048  # pages parsed together
 PAGE_SIZES = frozenset(1 << n for n in range(9, 17))  # 512 .. 65536 (liblmdb writes the OS page size, <= 32 KiB)
 
 _WORD = struct.calcsize("P")
@@ -67,6 +76,7 @@ META = struct.Struct(f"=II{_PGNO}{_PGNO}{_DB}{_DB}{_PGNO}{_PGNO}")
 _NODE = struct.Struct("=HHHH")
 _PGNO_AT = struct.Struct(f"={_PGNO}")
 _HEADER = PAGE_HEADER.size
+_HEADER_DTYPE = np.dtype([("pgno", f"={_PGNO}"), ("pad", "=u2"), ("flags", "=u2"), ("lower", "=u2"), ("upper", "=u2")])
 _META_READ = _HEADER + META.size
 
 
@@ -210,115 +220,281 @@ class _Check:
                                f"(pages {NUM_METAS}..{last})", meta.number, psize)
             self._tree(meta, summary)
         counted = (meta.branch_pages, meta.leaf_pages, meta.overflow_pages, meta.entries)
-        if tuple(summary) != counted:
+        if (summary[0], summary[1], summary[3]) != (counted[0], counted[1], counted[3]) or summary[2] > counted[2]:
             raise self.bad(f"the main database counts {counted[0]} branch, {counted[1]} leaf and {counted[2]} "
                            f"overflow pages and {counted[3]} entries, its tree has {summary[0]}, {summary[1]}, "
                            f"{summary[2]} and {summary[3]}", meta.number, psize)
         return Structure(meta.number, meta.txnid, psize, last, *summary)
 
     def _tree(self, meta: _Meta, summary: List[int]) -> None:
+        """Level by level from the root, each level's pages in key order, parsed together
+        (numpy) in blocks of pages: per page, per node, per key."""
         psize, last, depth = meta.page_size, meta.last_page, meta.depth
-        seen = bytearray(last + 1)
-        seen[0:NUM_METAS] = b"\x01" * NUM_METAS
-        pread, fd, unpack_node, header = os.pread, self.fd, _NODE.unpack_from, PAGE_HEADER.unpack_from
-        # (page, level, smallest key allowed or None, key every key is below or None)
-        stack: List[Tuple[int, int, Optional[bytes], Optional[bytes]]] = [(meta.root, 1, None, None)]
-        while stack:
-            pgno, level, low, high = stack.pop()
-            if seen[pgno]:
-                raise self.bad("reached twice (a page number in the tree repeats or points at a meta page)",
-                               pgno, psize)
-            seen[pgno] = 1
-            page = pread(fd, psize, pgno * psize)
-            if len(page) < psize:
-                raise self.short((pgno + 1) * psize, f"page {pgno}")
-            number, _, flags, lower, upper = header(page)
-            if number != pgno:
-                raise self.bad(f"its header says it is page {number}", pgno, psize)
+        # mapped only now: the file holds every page up to last_page (checked), and every page
+        # number is bounds-checked against last_page before it is touched
+        mapping = mmap.mmap(self.fd, (last + 1) * psize, access=mmap.ACCESS_READ)
+        try:
+            data = np.frombuffer(mapping, dtype=np.uint8)
+            self._levels(data, meta, summary)
+            del data
+        finally:
+            try:
+                mapping.close()
+            except BufferError:  # a view still held by a traceback: closed when it goes
+                pass
+
+    def _levels(self, data: "np.ndarray[Any, Any]", meta: _Meta, summary: List[int]) -> None:
+        psize, last, depth = meta.page_size, meta.last_page, meta.depth
+        pages = np.array([meta.root], dtype=np.int64)
+        bounds = _Keys.none(2)  # page j's keys lie in [bounds[j], bounds[j + 1]); none: unbounded
+        walked = [pages]
+        for level in range(1, depth + 1):
             leaf = level == depth
-            if flags != (P_LEAF if leaf else P_BRANCH):
-                raise self.bad(f"flags {flags:#x} where the tree (depth {depth}) has a "
-                               f"{'leaf' if leaf else 'branch'} page (level {level})", pgno, psize)
-            if not _HEADER <= lower <= upper <= psize or (lower - _HEADER) % 2:
-                raise self.bad(f"free-space bounds {lower}..{upper} are not inside the page", pgno, psize)
-            n = (lower - _HEADER) >> 1
-            if n < (1 if leaf else 2):
-                raise self.bad(f"a {'leaf' if leaf else 'branch'} page with {n} nodes", pgno, psize)
-            pointers = struct.unpack_from(f"={n}H", page, _HEADER)
-            keys: List[bytes] = []
-            children: List[int] = []
-            for pointer in pointers:
-                if pointer < upper or pointer & 1 or pointer + NODE_HEADER > psize:
-                    raise self.bad(f"node pointer {pointer} is not inside the page's nodes ({upper}..{psize})",
-                                   pgno, psize)
-                lo, hi, node_flags, ksize = unpack_node(page, pointer)
-                start = pointer + NODE_HEADER
-                end = start + ksize
+            children: List["np.ndarray[Any, Any]"] = []
+            next_bounds: List[_Keys] = []
+            previous: Optional[_Keys] = None  # the last key of the block before
+            for at in range(0, len(pages), _BLOCK):
+                block = pages[at:at + _BLOCK]
+                page_of, base, lo, hi, node_flags, key_start, ksize = self._nodes(data, block, psize, leaf, level,
+                                                                                  depth)
+                first = np.searchsorted(page_of, np.arange(len(block)))
                 if leaf:
-                    if node_flags == 0:
-                        if end + (lo | hi << 16) > psize:
-                            raise self.bad(f"a node at {pointer} runs past the page's end", pgno, psize)
-                    elif node_flags == F_BIGDATA:
-                        if end + _WORD > psize:
-                            raise self.bad(f"a node at {pointer} runs past the page's end", pgno, psize)
-                        self._overflow(_PGNO_AT.unpack_from(page, end)[0], lo | hi << 16, pgno, meta, seen, summary)
-                    else:
-                        raise self.bad(f"a node with flags {node_flags:#x} (a sub-database or duplicates; a "
-                                       "collection's database has neither)", pgno, psize)
-                else:
-                    if end > psize:
-                        raise self.bad(f"a node at {pointer} runs past the page's end", pgno, psize)
-                    child = lo | hi << 16 | (node_flags << 32 if _WORD == 8 else 0)
-                    if not NUM_METAS <= child <= last:
-                        raise self.bad(f"a child page number {child} is not a page of the file (pages "
-                                       f"{NUM_METAS}..{last}, transaction {meta.txnid})", pgno, psize)
-                    children.append(child)
-                keys.append(page[start:end])
-            if not leaf:
-                keys[0] = low if low is not None else b""  # a branch page's first key is never compared
-            self._in_order(keys, low, high, leaf, pgno, psize)
+                    rows = first
+                    keys = self._keys(data, key_start, ksize, block, page_of, psize)
+                else:  # a branch page's first key is never compared (liblmdb leaves it empty)
+                    separator = np.ones(len(page_of), dtype=bool)
+                    separator[first] = False
+                    rows = first - np.arange(len(block))
+                    keys = self._keys(data, key_start[separator], ksize[separator], block, page_of[separator],
+                                      psize)
+                self._in_order(keys, previous, rows, bounds.rows(at, at + len(block) + 1), block, psize)
+                previous = keys.rows(len(keys) - 1, len(keys))
+                if leaf:
+                    summary[2] += self._values(data, (page_of, base, lo, hi, node_flags, key_start, ksize), block,
+                                               psize, meta, walked)
+                    summary[3] += len(page_of)
+                    continue
+                child = lo.astype(np.int64) | hi.astype(np.int64) << 16
+                if _WORD == 8:
+                    child |= node_flags.astype(np.int64) << 32
+                bad = np.flatnonzero((child < NUM_METAS) | (child > last))
+                if bad.size:
+                    raise self.bad(f"a child page number {int(child[bad[0]])} is not a page of the file (pages "
+                                   f"{NUM_METAS}..{last}, transaction {meta.txnid})", int(block[page_of[bad[0]]]),
+                                   psize)
+                children.append(child)
+                # the next level's bounds: child 0 of a page inherits the page's low bound, child i its separator i
+                inherit = bounds.rows(at, at + len(block)).take(page_of[first])
+                next_bounds.append(_Keys.interleave(inherit, first, keys, len(page_of)))
             if leaf:
-                summary[1] += 1
-                summary[3] += n
-            else:
-                summary[0] += 1
-                bounds = [low, *keys[1:], high]
-                for i in range(n - 1, -1, -1):
-                    stack.append((children[i], level + 1, bounds[i], bounds[i + 1]))
+                summary[1] += len(pages)
+                return
+            summary[0] += len(pages)
+            pages = np.concatenate(children)
+            seen = np.concatenate(walked)
+            again = np.flatnonzero(np.isin(pages, seen))
+            if again.size or np.unique(pages).size != pages.size:
+                raise self.bad(f"a page is reached twice (a page number in the tree repeats, level {level + 1})",
+                               int(pages[again[0]]) if again.size else int(pages[0]), psize)
+            walked.append(pages)
+            bounds = _Keys.concatenate([*next_bounds, bounds.rows(len(bounds) - 1, len(bounds))])
 
-    def _in_order(self, keys: List[bytes], low: Optional[bytes], high: Optional[bytes], leaf: bool, pgno: int,
-                  psize: int) -> None:
-        """Keys strictly increasing (liblmdb's default order: bytes, a prefix first) and inside
-        the range the parent branch gives this page."""
-        first = 0 if leaf else 1
-        for a, b in zip(keys[first:], keys[first + 1:]):
-            if not a < b:
-                raise self.bad(f"keys out of order ({a[:16]!r} before {b[:16]!r})", pgno, psize)
-        if low is not None and keys[first] < low:
-            raise self.bad(f"key {keys[first][:16]!r} is below its parent's separator {low[:16]!r}", pgno, psize)
-        if high is not None and not keys[-1] < high:
-            raise self.bad(f"key {keys[-1][:16]!r} is not below the next separator {high[:16]!r}", pgno, psize)
+    def _nodes(self, data: "np.ndarray[Any, Any]", pages: "np.ndarray[Any, Any]", psize: int, leaf: bool, level: int,
+               depth: int) -> Tuple["np.ndarray[Any, Any]", ...]:
+        """Every node of the pages, checked inside its page: (page index, node offset in the
+        file, mn_lo, mn_hi, mn_flags, key offset, key size)."""
+        n = len(pages)
+        page_base = pages * psize
+        head = data[page_base[:, None] + np.arange(_HEADER)].view(_HEADER_DTYPE).ravel()
+        wrong = np.flatnonzero(head["pgno"].astype(np.int64) != pages)
+        if wrong.size:
+            j = int(wrong[0])
+            raise self.bad(f"its header says it is page {int(head['pgno'][j])}", int(pages[j]), psize)
+        kind = "leaf" if leaf else "branch"
+        wrong = np.flatnonzero(head["flags"] != (P_LEAF if leaf else P_BRANCH))
+        if wrong.size:
+            j = int(wrong[0])
+            raise self.bad(f"flags {int(head['flags'][j]):#x} where the tree (depth {depth}) has a {kind} page "
+                           f"(level {level})", int(pages[j]), psize)
+        lower, upper = head["lower"].astype(np.int64), head["upper"].astype(np.int64)
+        counts = (lower - _HEADER) >> 1
+        wrong = np.flatnonzero((lower < _HEADER) | (lower > upper) | (upper > psize) | ((lower - _HEADER) & 1)
+                               | (counts < (1 if leaf else 2)))
+        if wrong.size:
+            j = int(wrong[0])
+            raise self.bad(f"free-space bounds {int(lower[j])}..{int(upper[j])} ({int(counts[j])} nodes) are not "
+                           f"those of a {kind} page", int(pages[j]), psize)
+        total = int(counts.sum())
+        page_of = np.repeat(np.arange(n), counts)
+        slot = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        words = data[: len(data) & ~1].view("=u2")
+        node_base = page_base[page_of]
+        pointer = words[(node_base + _HEADER) // 2 + slot].astype(np.int64)
+        wrong = np.flatnonzero((pointer < upper[page_of]) | (pointer & 1) | (pointer + NODE_HEADER > psize))
+        if wrong.size:
+            i = int(wrong[0])
+            raise self.bad(f"node pointer {int(pointer[i])} is not inside the page's nodes "
+                           f"({int(upper[page_of[i]])}..{psize})", int(pages[page_of[i]]), psize)
+        base = node_base + pointer
+        at = base // 2
+        lo, hi, node_flags, ksize = words[at], words[at + 1], words[at + 2], words[at + 3].astype(np.int64)
+        key_start = base + NODE_HEADER
+        wrong = np.flatnonzero(key_start + ksize > node_base + psize)
+        if wrong.size:
+            i = int(wrong[0])
+            raise self.bad(f"a node at {int(pointer[i])} runs past the page's end", int(pages[page_of[i]]), psize)
+        return page_of, base, lo, hi, node_flags, key_start, ksize
 
-    def _overflow(self, first: int, length: int, pgno: int, meta: _Meta, seen: bytearray, summary: List[int]) -> None:
-        """A value of ``length`` bytes in the overflow run starting at page ``first``: the run
-        inside the snapshot, its first page's header saying so, no page of it reached before."""
-        psize, last = meta.page_size, meta.last_page
-        needed = (_HEADER - 1 + length) // psize + 1
-        if not NUM_METAS <= first or first + needed - 1 > last:
-            raise self.bad(f"a value's overflow run (page {first}, {needed} pages) is not inside the file (pages "
-                           f"{NUM_METAS}..{last}, transaction {meta.txnid})", pgno, psize)
-        raw = os.pread(self.fd, _HEADER, first * psize)
-        if len(raw) < _HEADER:
-            raise self.short(first * psize + _HEADER, f"overflow page {first}")
-        number, _, flags, pages = _OVERFLOW_HEADER.unpack_from(raw)
-        if number != first or flags != P_OVERFLOW or not needed <= pages <= last + 1 - first:
-            raise self.bad(f"overflow page {first} (a value of {length} bytes) has header page {number}, flags "
-                           f"{flags:#x}, {pages} pages", pgno, psize)
-        if seen.find(1, first, first + pages) != -1:
-            raise self.bad(f"the overflow run at page {first} ({pages} pages) overlaps a page reached before",
-                           pgno, psize)
-        seen[first:first + pages] = b"\x01" * pages
-        summary[2] += pages
+    def _keys(self, data: "np.ndarray[Any, Any]", start: "np.ndarray[Any, Any]", size: "np.ndarray[Any, Any]",
+              pages: "np.ndarray[Any, Any]", page_of: "np.ndarray[Any, Any]", psize: int) -> "_Keys":
+        longest = int(size.max()) if size.size else 0
+        if longest > MAX_KEY:
+            i = int(np.argmax(size))
+            raise CorruptDataError(f"{self.where}: not a collection: page {int(pages[page_of[i]])} holds a key of "
+                                   f"{longest} bytes (a collection's keys have at most {MAX_KEY}, lmdb#L2)",
+                                   store=self.where, rule=PAGES, offset=int(pages[page_of[i]]) * psize)
+        return _Keys.gather(data, start, size, longest)
+
+    def _in_order(self, keys: "_Keys", previous: Optional["_Keys"], rows: "np.ndarray[Any, Any]", bounds: "_Keys",
+                  pages: "np.ndarray[Any, Any]", psize: int) -> None:
+        """The keys strictly increasing in tree order (liblmdb's default order: bytes, a prefix
+        first), also after the block before's last key; page ``j``'s (from row ``rows[j]``)
+        inside ``[bounds[j], bounds[j + 1])``."""
+        ordered = keys if previous is None else _Keys.concatenate([previous, keys])
+        wrong = np.flatnonzero(~ordered.rows(0, len(ordered) - 1).less(ordered.rows(1, len(ordered))))
+        if wrong.size:
+            i = int(wrong[0]) - (0 if previous is None else 1)
+            j = max(int(np.searchsorted(rows, max(i, 0) + 1, side="right")) - 1, 0)
+            raise self.bad("keys out of order", int(pages[j]), psize)
+        ends = np.append(rows[1:], len(keys)) - 1
+        low, high = bounds.rows(0, len(pages)), bounds.rows(1, len(pages) + 1)
+        wrong = np.flatnonzero((low.valid & keys.take(rows).less(low))
+                               | (high.valid & ~keys.take(ends).less(high)))
+        if wrong.size:
+            raise self.bad("its keys are not inside the range its parent's separators give it",
+                           int(pages[int(wrong[0])]), psize)
+
+    def _values(self, data: "np.ndarray[Any, Any]", nodes: Tuple["np.ndarray[Any, Any]", ...],
+                pages: "np.ndarray[Any, Any]", psize: int, meta: _Meta, walked: List["np.ndarray[Any, Any]"]) -> int:
+        """Leaf values: plain ones inside their page; big ones (``F_BIGDATA``) in overflow runs
+        inside the snapshot, overlapping no other run and no tree page (bounds only: a reader
+        takes the value's length from its node and its bytes from the run's first page on).
+        Returns the overflow pages the values need."""
+        page_of, base, lo, hi, node_flags, key_start, ksize = nodes
+        size = lo.astype(np.int64) | hi.astype(np.int64) << 16
+        key_end = key_start + ksize
+        page_end = pages[page_of] * psize + psize
+        big = node_flags == F_BIGDATA
+        wrong = np.flatnonzero(~big & (node_flags != 0))
+        if wrong.size:
+            i = int(wrong[0])
+            raise self.bad(f"a node with flags {int(node_flags[i]):#x} (a sub-database or duplicates; a collection's "
+                           "database has neither)", int(pages[page_of[i]]), psize)
+        wrong = np.flatnonzero(np.where(big, key_end + _WORD, key_end + size) > page_end)
+        if wrong.size:
+            i = int(wrong[0])
+            raise self.bad(f"a node at {int(base[i] - pages[page_of[i]] * psize)} runs past the page's end",
+                           int(pages[page_of[i]]), psize)
+        if not big.any():
+            return 0
+        owners = np.flatnonzero(big)
+        first = data[key_end[big][:, None] + np.arange(_WORD)].view(f"={_PGNO}").ravel().astype(np.uint64)
+        needed = (_HEADER - 1 + size[big]) // psize + 1
+        wrong = np.flatnonzero((first < NUM_METAS) | (first > np.uint64(meta.last_page)))
+        start = first.astype(np.int64) if not wrong.size else first.astype(np.int64) * 0
+        end = start + needed
+        if not wrong.size:
+            wrong = np.flatnonzero(end > meta.last_page + 1)
+        if wrong.size:
+            i = int(wrong[0])
+            raise self.bad(f"a value's overflow run (page {int(first[i])}, {int(needed[i])} pages) is not inside the "
+                           f"file (pages {NUM_METAS}..{meta.last_page}, transaction {meta.txnid})",
+                           int(pages[page_of[owners[i]]]), psize)
+        # no two runs share a page, no run holds a tree page (runs of other blocks: the counts check)
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
+        tree = np.sort(np.concatenate(walked))
+        overlap = np.flatnonzero(start[1:] < end[:-1])
+        inside = np.flatnonzero(np.searchsorted(tree, end) != np.searchsorted(tree, start))
+        if overlap.size or inside.size:
+            i = int(overlap[0] + 1) if overlap.size else int(inside[0])
+            raise self.bad(f"the overflow run at page {int(start[i])} overlaps "
+                           f"{'another run' if overlap.size else 'a tree page'} (a page reached twice)",
+                           int(pages[page_of[owners[order[i]]]]), psize)
+        return int(needed.sum())
+
+
+class _Keys:
+    """Keys as rows: each zero-padded to ``8 * words`` bytes read as big-endian u64 words, with
+    its length; ``valid`` False for an absent bound.  (padded bytes, length) orders as liblmdb's
+    default comparison does (bytes, a prefix first)."""
+
+    __slots__ = ("words", "length", "valid")
+
+    def __init__(self, words: "np.ndarray[Any, Any]", length: "np.ndarray[Any, Any]",
+                 valid: "np.ndarray[Any, Any]") -> None:
+        self.words, self.length, self.valid = words, length, valid
+
+    @staticmethod
+    def none(n: int) -> "_Keys":
+        return _Keys(np.zeros((n, 1), dtype=np.uint64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool))
+
+    @staticmethod
+    def gather(data: "np.ndarray[Any, Any]", start: "np.ndarray[Any, Any]", size: "np.ndarray[Any, Any]",
+               longest: int) -> "_Keys":
+        """The keys at ``start`` of ``size`` bytes (at most ``longest``), a column of bytes at a time."""
+        words = np.zeros((len(size), max(1, (longest + 7) // 8)), dtype=np.uint64)
+        limit = len(data) - 1
+        for column in range(longest):
+            byte = data[np.minimum(start + column, limit)].astype(np.uint64)
+            byte[size <= column] = 0
+            words[:, column // 8] |= byte << np.uint64(8 * (7 - column % 8))
+        return _Keys(words, size, np.ones(len(size), dtype=bool))
+
+    @staticmethod
+    def concatenate(parts: List["_Keys"]) -> "_Keys":
+        words = max(p.words.shape[1] for p in parts)
+        return _Keys(np.concatenate([p.widened(words) for p in parts]), np.concatenate([p.length for p in parts]),
+                     np.concatenate([p.valid for p in parts]))
+
+    @staticmethod
+    def interleave(inherit: "_Keys", first: "np.ndarray[Any, Any]", separators: "_Keys", total: int) -> "_Keys":
+        """Rows for ``total`` children: ``inherit`` at rows ``first`` (each page's child 0), the
+        separators, in order, elsewhere."""
+        words = max(inherit.words.shape[1], separators.words.shape[1])
+        out = _Keys(np.zeros((total, words), dtype=np.uint64), np.zeros(total, dtype=np.int64), np.ones(total, dtype=bool))
+        rest = np.ones(total, dtype=bool)
+        rest[first] = False
+        for mask, part in ((~rest, inherit), (rest, separators)):
+            out.words[mask] = part.widened(words)
+            out.length[mask] = part.length
+            out.valid[mask] = part.valid
+        return out
+
+    def widened(self, words: int) -> "np.ndarray[Any, Any]":
+        have = self.words.shape[1]
+        return self.words if have == words else np.pad(self.words, ((0, 0), (0, words - have)))
+
+    def __len__(self) -> int:
+        return len(self.length)
+
+    def rows(self, start: int, stop: int) -> "_Keys":
+        return _Keys(self.words[start:stop], self.length[start:stop], self.valid[start:stop])
+
+    def take(self, rows: "np.ndarray[Any, Any]") -> "_Keys":
+        return _Keys(self.words[rows], self.length[rows], self.valid[rows])
+
+    def less(self, other: "_Keys") -> "np.ndarray[Any, Any]":
+        """Row-wise ``self < other`` (both valid rows)."""
+        words = max(self.words.shape[1], other.words.shape[1])
+        a, b = self.widened(words), other.widened(words)
+        if words == 1:
+            x, y = a[:, 0], b[:, 0]
+            return (x < y) | ((x == y) & (self.length < other.length))  # type: ignore[no-any-return]
+        differ = a != b
+        column = differ.argmax(axis=1)
+        row = np.arange(len(a))
+        return np.where(differ.any(axis=1), a[row, column] < b[row, column], self.length < other.length)
 
 
 def check_file(path: str) -> Structure:

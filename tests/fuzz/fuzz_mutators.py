@@ -782,8 +782,9 @@ def edit_lmdb_file(rng: Random, data: bytes) -> bytes:
     random offset, at a page boundary, inside the meta pages), a page zeroed, bits of a meta page
     flipped, a page number overwritten in a branch page (a child), a leaf page (a big value's
     overflow page) or an overflow page's header.  A file cut short of the pages its meta page
-    claims, or a page number set past the file's end, is known invalid (``lmdb#L18``,
-    ``lmdb#L19``); the other edits may leave a valid file."""
+    claims, a zeroed tree page, or a child or big value's page number set past the file's end is
+    known invalid (``lmdb#L18``, ``lmdb#L19``); the other edits may leave a file a reader can
+    read (an overflow page's header is never read by one)."""
     layout = lmdb_layout(data)
     if layout is None:
         return Mutant(mutate_bytes(rng, data), "bytes")
@@ -817,14 +818,14 @@ def edit_lmdb_file(rng: Random, data: bytes) -> bytes:
         b[at:at + 6] = (value & ((1 << 48) - 1)).to_bytes(6, "little")
     elif kind == "pgno_leaf":
         b[at:at + 8] = value.to_bytes(8, "little")
-    else:  # the overflow page's own number (any other is wrong), or its page count (u32 at offset 12)
+    else:  # the overflow page's own number or its page count (u32 at offset 12): a reader reads neither
         first = at // size
         if rng.random() < 0.5:
             b[at:at + 8] = value.to_bytes(8, "little")
-            past = past or value != first
         else:
             count = (pages - first + rng.choice((1, 2, 1000))) if past else rng.randrange(1, 4)
             b[at + 12:at + 16] = count.to_bytes(4, "little")
+        return Mutant(bytes(b), kind)
     if past:
         return InvalidMutant(bytes(b), "lmdb#L19", f"{kind}: a page number past the end ({pages} pages)", kind)
     return Mutant(bytes(b), kind)
