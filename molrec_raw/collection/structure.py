@@ -449,7 +449,11 @@ class _Keys:
         last = len(window) - 1
         words = np.empty((len(size), count), dtype=np.uint64)
         for word in range(count):
-            rows = window[np.minimum(start + 8 * word, last)]
+            at = start + 8 * word
+            rows = window[np.minimum(at, last)]
+            near_end = np.flatnonzero(at > last)  # fewer than 8 bytes left in the file: byte by byte
+            if near_end.size:
+                rows[near_end] = data[np.minimum(at[near_end, None] + np.arange(8), len(data) - 1)]
             value = rows.view(">u8").ravel().astype(np.uint64)
             keep = np.clip(size - 8 * word, 0, 8)  # bytes of this word inside the key
             drop = ((8 - keep) * 8).astype(np.uint64)

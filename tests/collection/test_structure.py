@@ -187,6 +187,29 @@ def test_lmdb_L19_the_check_agrees_with_liblmdb_on_files_it_wrote(tmp_path: Path
         mr.read_collection(path)
 
 
+def test_lmdb_L19_keys_in_the_file_s_last_bytes_are_read_whole(tmp_path: Path) -> None:
+    """A leaf whose last key ends in the last bytes of the file (its last page): found by the
+    suite's fuzz seed when keys were read eight bytes at a time past the file's end."""
+    import numpy as np
+
+    from molrec_raw import Block, CollectionWriter, Frame
+    path = tmp_path / "tail.mrec.lmdb"
+    with CollectionWriter(path, units={"length": "nm"}) as w:
+        for r in range(24):
+            frames = [Frame({}, {"atoms": Block({"x": np.full(120, float(r))})}) for _ in range(2)]
+            w.add_record(system=Frame({}, {"atoms": Block({"element": np.array(["C", "O"] * 60, object)})}),
+                         frames=frames)
+    _stat_agrees(path)
+    for size in range(1, 18):  # keys of every length up to 17 bytes, the first one in the file's last bytes
+        env_path = tmp_path / f"k{size}.mrec.lmdb"
+        env = lmdb.open(str(env_path), subdir=False, map_size=1 << 20)
+        with env.begin(write=True) as txn:
+            for i in range(40):
+                txn.put(b"k" * (size - 1) + bytes([i]), b"")
+        env.close()
+        _stat_agrees(env_path)
+
+
 def test_lmdb_L18_a_file_of_an_empty_database_passes(tmp_path: Path) -> None:
     path = tmp_path / "empty-db.mrec.lmdb"
     env = lmdb.open(str(path), subdir=False, map_size=1 << 20)
