@@ -14,7 +14,8 @@ force field, system and frame, through ``read_mrec`` and ``validate``), ``trajec
 (the trajectory's nodes, through ``MrecReader``), ``collection_values`` (a collection's ``meta``
 and per-record values, through ``read_collection``) and ``lmdb_file`` (a ``*.mrec.lmdb`` file
 with bytes changed, read in a separate process: a crash is counted, every error must name the
-file).  Inputs are seed files this package writes, mutated by bit flips, truncation, splicing
+file; outcomes are also counted by kind of edit: cut short, zeroed pages, meta-page flips, page
+numbers overwritten in branch, leaf and overflow pages).  Inputs are seed files this package writes, mutated by bit flips, truncation, splicing
 and structure-aware edits of length fields.
 
 An escape is anything raised that is not a ``MolrecError`` naming its rule, and also an input an
@@ -58,8 +59,9 @@ NAMES = ("zip", "zarr_json", "chunk", "shard", "vlen_utf8", "wal", "typed_meta",
          "frame_bytes", "documents", "trajectory_layout", "collection_values", "lmdb_file")
 
 
-def _report_line(report: Any, engine: str) -> Dict[str, Any]:
+def _report_line(report: Any, engine: str, kinds: Any = None) -> Dict[str, Any]:
     return {
+        "kinds": kinds,  # lmdb_file: outcomes by kind of edit (fuzz_whole.LmdbTally)
         "target": report.target, "seed": report.seed, "start": report.start, "count": report.count,
         "engine": engine, "escapes": report.escapes, "details": report.details,
         "slowest_seconds": report.slowest_seconds, "slowest_input": report.slowest_input,
@@ -77,7 +79,8 @@ def _worker(args: argparse.Namespace) -> int:
 
     target = fuzz_targets.targets()[args.worker]
     report = fuzz_targets.run_campaign(target, args.seed, args.start, args.count, save=args.out / "escapes")
-    print(json.dumps(_report_line(report, "mutator")), flush=True)
+    tally = getattr(target.slots[0].context, "counts", None)
+    print(json.dumps(_report_line(report, "mutator", tally)), flush=True)
     return 0
 
 
@@ -136,6 +139,23 @@ def _finished(results: Path) -> List[Dict[str, Any]]:
 SLOWEST_SECONDS = 1.0  # no input may take longer (the suite asserted it before issue 23: a timing, so here)
 
 
+def _kinds_table(tallies: List[Any]) -> None:
+    """The lmdb_file target's outcomes by kind of edit, summed over chunks: read, refused under
+    each rule, deaths of the reading process, foreign exceptions."""
+    counts: Dict[str, Dict[str, int]] = {}
+    for tally in tallies:
+        for kind, row in (tally or {}).items():
+            into = counts.setdefault(kind, {})
+            for what, number in row.items():
+                into[what] = into.get(what, 0) + number
+    if not counts:
+        return
+    print("    by kind of edit:")
+    for kind, row in sorted(counts.items()):
+        cells = ", ".join(f"{what} {number}" for what, number in sorted(row.items()))
+        print(f"    {kind:16} {sum(row.values()):>6}  {cells}")
+
+
 def _summary(out: Path, expected: Any = None) -> int:
     """Per target and engine: inputs (chunks must not overlap), escapes by kind, the largest
     RSS growth of a chunk, the slowest input.  ``expected``: (engine, seed, inputs) of the
@@ -163,6 +183,7 @@ def _summary(out: Path, expected: Any = None) -> int:
               f"   (slowest: input {slow['slowest_input']})")
         for kind, number in sorted(escapes.items()):
             print(f"    {number:>7}  {kind}")
+        _kinds_table([line.get("kinds") for line in lines])
         if slow["slowest_seconds"] >= SLOWEST_SECONDS:
             print(f"    input {slow['slowest_input']} took {slow['slowest_seconds']:.2f} s, over {SLOWEST_SECONDS} s",
                   file=sys.stderr)

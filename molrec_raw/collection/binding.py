@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar, cast
 
 import orjson
 
+from molrec_raw.collection import structure
 from molrec_raw.errors import CorruptDataError, MolrecError, SpecViolationError, StoreError, UnsupportedFeatureError, brief
 
 __all__ = [
@@ -197,23 +198,36 @@ def lmdb_errors(where: Callable[[Any], str]) -> Callable[[_F], _F]:
     return wrap
 
 
-def acquire(path: Path, *, writable: bool = False, map_size: int = 1 << 28, durable: bool = True) -> Handle:
+def acquire(path: Path, *, writable: bool = False, map_size: int = 1 << 28, durable: bool = True,
+            check_structure: bool = True) -> Handle:
     """This process's environment of ``path``: shared when already open here, else opened —
-    read-only with the reader lock (a reader), or read-write (a writer creating the file)."""
+    read-only with the reader lock (a reader), or read-write (a writer creating the file).
+
+    A reader's open first checks the file's structure in Python (:func:`structure.check_file`,
+    lmdb#L18, lmdb#L19), before liblmdb maps it or creates its ``-lock`` file: a file cut short or
+    with a damaged page is refused with a CorruptDataError naming the file and the page, never a
+    SIGBUS.  ``check_structure=False`` skips that (a file known good); never the default.  A
+    writer's open is of the file it has just created (it never opens an existing one)."""
     lmdb = import_lmdb()
     where = str(path)
     try:
         identity = _identity(where)
     except FileNotFoundError:
-        raise StoreError("no such file: a collection is one *.mrec.lmdb file", store=where, rule=L1) from None
+        raise StoreError(f"{where}: no such file (a collection is one *.mrec.lmdb file)", store=where,
+                         rule=L1) from None
     except OSError as exc:
-        raise StoreError(f"cannot open: {exc.strerror}", store=where, rule=L1) from None
+        raise StoreError(f"{where}: cannot open: {exc.strerror}", store=where, rule=L1) from None
     if os.path.isdir(where):
-        raise StoreError("a collection is one file (subdir=False), not a directory", store=where, rule=L1)
+        raise StoreError(f"{where}: a collection is one file (subdir=False), not a directory", store=where, rule=L1)
     handle = _OPEN.get(identity)
     if handle is not None and handle.env is not None and not handle.inherited:
         handle.users += 1
         return handle
+    if not writable and check_structure:
+        try:
+            structure.check_file(where)
+        except OSError as exc:
+            raise StoreError(f"{where}: cannot read: {exc.strerror}", store=where, rule=L1) from None
     try:
         if writable:
             env = lmdb.open(where, subdir=False, map_size=map_size, readonly=False, lock=True, max_dbs=0,

@@ -175,12 +175,13 @@ def validate_collection(path: Any, *, progress: Optional[Callable[[int, int], No
     """Every violated rule of the collection at ``path``: what opening it refuses (then
     nothing further can be read), else each record's first refusal (its meta, its system,
     every trajectory frame carried forward and joined with the system), and stray keys.
-    ``progress(done, total)`` follows the records.  A file that is no LMDB environment raises."""
+    ``progress(done, total)`` follows the records.  A file that is no LMDB environment, or one
+    cut short (lmdb#L18), raises; a damaged page (lmdb#L19) is a violation."""
     out: List[Violation] = []
     try:
         c = CollectionReader(path)
     except MolrecError as exc:
-        if exc.rule == "lmdb#L1":  # not an LMDB file, not there: nothing to validate
+        if exc.rule in ("lmdb#L1", "lmdb#L18"):  # not there, not an LMDB file, cut short: nothing to validate
             raise
         return [_violation(exc, "/")]
     with c:

@@ -59,9 +59,11 @@ _KEY = struct.Struct(">cQ").pack  # a record's key: its prefix, a big-endian u64
 Getter = Callable[[bytes], Any]
 
 
-def read_collection(path: Any) -> "CollectionReader":
-    """Open a collection (``*.mrec.lmdb``) for reading: ``CollectionReader(path)``."""
-    return CollectionReader(path)
+def read_collection(path: Any, *, check_structure: bool = True) -> "CollectionReader":
+    """Open a collection (``*.mrec.lmdb``) for reading: ``CollectionReader(path)``.  The file's
+    LMDB structure is checked before it is mapped (lmdb#L18, lmdb#L19);
+    ``check_structure=False`` skips that for a file known good."""
+    return CollectionReader(path, check_structure=check_structure)
 
 
 class _Reading:
@@ -126,11 +128,12 @@ class CollectionReader:
     started with ``spawn`` reopens it too)."""
 
     @binding.lmdb_errors(lambda self: self._where)
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: Any, *, check_structure: bool = True) -> None:
         self._lmdb = binding.import_lmdb()
         self._path = Path(os.fspath(path))
         self._where = str(self._path)
-        self._handle: Optional[binding.Handle] = binding.acquire(self._path)
+        self._check_structure = check_structure  # lmdb#L18, lmdb#L19 before each open (also in a fork child)
+        self._handle: Optional[binding.Handle] = binding.acquire(self._path, check_structure=check_structure)
         self._layouts = LayoutCache()  # the systems'
         self._frame_layouts = LayoutCache()  # the trajectory updates'
         try:
@@ -146,7 +149,7 @@ class CollectionReader:
             raise InvalidValueError("the collection reader is closed", store=self._where)
         if handle.env is None or handle.inherited:  # a fork child: this process opens the file anew
             self._handle = None
-            self._handle = handle = binding.acquire(self._path)
+            self._handle = handle = binding.acquire(self._path, check_structure=self._check_structure)
         return handle.env
 
     def _reading(self) -> _Reading:
@@ -671,12 +674,18 @@ class CollectionReader:
         """Close the reader."""
         self.close()
 
-    def __reduce__(self) -> Tuple[Any, Tuple[str]]:
-        """Pickled as its path: unpickling (in another process) opens the file again."""
-        return (CollectionReader, (self._where,))
+    def __reduce__(self) -> Tuple[Any, Tuple[str, bool]]:
+        """Pickled as its path (and ``check_structure``): unpickling (in another process) opens
+        the file again."""
+        return (_reopen, (self._where, self._check_structure))
 
     def __repr__(self) -> str:
         return f"CollectionReader({self._where!r}, {self._n_records} records, {self._n_frames} frames)"
+
+
+def _reopen(path: str, check_structure: bool) -> CollectionReader:
+    """The other side of :meth:`CollectionReader.__reduce__`."""
+    return CollectionReader(path, check_structure=check_structure)
 
 
 class CollectionView:

@@ -1,7 +1,8 @@
 """Rule catalogue: the LMDB binding of a collection (MolCrafts/molrec ``docs/spec/lmdb.md``,
 the 8,913-character text with ``ff``, aligned blocks and both version keys; see
 ``spec-notes/collection.md``, "Which text").  The ids are this project's (``lmdb#L1`` ..
-``L17``); the public chapter numbers none.  No digest file: the decisions are in
+``L19``; L18 and L19 are this project's own: what a reader checks of the LMDB file itself before
+liblmdb maps it, spec-notes/safety.md "Opening any collection file"); the public chapter numbers none.  No digest file: the decisions are in
 ``spec-notes/collection.md``."""
 from molrec_raw.rules import BOTH, READER, Chapter, Rule
 
@@ -81,4 +82,24 @@ RULES = (
          "The header holds only the keys the layout defines (unknown keys change meaning under one "
          "layout_version and are refused); count is a non-negative integer, shape a list of integers whose "
          "first is the block's count, and objects sit where the layout puts objects.", f"{_L} (Frame bytes)"),
+    Rule("L18", READER, "an LMDB data file, whole",
+         "Before liblmdb maps a collection file, the reader checks that it is an LMDB data file of this platform's "
+         "layout and is whole: not empty; both meta pages carry the meta flag, magic 0xBEEFC0DE, data version 1 "
+         "and one page size; the meta page a reader takes (the larger transaction id, page 0 on a tie, as liblmdb "
+         "picks it) names a last page the file holds. A file shorter than that looks cut short (an incomplete "
+         "copy) and is refused, as is anything else failing these.",
+         f"{_L} (The file: one LMDB environment), checked as this project decided (spec-notes/safety.md, Opening "
+         "any collection file) from liblmdb's mdb.c (mdb_env_read_header, "
+         "mdb_env_pick_meta)"),
+    Rule("L19", READER, "every page a reader follows is one LMDB writes",
+         "Every branch and leaf page reachable from the main database's root of that snapshot is checked before "
+         "the map: a page number inside the snapshot, the page's own number and flags (branch pages above the "
+         "leaf level the meta page's depth names, leaves there), node pointers and nodes inside the page, at least "
+         "two children per branch page, keys strictly in order across the tree, plain or big values only (no "
+         "sub-databases or duplicates), each overflow run inside the snapshot with its first page's header saying "
+         "so, no page reached twice, a depth of at most 32, and the database's page and entry counts matching the "
+         "tree. A file failing any of these is refused, naming the page.",
+         f"{_L} (The file: one LMDB environment), checked as this project decided (spec-notes/safety.md, Opening "
+         "any collection file) from liblmdb's mdb.c (MDB_page, MDB_node, "
+         "mdb_page_search_root, mdb_node_read)"),
 )

@@ -19,6 +19,7 @@ import json
 import math
 import struct
 import zlib
+from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -678,3 +679,153 @@ def _past_the_end(index: np.ndarray, size: int, shard: bytes) -> bytes:
 
 
 _EDITS: Dict[str, Callable[[Random, Any, bytes, Bombs], Optional[bytes]]] = {"zstd": _edit_zstd, "gzip": _edit_gzip, "vlen-utf8": _edit_vlen, "sharding_indexed": _edit_shard}
+
+
+# -- LMDB data files ------------------------------------------------------------------------
+# The fuzzer's own reading of liblmdb's on-disk layout (64-bit, little-endian: the platforms the
+# campaign runs on), independent of molrec_raw.collection.structure so the oracle does not share
+# the checker's mistakes.  Page header: pgno u64, pad u16, flags u16, lower u16, upper u16 (16
+# bytes); meta after it (136 bytes): magic, version (u32), address, mapsize (u64), two databases of 48 bytes
+# (pad u32, flags u16, depth u16, branch, leaf, overflow pages, entries, root: u64), last page and
+# transaction id (u64).
+_LMDB_HEADER = 16
+_LMDB_MAGIC = 0xBEEFC0DE
+_LMDB_META_END = _LMDB_HEADER + 136
+LMDB_KINDS = ("truncate_random", "truncate_page", "truncate_meta", "zero_page", "meta_flip", "pgno_branch",
+              "pgno_leaf", "pgno_overflow", "bytes")
+
+
+class Mutant(bytes):
+    """A mutated LMDB file and the kind of edit that made it (``kind``, one of LMDB_KINDS)."""
+
+    kind: str
+
+    def __new__(cls, data: bytes, kind: str) -> "Mutant":
+        made = super().__new__(cls, data)
+        made.kind = kind
+        return made
+
+
+class InvalidMutant(Invalid):
+    """A mutant known to be invalid (see :class:`Invalid`), with its kind."""
+
+    kind: str
+
+    def __new__(cls, data: bytes, rule: str, why: str, kind: str) -> "InvalidMutant":  # type: ignore[override]
+        made = super().__new__(cls, data, rule, why)
+        made.kind = kind
+        return made
+
+
+@dataclass
+class LmdbLayout:
+    """Where the page numbers of an LMDB file are: its page size, the pages its newest meta page
+    claims, and the file offsets of each branch node's child number (6 bytes: lo, hi, flags), each
+    big value's overflow page number (8 bytes), each overflow run's first page, each tree page."""
+
+    page_size: int
+    pages: int  # last page + 1 of the meta page a reader takes
+    branch_children: List[int] = field(default_factory=list)
+    leaf_overflows: List[int] = field(default_factory=list)
+    overflow_pages: List[int] = field(default_factory=list)
+    tree_pages: List[int] = field(default_factory=list)
+
+
+def lmdb_layout(data: bytes) -> Optional[LmdbLayout]:
+    """The layout of an LMDB file this package wrote (None when ``data`` is not one: the walk
+    stops at anything odd)."""
+    try:
+        metas = []
+        size = 0
+        for number in (0, 1):
+            at = number * size
+            magic, _ = struct.unpack_from("<II", data, at + _LMDB_HEADER)
+            if magic != _LMDB_MAGIC:
+                return None
+            psize = struct.unpack_from("<I", data, at + _LMDB_HEADER + 24)[0]
+            size = size or psize
+            last, txnid = struct.unpack_from("<QQ", data, at + _LMDB_HEADER + 120)
+            depth, root = struct.unpack_from("<H", data, at + _LMDB_HEADER + 72 + 6)[0], \
+                struct.unpack_from("<Q", data, at + _LMDB_HEADER + 72 + 40)[0]
+            metas.append((txnid, number, last, depth, root))
+        txnid, _, last, depth, root = max(metas, key=lambda m: (m[0], -m[1]))
+        if size not in (4096, 8192, 16384, 32768, 65536) or len(data) < (last + 1) * size:
+            return None
+        layout = LmdbLayout(size, last + 1)
+        if root == (1 << 64) - 1:
+            return layout
+        todo = [(root, 1)]
+        while todo:
+            pgno, level = todo.pop()
+            if len(layout.tree_pages) > layout.pages or not 2 <= pgno <= last:
+                return None
+            base = pgno * size
+            layout.tree_pages.append(base)
+            _, _, flags, lower, _ = struct.unpack_from("<QHHHH", data, base)
+            for i in range((lower - _LMDB_HEADER) // 2):
+                node = base + struct.unpack_from("<H", data, base + _LMDB_HEADER + 2 * i)[0]
+                lo, hi, node_flags, ksize = struct.unpack_from("<HHHH", data, node)
+                if flags == 1 and level < depth:
+                    layout.branch_children.append(node)
+                    todo.append((lo | hi << 16 | node_flags << 32, level + 1))
+                elif flags == 2 and node_flags == 1:
+                    layout.leaf_overflows.append(node + 8 + ksize)
+                    first = struct.unpack_from("<Q", data, node + 8 + ksize)[0]
+                    layout.overflow_pages.append(first * size)
+        return layout
+    except struct.error:
+        return None
+
+
+def edit_lmdb_file(rng: Random, data: bytes) -> bytes:
+    """One edit of an LMDB file of the kinds a damaged copy shows (LMDB_KINDS): cut short (at a
+    random offset, at a page boundary, inside the meta pages), a page zeroed, bits of a meta page
+    flipped, a page number overwritten in a branch page (a child), a leaf page (a big value's
+    overflow page) or an overflow page's header.  A file cut short of the pages its meta page
+    claims, a zeroed tree page, or a child or big value's page number set past the file's end is
+    known invalid (``lmdb#L18``, ``lmdb#L19``); the other edits may leave a file a reader can
+    read (an overflow page's header is never read by one)."""
+    layout = lmdb_layout(data)
+    if layout is None:
+        return Mutant(mutate_bytes(rng, data), "bytes")
+    size, pages, whole = layout.page_size, layout.pages, layout.pages * layout.page_size
+    kind = rng.choice(LMDB_KINDS[:-1])
+    b = bytearray(data)
+    if kind.startswith("truncate"):
+        cut = {"truncate_random": lambda: rng.randrange(whole),
+               "truncate_page": lambda: rng.randrange(pages) * size,
+               "truncate_meta": lambda: rng.randrange(2 * size)}[kind]()
+        return InvalidMutant(data[:cut], "lmdb#L18", f"cut to {cut} of the {whole} bytes its meta page claims", kind)
+    if kind == "zero_page":
+        page = rng.randrange(pages)
+        b[page * size:(page + 1) * size] = bytes(size)
+        if page * size in layout.tree_pages:
+            return InvalidMutant(bytes(b), "lmdb#L19", f"tree page {page} zeroed", kind)
+        return Mutant(bytes(b), kind)
+    if kind == "meta_flip":
+        base = rng.randrange(2) * size
+        for _ in range(rng.randint(1, 4)):
+            b[base + rng.randrange(_LMDB_META_END)] ^= 1 << rng.randrange(8)
+        return Mutant(bytes(b), kind)
+    places = {"pgno_branch": layout.branch_children, "pgno_leaf": layout.leaf_overflows,
+              "pgno_overflow": layout.overflow_pages}[kind]
+    if not places:
+        return Mutant(mutate_bytes(rng, data), "bytes")
+    at = rng.choice(places)
+    past = rng.random() < 0.5
+    value = rng.choice((pages, pages + 1, pages + 1000, 1 << 31, (1 << 48) - 1)) if past else rng.randrange(pages)
+    if kind == "pgno_branch":  # the child number is lo | hi << 16 | flags << 32 (48 bits)
+        b[at:at + 6] = (value & ((1 << 48) - 1)).to_bytes(6, "little")
+    elif kind == "pgno_leaf":
+        b[at:at + 8] = value.to_bytes(8, "little")
+    else:  # the overflow page's own number or its page count (u32 at offset 12): a reader reads neither
+        first = at // size
+        if rng.random() < 0.5:
+            b[at:at + 8] = value.to_bytes(8, "little")
+        else:
+            count = (pages - first + rng.choice((1, 2, 1000))) if past else rng.randrange(1, 4)
+            b[at + 12:at + 16] = count.to_bytes(4, "little")
+        return Mutant(bytes(b), kind)
+    if past:
+        return InvalidMutant(bytes(b), "lmdb#L19", f"{kind}: a page number past the end ({pages} pages)", kind)
+    return Mutant(bytes(b), kind)

@@ -120,7 +120,9 @@ class Target:
         self.donors = [seed for slot in self.slots for seed in slot.seeds]
 
     def join(self, slot: int, payload: bytes) -> bytes:
-        joined = bytes([slot]) + payload if self.slotted else payload
+        if not self.slotted:
+            return payload  # as made (an edit's mark and kind kept)
+        joined = bytes([slot]) + payload
         return Invalid(joined, payload.rule, payload.why) if isinstance(payload, Invalid) else joined
 
     def split(self, data: bytes) -> Tuple[Slot, bytes]:

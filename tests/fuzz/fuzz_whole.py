@@ -11,8 +11,13 @@ parser-level targets of fuzz_targets.py:
 - ``collection_values``: a collection's ``meta`` document, its per-record values and the other
   keys (index, force field, systems, updates), one replaced in a copy of a small collection,
   which ``read_collection`` then reads whole (every record, system, frame, a batch).
-- ``lmdb_file``: a whole ``*.mrec.lmdb`` file with a few of its bytes changed, read the same
-  way: every failure must be a ``MolrecError`` naming the file (lmdb#L1).
+- ``lmdb_file``: a whole ``*.mrec.lmdb`` file (the small collection, and one with a branch
+  level and overflow values) damaged as copies are — cut short (at random offsets, at page
+  boundaries, inside the meta pages), a page zeroed, meta-page bits flipped, page numbers
+  overwritten in branch, leaf and overflow pages, a few bytes changed — read the same way in a
+  child process: every failure must be a ``MolrecError`` naming the file, a file cut short or
+  pointing past its end is refused under lmdb#L18 / lmdb#L19, and a death of the child is an
+  escape (``Crash``).  :class:`LmdbTally` counts the outcomes by kind of edit.
 
 Oracles beyond "only MolrecErrors" (fuzz_targets.outcome): a record that ``read_mrec`` refuses
 must not be called valid by ``validate`` (``Disagreement``), and a collection's error must name
@@ -30,12 +35,12 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import orjson
 
-from fuzz_mutators import edit_json, edit_zarr_json, mutate_bytes
+from fuzz_mutators import Mutant, edit_json, edit_lmdb_file, edit_zarr_json, mutate_bytes
 from molrec_raw.errors import MolrecError
 from molrec_raw.record.molrec import read_mrec, validate
 from molrec_raw.zarr import MemoryStore
 
-__all__ = ["whole_targets", "Disagreement", "Unnamed", "Crash"]
+__all__ = ["whole_targets", "Disagreement", "Unnamed", "Crash", "LmdbTally", "write_tree_collection"]
 
 _SMALL_VALUE = 4096  # stored values larger than this are the codec targets' business
 
@@ -255,7 +260,23 @@ def _reader() -> _Reader:
     return _Reader()
 
 
-def _run_lmdb_file(_: Any, payload: bytes) -> None:
+class LmdbTally:
+    """The ``lmdb_file`` target's outcomes by kind of edit (``Mutant.kind``; ``stacked`` for an
+    input of several edits): ``read`` (no error), ``refused <rule>``, ``death (exit code)``,
+    ``foreign``."""
+
+    def __init__(self) -> None:
+        self.counts: Dict[str, Dict[str, int]] = {}
+
+    def add(self, payload: bytes, answer: Tuple[Any, ...]) -> None:
+        kind = getattr(payload, "kind", "stacked")
+        what = {"ok": lambda: "read", "molrec": lambda: f"refused {answer[2]}",
+                "crash": lambda: f"death ({answer[1]})", "foreign": lambda: "foreign"}[answer[0]]()
+        row = self.counts.setdefault(kind, {})
+        row[what] = row.get(what, 0) + 1
+
+
+def _run_lmdb_file(tally: LmdbTally, payload: bytes) -> None:
     """The bytes as a ``*.mrec.lmdb`` file, read whole in the reading process: a MolrecError
     there is raised here as it was (and must name the file), anything else as an escape."""
     from molrec_raw import errors
@@ -265,6 +286,7 @@ def _run_lmdb_file(_: Any, payload: bytes) -> None:
         answer = _reader().read(path)
     finally:
         _scratch().clean(path)
+    tally.add(payload, answer)
     if answer[0] == "crash":
         crash = Crash(f"the reading process died (exit code {answer[1]})")
         crash.where = f"signal {-answer[1]}" if answer[1] and answer[1] < 0 else f"exit code {answer[1]}"
@@ -289,7 +311,28 @@ def _edit_file_bytes(rng: Random, data: bytes, slot: Any, donors: Sequence[bytes
     while True:
         changed = mutate_bytes(rng, data, ())
         if len(changed) == len(data):
-            return changed
+            return Mutant(changed, "byte_edit")
+
+
+def _edit_lmdb(rng: Random, data: bytes, slot: Any, donors: Sequence[bytes]) -> bytes:
+    return edit_lmdb_file(rng, data)
+
+
+def write_tree_collection(path: Path) -> Path:
+    """A collection whose LMDB tree has a branch level and overflow values: 24 records, each
+    a small system (inline values) and 2 frames of 120 atoms (values of several KiB, in
+    overflow pages)."""
+    import numpy as np
+
+    from molrec_raw import Block, CollectionWriter, Frame
+    rng = np.random.default_rng(7)
+    with CollectionWriter(path, units={"length": "nm"}) as w:
+        for r in range(24):
+            system = Frame({"smiles": "C" * (r + 1)}, {"atoms": Block({"element": np.array(["C", "O"] * 60, object)})})
+            frames = [Frame({}, {"atoms": Block({"x": rng.normal(size=120), "y": rng.normal(size=120),
+                                                 "z": rng.normal(size=120)})}) for _ in range(2)]
+            w.add_record(system=system, frames=frames)
+    return path
 
 
 @functools.lru_cache(maxsize=1)
@@ -332,9 +375,15 @@ def whole_targets(record: Dict[str, bytes]) -> List[Any]:
                        _run_collection_value,
                        edits=(lambda rng, data, slot, donors: edit_json(rng, data, donors)
                               if data[:1] == b"{" else mutate_bytes(rng, data, donors),), structured=0.6))
-    made.append(Target("lmdb_file", [Slot("file", None, [seed])], _run_lmdb_file, slotted=False,
-                       edits=(_edit_file_bytes,), structured=1.0))
+    made.append(Target("lmdb_file", [Slot("file", LmdbTally(), [seed, _tree_collection()])], _run_lmdb_file,
+                       slotted=False, edits=(_edit_file_bytes, _edit_lmdb, _edit_lmdb, _edit_lmdb), structured=1.0))
     return made
+
+
+@functools.lru_cache(maxsize=1)
+def _tree_collection() -> bytes:
+    with tempfile.TemporaryDirectory(prefix="molrec-fuzz-coll-") as tmp:
+        return write_tree_collection(Path(tmp) / "tree.mrec.lmdb").read_bytes()
 
 
 def _collection_values(seed: bytes, keys: List[bytes]) -> Dict[bytes, bytes]:

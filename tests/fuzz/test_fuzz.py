@@ -9,7 +9,8 @@ edit knows to be invalid must be refused under the rule it breaks (zarr-v3-subse
 index entry past the end; #5: a chunk cut short; any rule: every read of a range source cut
 short).  Whole records go through ``read_mrec`` and ``validate`` (which must not call valid
 what a read refuses), collections through ``read_collection`` (every error naming the file,
-lmdb#L1).  The long campaign (100,000 inputs per target) is ``bench/fuzz.py``.
+lmdb#L1; a damaged ``*.mrec.lmdb`` read in a child process that must not die, a file cut short
+or pointing past its end refused under lmdb#L18 / lmdb#L19).  The long campaign (100,000 inputs per target) is ``bench/fuzz.py``.
 """
 from __future__ import annotations
 
@@ -32,11 +33,8 @@ HAS_LMDB = importlib.util.find_spec("lmdb") is not None
 # (the campaign's 100,000 per target: bench/fuzz.py).
 SUITE_INPUTS = {"zip": 6000, "zarr_json": 1500, "chunk": 20000, "shard": 8000, "vlen_utf8": 3000,
                 "wal": 10000, "typed_meta": 2000, "sequence_schema": 6000, "checkpoint": 1200, "frame_bytes": 4000,
-                "documents": 120, "trajectory_layout": 300, "collection_values": 200, "lmdb_file": 300}
+                "documents": 120, "trajectory_layout": 300, "collection_values": 200, "lmdb_file": 240}
 SUITE_SEED = 20260412
-# how liblmdb dies on a damaged file (SIGBUS: a page past the file's end; SIGSEGV; SIGABRT: its
-# own assertion): the only deaths the lmdb_file target tolerates, by name
-LMDB_SIGNALS = {"Crash at signal 7", "Crash at signal 11", "Crash at signal 6"}
 # the slowest input's time is a benchmark figure (bench/fuzz.py flags one over 1 s), not a test
 RSS_GROWTH_KIB = 100 << 10  # peak RSS growth over the campaign's start
 
@@ -73,17 +71,9 @@ def test_fixed_seed_fuzz_run_raises_only_molrec_errors(name, scale) -> None:
     count = SUITE_INPUTS[name] * scale
     report = run_campaign(target, SUITE_SEED, 0 if scale == 1 else SUITE_INPUTS[name], count)
     assert report.count == count
-    escapes = dict(report.escapes)
-    if name == "lmdb_file":
-        # Known limitation (spec-notes/safety.md "Collections with damaged bytes"): LMDB trusts
-        # its pages, so a page number changed inside its B-tree can make liblmdb itself read past
-        # the file's end (SIGBUS) or trip its own assertion (SIGABRT) in the reading process:
-        # no Python code runs there to turn it into an error.  Those deaths are counted; any
-        # Python-level escape (an exception that is not a MolrecError naming the file) still fails.
-        crashes = {k: v for k, v in escapes.items() if k in LMDB_SIGNALS}
-        for k in crashes:
-            del escapes[k]
-    assert escapes == {}, report.details
+    # lmdb_file: a death of the reading process (liblmdb's SIGBUS/SIGSEGV/SIGABRT on a damaged
+    # file) is an escape like any other (issue 34: the structure check runs before the map)
+    assert report.escapes == {}, report.details
     assert report.rss_growth_kib < RSS_GROWTH_KIB
 
 
@@ -164,6 +154,30 @@ def test_zarr_v3_subset_the_suite_run_holds_parsers_to_inputs_known_invalid(name
     marked = [data for data in (make_input(target, SUITE_SEED, i) for i in range(min(SUITE_INPUTS[name], 4000)))
               if isinstance(data, Invalid)]
     assert sum(data.rule == rule for data in marked) >= 3
+
+
+def test_lmdb_L18_L19_the_suite_run_damages_collection_files_of_every_kind() -> None:
+    """The lmdb_file inputs of the fixed-seed run (each read whole in a child process, which
+    must not die) hold every kind of damage a copy shows, and files known invalid — cut short
+    (lmdb#L18: at random offsets, page boundaries, inside the meta pages) and page numbers past
+    the end in branch and leaf pages, a zeroed tree page (lmdb#L19) — that must be refused under
+    that rule; page numbers in overflow pages' headers are overwritten too (no reader reads them:
+    the file must only not kill the reader)."""
+    from fuzz_mutators import LMDB_KINDS
+    target = _target("lmdb_file")
+    made = [make_input(target, SUITE_SEED, i) for i in range(SUITE_INPUTS["lmdb_file"])]
+    kinds = {getattr(data, "kind", "stacked") for data in made}
+    assert set(LMDB_KINDS[:-1]) | {"byte_edit", "stacked"} <= kinds, kinds
+    marked = [data for data in made if isinstance(data, Invalid)]
+    for rule, kind in [("lmdb#L18", "truncate_random"), ("lmdb#L18", "truncate_page"), ("lmdb#L18", "truncate_meta"),
+                       ("lmdb#L19", "pgno_branch"), ("lmdb#L19", "pgno_leaf"), ("lmdb#L19", "zero_page")]:
+        assert sum(data.rule == rule and data.kind == kind for data in marked) >= 2, (rule, kind)
+
+
+def test_lmdb_L19_the_lmdb_file_seeds_have_a_branch_level_and_overflow_values() -> None:
+    from fuzz_mutators import lmdb_layout
+    layouts = [lmdb_layout(seed) for seed in _target("lmdb_file").slots[0].seeds]
+    assert all(layouts) and any(layout.branch_children and layout.overflow_pages for layout in layouts)
 
 
 def test_every_input_of_a_source_cutting_reads_short_must_be_refused() -> None:
