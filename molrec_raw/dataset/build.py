@@ -128,16 +128,15 @@ def _build(plan: ShardPlan, k: int, records: List[Mapping[str, Any]], final: Pat
     options: Dict[str, Any] = {}
     if plan.commit_every is not None:
         options["commit_every"] = plan.commit_every
-    writer = CollectionWriter(building, units=plan.units,
+    try:
+        with CollectionWriter(building, units=plan.units, forcefield=plan.forcefield, meta=plan.meta,
                               schema=None if plan.schema is None else SequenceSchema.from_json(plan.schema),
-                              forcefield=plan.forcefield, meta=plan.meta, index_schema=plan.index_schema,
-                              durable=plan.durable, **options)
-    with writer:
-        for number, record in enumerate(records):
-            try:
-                writer.add_record(**_arguments(record, k, number))
-            except MolrecError as exc:
-                raise exc.add_context(store=str(final)) from None
+                              index_schema=plan.index_schema, durable=plan.durable, **options) as writer:
+            for record in records:
+                writer.add_record(**_arguments(record, k, writer.n_records))
+    except MolrecError as exc:  # named by the shard's final path (the hidden one is the build's own)
+        exc.store = str(final)
+        raise
     summary = read_summary(building)  # (here: LMDB's reader-lock file goes with the hidden directory)
     digest = file_sha256(building)
     sidecar = partial / f"{final.name}.sha256"
