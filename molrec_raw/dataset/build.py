@@ -6,7 +6,7 @@ Record order is input order; shard ``k`` holds records ``[k*n, (k+1)*n)`` and is
 (``molrec_raw.integrations.dask_build``): the same function on the same records and
 settings gives the same bytes wherever it runs.
 
-A shard is built in a hidden directory beside its final place (``.partial-<name>/``),
+A shard is built in a hidden directory beside its final place (``.<name>.partial/``),
 synced by the collection writer; its checksum file ``<name>.sha256`` (``D8``) is written,
 synced and renamed into place, then the shard is renamed into place and the directory synced
 (``D6``): a file under a shard's final name is always complete.  A rerun keeps a shard whose
@@ -104,6 +104,7 @@ def write_shard(plan: ShardPlan, k: int, records: List[Mapping[str, Any]]) -> Di
     keyword arguments), unless it is finished already (``dataset#D7``).  Returns its name,
     record count, digest, whether it was written, and its declaration (stored JSON)."""
     final = plan.path(k)
+    shutil.rmtree(_partial(final), ignore_errors=True)  # what a killed build left (D6: never under a final name)
     digest = shard_finished(final)
     written = digest is None
     if digest is None:
@@ -120,9 +121,7 @@ def write_shard(plan: ShardPlan, k: int, records: List[Mapping[str, Any]]) -> Di
 def _build(plan: ShardPlan, k: int, records: List[Mapping[str, Any]], final: Path) -> Tuple[str, CollectionSummary]:
     ops = FileOps()
     directory = str(final.parent)
-    partial = final.parent / f".partial-{final.name}"
-    if partial.exists():
-        shutil.rmtree(partial)  # what a killed build left (D6: never under a final name)
+    partial = _partial(final)
     ops.makedirs(str(partial))
     building = partial / final.name
     options: Dict[str, Any] = {}
@@ -149,6 +148,11 @@ def _build(plan: ShardPlan, k: int, records: List[Mapping[str, Any]], final: Pat
         ops.fsync_dir(directory)
     shutil.rmtree(partial, ignore_errors=True)
     return digest, summary
+
+
+def _partial(final: Path) -> Path:
+    """The hidden directory a shard is built in (``dataset#D6``)."""
+    return final.parent / f".{final.name}.partial"
 
 
 def _arguments(record: Any, k: int, number: int) -> Dict[str, Any]:
