@@ -10,6 +10,8 @@ with ``element``; one frame with ``x y z fx fy fz`` and ``pe``), the declaration
           clock); ``--rounds`` builds each, the fastest kept.  Ratio: 1 worker / 2 workers,
           wall (target >= 1.7x on 2 cores; the work is in the worker processes, so the
           client's CPU says nothing).
+          The ceiling rows: the same shards written by 1 and by 2 forked processes without
+          Dask (what two processes gain on the machine at that moment).
 * reads   the same records read from one collection file and from the dataset of
           ``--shards`` shards, shuffled: one record at a time (``x[g].system``,
           ``x[g].trajectory[0]``) and in batches of ``--batch`` (``x.batch(ids)``); one warm-up
@@ -94,6 +96,8 @@ def build_rows(data: Any, work: Path, per_shard: int, rounds: int, dask: bool) -
 
     for _ in range(rounds):
         keep("no dask", build(data, work / "built", per_shard))
+        keep("ceiling: 1 process", ceiling(data, work / "ceiling", per_shard, 1))
+        keep("ceiling: 2 processes", ceiling(data, work / "ceiling", per_shard, 2))
     if dask:
         import distributed
         for workers in (1, 2):
@@ -104,6 +108,32 @@ def build_rows(data: Any, work: Path, per_shard: int, rounds: int, dask: bool) -
                 for _ in range(rounds):
                     keep(f"{workers} worker{'s' if workers > 1 else ''}", build(data, work / "built", per_shard, client))
     return out
+
+
+_CEILING: Dict[str, Any] = {}
+
+
+def _ceiling_shard(k: int) -> None:
+    from molrec_raw.dataset.build import ShardPlan, write_shard
+    data, directory, per_shard = _CEILING["data"], _CEILING["directory"], _CEILING["per_shard"]
+    records = list(items(data))[k * per_shard:(k + 1) * per_shard]
+    write_shard(ShardPlan(str(directory), dict(UNITS), schema=schema().to_json()), k, records)
+
+
+def ceiling(data: Any, directory: Path, per_shard: int, processes: int) -> Clock:
+    """What the machine gives two processes now: the shards written by ``processes`` forked
+    processes without Dask (the records made in each process, nothing sent)."""
+    import multiprocessing
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    _CEILING.update(data=data, directory=directory, per_shard=per_shard)
+    shards = list(range(-(-data.records // per_shard)))
+    context = multiprocessing.get_context("fork")
+    with context.Pool(processes) as pool:
+        pool.map(_ceiling_shard, [0])  # the pool's processes started outside the clock
+        start = _clock()
+        pool.map(_ceiling_shard, shards, chunksize=1)
+        return _since(start)
 
 
 # -- reads ---------------------------------------------------------------------------------------
@@ -240,6 +270,9 @@ def ratios(out: Dict[str, Any]) -> List[Tuple[str, float, float, float]]:
     if "1 worker" in built and "2 workers" in built:
         one, two = built["1 worker"], built["2 workers"]
         rows.append(("build: 1 worker / 2 workers", one[0] / two[0], float("nan"), TARGETS["build"]))
+    if "ceiling: 2 processes" in built:
+        one, two = built["ceiling: 1 process"], built["ceiling: 2 processes"]
+        rows.append(("ceiling: 1 process / 2 (no Dask)", one[0] / two[0], float("nan"), 0.0))
     reads = out["read_times"]
     for kind in ("read", "batch"):
         one, ds = reads[f"{kind} one file"], reads[f"{kind} dataset"]
