@@ -326,6 +326,8 @@ def _check_same(first: CollectionSummary, other: CollectionSummary) -> None:
     """``other`` declares what ``first`` does (``dataset#D1``), else an error naming the shard
     and the first difference."""
     mine, theirs = first.declaration(), other.declaration()
+    if mine == theirs:
+        return
     for part, value in theirs.items():
         found = first_difference(mine[part], value, part)
         if found is not None:
