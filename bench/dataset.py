@@ -18,7 +18,9 @@ record ``r`` is made from ``(seed, r)`` alone, so Dask workers can make it too.
 * reads   the same records read from one collection file and from the dataset of
           ``--shards`` shards, shuffled: one record at a time (``x[g].system``,
           ``x[g].trajectory[0]``) and in batches of ``--batch`` (``x.batch(ids)``); one warm-up
-          epoch, then ``--rounds`` rounds interleaved, the fastest kept.  Ratio: one file /
+          epoch, then ``--rounds`` rounds interleaved, the fastest kept.  The batches again in
+          ShardSampler's order (shards shuffled, records shuffled inside each shard), where a
+          batch mostly falls in one shard.  Ratio: one file /
           the dataset (target >= 0.95x, CPU).  atompack-db beside them when installed: its one
           file (``Database``) and its shard set (``atompack.hub.open_path``), the same reads.
 * open    ``open_dataset`` of a directory of ``--open-shards`` one-record shards (target
@@ -232,12 +234,19 @@ def read_rows(data: Any, work: Path, per_shard: int, args: argparse.Namespace, s
     shards = work / "built"
     if not shards.exists():
         build(data, shards, per_shard)
-    order = np.random.default_rng(args.seed + 1).permutation(data.records)[:args.reads].tolist()
+    rng = np.random.default_rng(args.seed + 1)
+    order = rng.permutation(data.records)[:args.reads].tolist()
+    # ShardSampler's order: the shards shuffled, each shard's records shuffled inside it
+    starts = list(range(0, data.records, per_shard))
+    shardwise = [int(lo + r) for k in rng.permutation(len(starts)) for lo in [starts[k]]
+                 for r in rng.permutation(min(per_shard, data.records - lo))][:args.reads]
     plan: Dict[str, Reader] = {
         "read one file": single_molrec(mr.read_collection(one)),
         "read dataset": single_molrec(mr.open_dataset(shards)),
         "batch one file": batch_molrec(mr.read_collection(one), args.batch),
-        "batch dataset": batch_molrec(mr.open_dataset(shards), args.batch)}
+        "batch dataset": batch_molrec(mr.open_dataset(shards), args.batch),
+        "batch one file, shard-wise order": batch_molrec(mr.read_collection(one), args.batch),
+        "batch dataset, shard-wise order": batch_molrec(mr.open_dataset(shards), args.batch)}
     if "atompack" not in skip and importlib.util.find_spec("atompack") is not None:
         import atompack
         import atompack.hub
@@ -249,13 +258,14 @@ def read_rows(data: Any, work: Path, per_shard: int, args: argparse.Namespace, s
         plan.update({"atompack read one file": single_atompack(whole), "atompack read shards": single_atompack(sharded),
                      "atompack batch one file": batch_atompack(whole, args.batch),
                      "atompack batch shards": batch_atompack(sharded, args.batch)})
-    for read, _ in plan.values():  # one warm-up epoch each
-        read(order)
+    orders = {name: shardwise if "shard-wise" in name else order for name in plan}
+    for name, (read, _) in plan.items():  # one warm-up epoch each
+        read(orders[name])
     out: Dict[str, Clock] = {}
     for _ in range(args.rounds):
         for name, (read, _) in plan.items():
             start = _clock()
-            read(order)
+            read(orders[name])
             wall, cpu = _since(start)
             per = (wall / len(order), cpu / len(order))
             best = out.get(name)
@@ -318,6 +328,10 @@ def ratios(out: Dict[str, Any]) -> List[Tuple[str, float, float, float]]:
     for kind in ("read", "batch"):
         one, ds = reads[f"{kind} one file"], reads[f"{kind} dataset"]
         rows.append((f"{kind}: one file / {out['shards']} shards", one[0] / ds[0], one[1] / ds[1], TARGETS[kind]))
+        if kind == "batch":
+            one, ds = reads["batch one file, shard-wise order"], reads["batch dataset, shard-wise order"]
+            rows.append((f"batch, shard-wise order: one file / {out['shards']} shards", one[0] / ds[0], one[1] / ds[1],
+                         TARGETS[kind]))
         if f"atompack {kind} shards" in reads:
             one, ds = reads[f"atompack {kind} one file"], reads[f"atompack {kind} shards"]
             rows.append((f"atompack {kind}: one file / {out['shards']} shards", one[0] / ds[0], one[1] / ds[1], 0.0))

@@ -29,7 +29,8 @@ def test_bench_dataset_runs_small_with_a_fixed_seed(tmp_path: Path) -> None:
     assert {"read one file", "read dataset", "batch one file", "batch dataset"} <= set(out["read_times"])
     assert len(out["open"]["times"]) == 1 and out["open"]["shards"] == 12
     rows = [row[0] for row in bench.ratios(out) if "atompack" not in row[0]]
-    assert rows == ["ceiling: 1 process / 2 (no Dask)", "read: one file / 4 shards", "batch: one file / 4 shards"]
+    assert rows == ["ceiling: 1 process / 2 (no Dask)", "read: one file / 4 shards", "batch: one file / 4 shards",
+                    "batch, shard-wise order: one file / 4 shards"]
     assert "open_dataset of 12 shards" in bench.report(out)
     import molrec_raw as mr
     with mr.open_dataset(tmp_path / "b" / "built") as ds, mr.read_collection(tmp_path / "b" / "one.mrec.lmdb") as c:
