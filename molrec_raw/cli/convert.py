@@ -93,7 +93,8 @@ def run_convert(args: argparse.Namespace) -> int:
 
         return run_convert_dataset(args)
     if isinstance(args.source, list):
-        raise MolrecError("several inputs convert into a directory of shards: give --records-per-shard N or --shards N")
+        raise MolrecError(f"{args.target}: several inputs convert into a directory of shards: give --records-per-shard "
+                          "N or --shards N")
     if str(args.source).endswith(_COLLECTION) or str(args.target).endswith(_COLLECTION):
         return _convert_collection(args)
     if args.group_by or args.frames_as_records:

@@ -52,25 +52,26 @@ def _frame_items(sources: List[str], args: argparse.Namespace) -> Dict[str, Any]
             "converted_by": "molrec-raw convert --frames-as-records"}
 
 
-def _records_per_shard(args: argparse.Namespace, records: Optional[int]) -> int:
+def _records_per_shard(args: argparse.Namespace, records: Optional[int], target: str) -> int:
     if args.records_per_shard is not None:
         if args.shards is not None:
-            raise MolrecError("--shards and --records-per-shard: give one of them")
+            raise MolrecError(f"{target}: --shards and --records-per-shard: give one of them")
         return int(args.records_per_shard)
     if args.shards is None:
-        raise MolrecError("several inputs convert into a directory of shards: give --records-per-shard N or --shards N")
+        raise MolrecError(f"{target}: several inputs convert into a directory of shards: give --records-per-shard N or "
+                          "--shards N")
     if records is None:
-        raise MolrecError("--shards with --group-by: the number of records is known only after reading every "
-                          "input; give --records-per-shard N")
+        raise MolrecError(f"{target}: --shards with --group-by: the number of records is known only after reading "
+                          "every input; give --records-per-shard N")
     return max(1, math.ceil(records / int(args.shards)))
 
 
-def _client(workers: int) -> Any:
+def _client(workers: int, target: str) -> Any:
     """A LocalCluster of ``workers`` single-threaded worker processes and its client."""
     try:
         import distributed
     except ImportError:
-        raise MolrecError("--workers needs Dask's distributed: pip install 'molrec-raw[dask]'") from None
+        raise MolrecError(f"{target}: --workers needs Dask's distributed: pip install 'molrec-raw[dask]'") from None
     make = distributed.LocalCluster
     cluster = make(n_workers=workers, processes=True, threads_per_worker=1,  # type: ignore[no-untyped-call]
                    dashboard_address=":0", host="127.0.0.1")
@@ -86,28 +87,30 @@ def run_convert_dataset(args: argparse.Namespace) -> int:
     unfit = [o for o, v in (("--topology", args.topology), ("--precision", args.precision), ("--frames", args.frames),
                             ("--stride", args.stride != 1 or None), ("--force", args.force)) if v]
     if unfit:
-        raise MolrecError(f"{', '.join(unfit)}: not for a directory of shards")
+        raise MolrecError(f"{target}: {', '.join(unfit)}: not for a directory of shards")
     if target.endswith(_COLLECTION) or os.path.isfile(target):
         raise MolrecError(f"{target}: shards go into a directory (made when missing), not a file")
     workers = 1 if args.workers is None else int(args.workers)
     if workers < 1 or (args.records_per_shard is not None and args.records_per_shard < 1) or (
             args.shards is not None and args.shards < 1):
-        raise MolrecError("--workers, --shards and --records-per-shard are positive integers")
+        raise MolrecError(f"{target}: --workers, --shards and --records-per-shard are positive integers")
     records_kind = [s.endswith(_RECORD) for s in sources]
     if any(records_kind) and not all(records_kind):
-        raise MolrecError("the inputs are all records (*.mrec, with --frames-as-records) or all files ASE reads")
+        raise MolrecError(f"{target}: the inputs are all records (*.mrec, with --frames-as-records) or all files ASE "
+                          "reads")
     if all(records_kind):
         if not args.frames_as_records:
-            raise MolrecError("records into a collection: each frame becomes a record, say so with --frames-as-records")
+            raise MolrecError(f"{target}: records into a dataset: each frame becomes a record, say so with "
+                              "--frames-as-records")
         if args.group_by:
-            raise MolrecError("--group-by groups ASE images, not a record's frames")
+            raise MolrecError(f"{target}: --group-by groups ASE images, not a record's frames")
         plan = _frame_items(sources, args)
     else:
         if args.frames_as_records or args.units:
-            raise MolrecError("--frames-as-records and --units convert records (*.mrec); images from ASE are in "
-                              "ASE's units (angstrom, eV)")
+            raise MolrecError(f"{target}: --frames-as-records and --units convert records (*.mrec); images from ASE "
+                              "are in ASE's units (angstrom, eV)")
         plan = _image_items(sources, args)
-    per_shard = _records_per_shard(args, plan["records"])
+    per_shard = _records_per_shard(args, plan["records"], target)
     parts = plan["parts"]
     items: Iterator[Dict[str, Any]] = chain.from_iterable(parts)
     meta = {"sources": [os.path.basename(s) for s in sources], "converted_by": plan["converted_by"]}
@@ -115,7 +118,7 @@ def run_convert_dataset(args: argparse.Namespace) -> int:
                    index_schema=plan["index_schema"], meta=meta)
     with _printing_warnings():
         if workers > 1:
-            cluster, client = _client(workers)
+            cluster, client = _client(workers, target)
             with cluster, client:
                 paths = write_dataset(items, target, client=client, **options)
         else:

@@ -94,6 +94,8 @@ def test_D5_records_frames_as_records_into_shards(write_coordinates, tmp_path, c
 ])
 def test_D5_the_command_refuses_what_does_not_fit(inputs, tmp_path, capsys, extra, message):
     a, b = inputs
-    assert main(["convert", str(a), str(b), str(tmp_path / "out"), *extra]) != 0
-    assert message in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    out = tmp_path / "out"
+    assert main(["convert", str(a), str(b), str(out), *extra]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"molrec-raw convert: error: {out}: ") and message in err  # safety#messages: path first
+    assert not out.exists()
