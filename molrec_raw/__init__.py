@@ -15,6 +15,8 @@ Trajectories:     ``MrecWriter`` (streaming, crash-safe commits) under a ``Seque
                   ``read_mrec_trajectory`` (-> ``Trajectory``).
 Collections:      ``CollectionWriter`` / ``CollectionReader`` (``read_collection``): many records
                   under one declaration in one ``*.mrec.lmdb`` (the ``[lmdb]`` extra).
+Datasets:         ``open_dataset`` (-> ``Dataset``): many collection files (shards) read as
+                  one sequence of records; ``write_dataset`` builds them (on Dask or not).
 Metrics:          ``MetricsWriter`` (a JSONL WAL densified into Zarr), ``read_metrics``
                   (-> ``Series``), ``follow_metrics`` (-> ``MetricEvent``), ``discover_metrics``.
 Errors:           ``molrec_raw.errors`` (every error is a ``MolrecError`` naming the store,
@@ -75,5 +77,8 @@ if TYPE_CHECKING:
     from molrec_raw.collection import CollectionReader as CollectionReader
     from molrec_raw.collection import CollectionWriter as CollectionWriter
     from molrec_raw.collection import read_collection as read_collection
+    from molrec_raw.dataset import Dataset as Dataset
+    from molrec_raw.dataset import open_dataset as open_dataset
+    from molrec_raw.dataset import write_dataset as write_dataset
 else:  # type checkers see the imports above; unknown names stay errors for them
     __getattr__, __dir__, __all__ = _lazy.attach(__name__, eager=("errors", "__version__"))
