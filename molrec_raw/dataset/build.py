@@ -6,7 +6,7 @@ Record order is input order; shard ``k`` holds records ``[k*n, (k+1)*n)`` and is
 (``molrec_raw.integrations.dask_build``): the same function on the same records and
 settings gives the same bytes wherever it runs.
 
-A shard is built in a hidden directory beside its final place (``.partial-<name>/``),
+A shard is built in a hidden directory beside its final place (``.<name>.partial/``),
 synced by the collection writer; its checksum file ``<name>.sha256`` (``D8``) is written,
 synced and renamed into place, then the shard is renamed into place and the directory synced
 (``D6``): a file under a shard's final name is always complete.  A rerun keeps a shard whose
@@ -104,6 +104,7 @@ def write_shard(plan: ShardPlan, k: int, records: List[Mapping[str, Any]]) -> Di
     keyword arguments), unless it is finished already (``dataset#D7``).  Returns its name,
     record count, digest, whether it was written, and its declaration (stored JSON)."""
     final = plan.path(k)
+    shutil.rmtree(_partial(final), ignore_errors=True)  # what a killed build left (D6: never under a final name)
     digest = shard_finished(final)
     written = digest is None
     if digest is None:
@@ -120,24 +121,21 @@ def write_shard(plan: ShardPlan, k: int, records: List[Mapping[str, Any]]) -> Di
 def _build(plan: ShardPlan, k: int, records: List[Mapping[str, Any]], final: Path) -> Tuple[str, CollectionSummary]:
     ops = FileOps()
     directory = str(final.parent)
-    partial = final.parent / f".partial-{final.name}"
-    if partial.exists():
-        shutil.rmtree(partial)  # what a killed build left (D6: never under a final name)
+    partial = _partial(final)
     ops.makedirs(str(partial))
     building = partial / final.name
     options: Dict[str, Any] = {}
     if plan.commit_every is not None:
         options["commit_every"] = plan.commit_every
-    writer = CollectionWriter(building, units=plan.units,
+    try:
+        with CollectionWriter(building, units=plan.units, forcefield=plan.forcefield, meta=plan.meta,
                               schema=None if plan.schema is None else SequenceSchema.from_json(plan.schema),
-                              forcefield=plan.forcefield, meta=plan.meta, index_schema=plan.index_schema,
-                              durable=plan.durable, **options)
-    with writer:
-        for number, record in enumerate(records):
-            try:
-                writer.add_record(**_arguments(record, k, number))
-            except MolrecError as exc:
-                raise exc.add_context(store=str(final)) from None
+                              index_schema=plan.index_schema, durable=plan.durable, **options) as writer:
+            for record in records:
+                writer.add_record(**_arguments(record, k, writer.n_records))
+    except MolrecError as exc:  # named by the shard's final path (the hidden one is the build's own)
+        exc.store = str(final)
+        raise
     summary = read_summary(building)  # (here: LMDB's reader-lock file goes with the hidden directory)
     digest = file_sha256(building)
     sidecar = partial / f"{final.name}.sha256"
@@ -150,6 +148,11 @@ def _build(plan: ShardPlan, k: int, records: List[Mapping[str, Any]], final: Pat
         ops.fsync_dir(directory)
     shutil.rmtree(partial, ignore_errors=True)
     return digest, summary
+
+
+def _partial(final: Path) -> Path:
+    """The hidden directory a shard is built in (``dataset#D6``)."""
+    return final.parent / f".{final.name}.partial"
 
 
 def _arguments(record: Any, k: int, number: int) -> Dict[str, Any]:
