@@ -363,3 +363,35 @@ def test_staging_staged_shards_pickle_as_paths(memory_shards: List[str], tmp_pat
         assert type(copy) is list and copy == list(staged)
         assert staged.held
     assert not staged.held
+
+
+def test_staging_local_open_dataset_over_an_s3_prefix_reads_as_the_local_shards(s3: Dict[str, Any], shard_dir: Path,
+                                                                                tmp_path: Path) -> None:
+    """staging#local, staging#evict: open_dataset of an S3 prefix (its *.mrec.lmdb objects,
+    sorted) stages the shards and reads the same records as the local directory; the shards
+    stay in use (no budget evicts them) until the dataset closes."""
+    cache = ShardCache(tmp_path / "cache", storage_options=s3["options"])
+    remote = mr.open_dataset("s3://shards/train/", cache=cache)
+    with mr.open_dataset(shard_dir) as local:
+        assert [s.path.name for s in remote.shards] == [s.path.name for s in local.shards]
+        assert len(remote) == len(local) == 4 * SHARDS
+        ids = [11, 0, 5, 7]
+        mine, theirs = remote.batch(ids), local.batch(ids)
+        assert set(mine) == set(theirs)
+        for name in theirs:
+            np.testing.assert_array_equal(mine[name], theirs[name])
+    lock = cache.path_for(s3_urls()[0]).with_name(f".{shard_names()[0]}.use-lock")
+    assert not cache._evict(cache.path_for(s3_urls()[0]))  # in use: the eviction's lock is refused
+    remote.close()
+    assert lock.exists() and cache._evict(cache.path_for(s3_urls()[0]))
+
+
+def test_staging_local_open_dataset_of_urls_with_the_cache_from_the_environment(
+        http: RangeServer, shard_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """staging#local: a list of http URLs opens through MOLREC_RAW_CACHE, in the given order."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "env-cache"))
+    names = shard_names()[::-1]
+    with mr.open_dataset([http.url_of(n) for n in names]) as ds:
+        assert [s.path for s in ds.shards] == [tmp_path / "env-cache" / "http" / http.url.split("//")[1] / n
+                                               for n in names]
+        assert ds.batch([0, 4])["pe"].tolist() == [8.0, 4.0]
