@@ -41,6 +41,7 @@ import hashlib
 import os
 import re
 import secrets
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import AbstractSet, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -59,7 +60,9 @@ BUDGET_ENV = "MOLREC_RAW_CACHE_BUDGET"  #: the byte budget (an integer) when ``b
 SHARD_SUFFIX = ".mrec.lmdb"
 _DIGEST_SUFFIX = ".sha256"
 _USE_LOCK, _DOWNLOAD_LOCK, _PART = ".use-lock", ".download-lock", ".part"
-_CHUNK = 8 << 20  # bytes hashed per read
+_CHUNK = 4 << 20  # bytes hashed per read
+_SYNC_EVERY = 32 << 20  # a download's bytes flushed to disk this often while it runs
+_POLL = 0.005  # seconds between looks at a file still being written
 _CONCURRENCY = 4  # shards downloaded at once
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _GLOB = re.compile(r"[*?\[]")
@@ -225,22 +228,41 @@ class ShardCache:
             self.fileops.unlock(fd)
 
     def _fetch(self, url: str, part: Path, size: int) -> None:
-        """The object into ``part``, its size and (when the store has one) digest checked."""
+        """The object into ``part``, its size and (when the store has one) digest checked.
+        fsspec writes the file in a thread of its own while this one follows it, hashing
+        what arrived and flushing it to disk every ``_SYNC_EVERY`` bytes — the checks overlap
+        the download instead of following it."""
         fs, path = _remote(url, self.storage_options)
         expected = None if urlsplit(url).query else self._published_digest(fs, path, url)
+        failure: List[BaseException] = []
+        done = threading.Event()
+
+        def download() -> None:
+            try:
+                fs.get_file(path, str(part))
+            except BaseException as exc:  # handed to the following thread, raised there
+                failure.append(exc)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=download, name="molrec-stage-get", daemon=True)
+        worker.start()
         try:
-            fs.get_file(path, str(part))
-        except FileNotFoundError:
-            raise RemoteError(f"{redact(url)}: the object disappeared during its download", store=redact(url),
-                              rule="staging#whole") from None
-        except Exception as exc:
+            digest = _follow(part, done, expected is not None)
+        finally:
+            worker.join()
+        if failure:
+            exc = failure[0]
+            if isinstance(exc, FileNotFoundError):
+                raise RemoteError(f"{redact(url)}: the object disappeared during its download", store=redact(url),
+                                  rule="staging#whole") from None
             raise _remote_failure("download", url, exc) from None
         got = part.stat().st_size if part.exists() else 0
         if got != size:
             raise CorruptDataError(f"{redact(url)}: the download has {got} bytes, the store lists {size}: a torn "
                                    "download (nothing was put in the cache)", store=redact(url), rule="staging#whole")
-        if expected is not None:
-            digest = _sha256(part)
+        if expected is not None and digest != expected:
+            digest = _sha256(part)  # (hashed as it grew; a file system that rewrote a part is hashed again)
             if digest != expected:
                 raise ChecksumMismatchError(f"{redact(url)}: SHA-256 of the download is {digest}, its "
                                             f"{url_name(url)}{_DIGEST_SUFFIX} says {expected} (nothing was put in "
@@ -380,6 +402,37 @@ def _last_use(path: Path) -> float:
         return _sibling(path, _USE_LOCK).stat().st_mtime
     except FileNotFoundError:
         return path.stat().st_mtime if path.exists() else 0.0
+
+
+def _follow(part: Path, done: threading.Event, hashing: bool) -> Optional[str]:
+    """Read ``part`` as another thread writes it until ``done`` and nothing more arrives: the
+    SHA-256 of what was read (None unless ``hashing``); written data is flushed to disk along
+    the way (``fdatasync`` every ``_SYNC_EVERY`` bytes), so the final fsync finds little left."""
+    while not part.exists():
+        if done.wait(_POLL):
+            if not part.exists():
+                return None
+            break
+    digest = hashlib.sha256()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    read = synced = 0
+    with open(part, "rb", buffering=0) as fh:
+        while True:
+            finished = done.is_set()
+            n = fh.readinto(buffer)
+            if n:
+                if hashing:
+                    digest.update(view[:n])
+                read += n
+                if read - synced >= _SYNC_EVERY:
+                    os.fdatasync(fh.fileno())
+                    synced = read
+            elif finished:
+                break
+            else:
+                done.wait(_POLL)
+    return digest.hexdigest() if hashing else None
 
 
 def _sha256(path: Path) -> str:
