@@ -88,6 +88,12 @@ def _convert_collection(args: argparse.Namespace) -> int:
 
 
 def run_convert(args: argparse.Namespace) -> int:
+    if args.records_per_shard is not None or args.shards is not None or args.workers is not None:
+        from molrec_raw.cli.convert_dataset import run_convert_dataset
+
+        return run_convert_dataset(args)
+    if isinstance(args.source, list):
+        raise MolrecError("several inputs convert into a directory of shards: give --records-per-shard N or --shards N")
     if str(args.source).endswith(_COLLECTION) or str(args.target).endswith(_COLLECTION):
         return _convert_collection(args)
     if args.group_by or args.frames_as_records:

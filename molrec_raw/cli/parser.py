@@ -11,7 +11,7 @@ import argparse
 import re
 import textwrap
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from molrec_raw import __version__
 
@@ -38,6 +38,15 @@ def _frames(text: str) -> str:
     turns it into the slice: ``N`` alone is frame N)."""
     _span(text, "--frames")
     return text
+
+
+class _OneOrMany(argparse.Action):
+    """A positional of one or more values: one is stored as itself, several as a list
+    (``convert``'s inputs: one source, or many into a directory of shards)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        setattr(namespace, self.dest, values[0] if len(values) == 1 else list(values))
 
 
 def _rows(text: str) -> slice:
@@ -178,9 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
                 "  molrec-raw convert run.xtc run.mrec --topology run.gro --precision 0.001\n"
                 "  molrec-raw convert run.mrec last.pdb --frames -1\n"
                 "  molrec-raw convert train.extxyz train.mrec.lmdb --group-by config_id\n"
-                "  molrec-raw convert run.mrec frames.mrec.lmdb --frames-as-records", "molrec_raw.cli.convert:run_convert")
-    p.add_argument("source", help="input trajectory (XTC, TRR, DCD, NetCDF, GRO, PDB, XYZ, H5MD, *.mrec, ...), "
-                   "extended XYZ or an ASE database (*.db) for a collection, or a collection (*.mrec.lmdb)")
+                "  molrec-raw convert run.mrec frames.mrec.lmdb --frames-as-records\n"
+                "  molrec-raw convert a.extxyz b.extxyz c.db train/ --records-per-shard 10000 --workers 2",
+                "molrec_raw.cli.convert:run_convert")
+    p.add_argument("source", nargs="+", action=_OneOrMany, help="input trajectory (XTC, TRR, DCD, NetCDF, GRO, PDB, XYZ, H5MD, *.mrec, "
+                   "...), extended XYZ or an ASE database (*.db) for a collection, or a collection (*.mrec.lmdb); "
+                   "several inputs (extended XYZ / ASE files, or records with --frames-as-records) into a directory "
+                   "of shards with --records-per-shard or --shards")
     p.add_argument("target", help="output: *.mrec (*.mrec.zip: a packed record), or any format MDAnalysis writes "
                    "(by extension); a collection *.mrec.lmdb; extended XYZ (*.xyz, *.extxyz) from a collection")
     p.add_argument("--topology", default=None, help="topology file for inputs that carry none (PSF, PDB, GRO, ...)")
@@ -197,6 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "length=nm,energy=kJ/mol,force=kJ/mol/nm (a unit is never guessed); with --frames-as-records "
                    "the collection's units when the record states none")
     p.add_argument("--force", action="store_true", help="replace an existing TARGET (never the SOURCE itself)")
+    shards = p.add_argument_group("a directory of shards (a dataset: molrec_raw.open_dataset)")
+    shards.add_argument("--records-per-shard", type=int, default=None, metavar="N",
+                        help="write TARGET as a directory of shards of N records each, in input order (a rerun keeps "
+                        "the shards already finished)")
+    shards.add_argument("--shards", type=int, default=None, metavar="K", help="as --records-per-shard, the records "
+                        "cut into K shards (of ceil(records / K) each)")
+    shards.add_argument("--workers", type=int, default=None, metavar="W", help="shards written by W Dask worker "
+                        "processes (a LocalCluster: pip install 'molrec-raw[dask]'); default this process")
 
     p = command("metrics", "latest value of every metric series; --follow tails the WAL",
                 "Print one row per metrics series - points, last step, last value, min and max of the finite "

@@ -10,6 +10,7 @@ stays open until the dataset closes; a dataset carried into a ``fork`` child reo
 """
 from __future__ import annotations
 
+import bisect
 import glob
 import importlib
 import os
@@ -173,6 +174,7 @@ class Dataset:
     def _setup(self) -> None:
         self._stops = np.array([s.stop for s in self._shards], dtype=np.int64)
         self._starts = np.array([s.start for s in self._shards], dtype=np.int64)
+        self._stop_list = self._stops.tolist()
         self._n = int(self._stops[-1])
         self._index: Optional[Block] = None
         self._schema = SequenceSchema.from_json(self._declaration["sequence_schema"])
@@ -244,14 +246,15 @@ class Dataset:
 
     def locate(self, g: Any) -> Tuple[Shard, int]:
         """The shard holding global record ``g`` and its number there (``dataset#D3``)."""
-        n = self.number(g)
-        shard = self._shards[int(np.searchsorted(self._stops, n, side="right"))]
+        n = g if type(g) is int and 0 <= g < self._n else self.number(g)
+        shard = self._shards[bisect.bisect_right(self._stop_list, n)]
         return shard, n - shard.start
 
     def __getitem__(self, g: int) -> Record:
         """Record ``g`` (the collection's own :class:`Record`, numbered in its shard)."""
         shard, r = self.locate(g)
-        return shard.reader()[r]
+        reader = shard._reader
+        return (shard.reader() if reader is None else reader)[r]
 
     def __iter__(self) -> Iterator[Record]:
         """Every record, in dataset order."""
@@ -343,6 +346,8 @@ def _check_same(first: CollectionSummary, other: CollectionSummary) -> None:
     """``other`` declares what ``first`` does (``dataset#D1``), else an error naming the shard
     and the first difference."""
     mine, theirs = first.declaration(), other.declaration()
+    if mine == theirs:
+        return
     for part, value in theirs.items():
         found = first_difference(mine[part], value, part)
         if found is not None:

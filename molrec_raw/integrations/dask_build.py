@@ -6,11 +6,12 @@ a build without Dask runs — on the shard's records, so the shards are byte-ide
 whoever writes them (``dataset#D5``).  How the records reach the workers:
 
 - an iterable: cut into shards in input order on the client, each shard's records sent with
-  its task; at most ``2 x workers`` shards are in flight, so the client holds a bounded
-  number of records;
+  its task as one pickle (one buffer: Dask would otherwise send every array of every record
+  as a message frame of its own, several times slower); at most ``2 x workers`` shards are
+  in flight, so the client holds a bounded number of records;
 - a Dask bag: persisted on the cluster, its partitions counted, and each shard's task takes
   the slices of the partitions that hold its records (records never pass through the
-  client).
+  client; a bag whose partitions are the shards moves no record between workers).
 
 Without a declaration (``schema`` / ``index_schema``) shard 0 is written first and the
 others under its declaration (molrec_raw/dataset/build.py).  The shard directory must be
@@ -19,6 +20,7 @@ cluster of machines).
 """
 from __future__ import annotations
 
+import pickle
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 try:
@@ -50,7 +52,9 @@ def _from_iterable(items: Any, plan: ShardPlan, records_per_shard: int, client: 
     names: List[str] = []
     pending: List[Any] = []
     for k, records in shards_of(items, records_per_shard):
-        future = client.submit(write_shard, plan, k, records, pure=False)
+        # one in-band pickle: sent as one buffer, not one message frame per array of every record
+        future = client.submit(write_pickled, plan, k, pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL),
+                               pure=False)
         if k == 0 and (plan.schema is None or plan.index_schema is None):
             plan = declared(plan, future.result())  # every later shard under shard 0's declaration
         pending.append(future)
@@ -58,6 +62,11 @@ def _from_iterable(items: Any, plan: ShardPlan, records_per_shard: int, client: 
             names.append(pending.pop(0).result()["name"])
     names += [future.result()["name"] for future in pending]
     return names
+
+
+def write_pickled(plan: ShardPlan, k: int, records: bytes) -> Dict[str, Any]:
+    """One task: shard ``k`` of the pickled list ``records``."""
+    return write_shard(plan, k, pickle.loads(records))
 
 
 def _count(partition: Any) -> List[int]:

@@ -34,8 +34,8 @@ from molrec_raw.record.model import Block, Frame, MetaValue
 from molrec_raw.record.trajectory import SequenceSchema
 from molrec_raw.record.units import unit_factor
 
-__all__ = ["ASE_COLLECTION_UNITS", "ConvertedCollection", "images_to_collection", "collection_to_extxyz",
-           "read_images"]
+__all__ = ["ASE_COLLECTION_UNITS", "ConvertedCollection", "ImageRecords", "images_to_collection", "image_declaration",
+           "collection_to_extxyz", "read_images"]
 
 _ase_io = require("ase.io", "ase")
 _ase = require("ase", "ase")
@@ -173,30 +173,38 @@ def _groups(images: Iterator[Tuple[Any, Dict[str, Any]]], group_by: Optional[str
         yield first, run
 
 
-def images_to_collection(source: str, target: str, *, group_by: Optional[str] = None,
-                         in_format: Optional[str] = None,
-                         progress: Optional[Callable[[int, int], None]] = None) -> ConvertedCollection:
-    """Write the images of ``source`` (an extended XYZ file, an ASE database, any format
-    ASE reads) into the new collection ``target``: one record per image, or per run of
-    consecutive images sharing ``atoms.info[group_by]``.  ``progress(done, total)`` follows
-    the images of the second pass."""
-    from molrec_raw.collection import CollectionWriter
-
+def image_declaration(sources: List[str], in_format: Optional[str] = None) -> Tuple[SequenceSchema, int]:
+    """The first pass over ``sources``: the one declaration every record of their images
+    shares, and the number of images."""
     declaration = _Declaration()
     total = 0
-    for atoms, _ in read_images(source, in_format):
-        frame, _ = _image_frame(atoms, {}, False)
-        declaration.add(frame)
-        total += 1
+    for source in sources:
+        for atoms, _ in read_images(source, in_format):
+            frame, _ = _image_frame(atoms, {}, False)
+            declaration.add(frame)
+            total += 1
     if total == 0:
-        raise InvalidValueError(f"{source}: no image to convert")
-    schema = declaration.schema()
-    skipped: Set[str] = set()
-    done = records = atoms_total = 0
-    meta = {"source": os.path.basename(source), "converted_by": "molrec-raw convert (ASE)"}
-    with CollectionWriter(target, units=ASE_COLLECTION_UNITS, schema=schema, meta=meta,
-                          index_schema={"image": "i64"}) as writer:
-        for first, run in _groups(read_images(source, in_format), group_by):
+        raise InvalidValueError(f"{', '.join(sources)}: no image to convert")
+    return declaration.schema(), total
+
+
+class ImageRecords:
+    """The second pass: the records of ``source``'s images under ``schema`` (one per image,
+    or per run of consecutive images sharing ``atoms.info[group_by]``), each as
+    ``CollectionWriter.add_record``'s arguments with the index ``{"image": ordinal}`` (plus
+    ``extra_index``); counts ``images``, ``records`` and ``atoms`` as it goes, and the
+    ``skipped`` info keys (no place in a record)."""
+
+    def __init__(self, source: str, schema: SequenceSchema, *, group_by: Optional[str] = None,
+                 in_format: Optional[str] = None, extra_index: Optional[Dict[str, Any]] = None) -> None:
+        self.source, self.schema, self.group_by, self.in_format = source, schema, group_by, in_format
+        self.extra_index = dict(extra_index or {})
+        self.images = self.records = self.atoms = 0
+        self.skipped: Set[str] = set()
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        group_by, schema = self.group_by, self.schema
+        for first, run in _groups(read_images(self.source, self.in_format), group_by):
             head = run[0][0]
             frames = []
             had_cell = False
@@ -211,20 +219,42 @@ def images_to_collection(source: str, target: str, *, group_by: Optional[str] = 
                                             "record's cell carries forward (trajectory#W29: defined or not for the "
                                             "whole trajectory), so it would read back with the earlier cell")
                 had_cell = had_cell or frame.box is not None
-                skipped.update(unrecorded)
-                skipped.update(_complete(frame, schema, first + k))
+                self.skipped.update(unrecorded)
+                self.skipped.update(_complete(frame, schema, first + k))
                 frames.append(frame)
-                atoms_total += len(atoms)
-            writer.add_record(meta=_json_meta(run[0][1], skipped), system=_system(head), frames=frames,
-                              index={"image": first})
-            records += 1
-            done += len(run)
-            if progress is not None and (done == total or records % _PROGRESS_EVERY == 0):
-                progress(done, total)
-    if skipped:
-        warnings.warn(f"{source}: not recorded: {', '.join(sorted(skipped))} (no place in a collection record)",
-                      stacklevel=2)
-    return ConvertedCollection(source, target, records, total, atoms_total)
+                self.atoms += len(atoms)
+            self.records += 1
+            self.images += len(run)
+            yield {"meta": _json_meta(run[0][1], self.skipped), "system": _system(head), "frames": frames,
+                   "index": {**self.extra_index, "image": first}}
+
+    def warn_skipped(self) -> None:
+        """The info keys no record holds, in one warning naming the source."""
+        if self.skipped:
+            warnings.warn(f"{self.source}: not recorded: {', '.join(sorted(self.skipped))} (no place in a collection "
+                          "record)", stacklevel=3)
+
+
+def images_to_collection(source: str, target: str, *, group_by: Optional[str] = None,
+                         in_format: Optional[str] = None,
+                         progress: Optional[Callable[[int, int], None]] = None) -> ConvertedCollection:
+    """Write the images of ``source`` (an extended XYZ file, an ASE database, any format
+    ASE reads) into the new collection ``target``: one record per image, or per run of
+    consecutive images sharing ``atoms.info[group_by]``.  ``progress(done, total)`` follows
+    the images of the second pass."""
+    from molrec_raw.collection import CollectionWriter
+
+    schema, total = image_declaration([source], in_format)
+    records = ImageRecords(source, schema, group_by=group_by, in_format=in_format)
+    meta = {"source": os.path.basename(source), "converted_by": "molrec-raw convert (ASE)"}
+    with CollectionWriter(target, units=ASE_COLLECTION_UNITS, schema=schema, meta=meta,
+                          index_schema={"image": "i64"}) as writer:
+        for record in records:
+            writer.add_record(**record)
+            if progress is not None and (records.images == total or records.records % _PROGRESS_EVERY == 0):
+                progress(records.images, total)
+    records.warn_skipped()
+    return ConvertedCollection(source, target, records.records, total, records.atoms)
 
 
 # -- a collection to extended XYZ -----------------------------------------------------------------

@@ -12,7 +12,7 @@ the record's ``units`` meta key on its system (what the integrations write), els
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import units_of
@@ -21,7 +21,7 @@ from molrec_raw.record.units import parse_units
 from molrec_raw.record.doors import read_mrec_system, section_names
 from molrec_raw.record.trajectory import MrecReader
 
-__all__ = ["ConvertedCollection", "frames_as_records"]
+__all__ = ["ConvertedCollection", "FrameRecords", "frames_as_records"]
 
 
 @dataclass
@@ -50,30 +50,50 @@ def _units(source: str, given: Optional[Mapping[str, str]]) -> Dict[str, str]:
     return {**stated.to_json(), **parse_units(value)}  # every quantity stated (temperature too), presets spelled out
 
 
+class FrameRecords:
+    """The records of the trajectory record ``source``'s frames (module docstring), each as
+    ``CollectionWriter.add_record``'s arguments with the index ``{"frame": k}`` (plus
+    ``extra_index``): ``units`` the collection's, ``schema`` the trajectory's declaration,
+    ``frames`` the count; ``atoms`` counts as it goes."""
+
+    def __init__(self, source: str, *, units: Optional[Mapping[str, str]] = None,
+                 extra_index: Optional[Dict[str, Any]] = None) -> None:
+        self.source, self.extra_index = source, dict(extra_index or {})
+        self.units = _units(source, units)
+        system = read_mrec_system(source) if "system" in section_names(source) else None
+        if system is not None:
+            system.meta.pop("units", None)  # the collection's units cover every record (collection#C1)
+        self.system = system
+        with MrecReader(source) as reader:
+            self.frames, self.schema = len(reader), reader.schema
+        if self.frames == 0:
+            raise InvalidValueError(f"{source}: its trajectory has no committed frame to convert")
+        self.atoms = 0
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        with MrecReader(self.source) as reader:
+            steps, times = reader.step, reader.time
+            for k, frame in enumerate(reader):
+                block = frame.blocks.get("atoms")
+                self.atoms += 0 if block is None else block.nrows
+                yield {"system": self.system, "frames": [frame], "steps": [int(steps[k])],
+                       "times": None if times is None else [float(times[k])],
+                       "index": {**self.extra_index, "frame": k}}
+
+
 def frames_as_records(source: str, target: str, *, units: Optional[Mapping[str, str]] = None,
                       progress: Optional[Callable[[int, int], None]] = None) -> ConvertedCollection:
     """Write each frame of the trajectory record ``source`` as one record of the new
     collection ``target`` (module docstring); ``progress(done, total)`` per frame."""
     from molrec_raw.collection import CollectionWriter
 
-    stated = _units(source, units)
-    system = read_mrec_system(source) if "system" in section_names(source) else None
-    if system is not None:
-        system.meta.pop("units", None)  # the collection's units cover every record (collection#C1)
-    atoms = 0
-    with MrecReader(source) as reader:
-        total = len(reader)
-        if total == 0:
-            raise InvalidValueError(f"{source}: its trajectory has no committed frame to convert")
-        steps, times = reader.step, reader.time
-        meta: Dict[str, Any] = {"source": str(source), "converted_by": "molrec-raw convert --frames-as-records"}
-        with CollectionWriter(target, units=stated, schema=reader.schema, meta=meta,
-                              index_schema={"frame": "i64"}) as writer:
-            for k, frame in enumerate(reader):
-                writer.add_record(system=system, frames=[frame], steps=[int(steps[k])],
-                                  times=None if times is None else [float(times[k])], index={"frame": k})
-                block = frame.blocks.get("atoms")
-                atoms += 0 if block is None else block.nrows
-                if progress is not None:
-                    progress(k + 1, total)
-    return ConvertedCollection(str(source), str(target), total, total, atoms)
+    records = FrameRecords(source, units=units)
+    total = records.frames
+    meta: Dict[str, Any] = {"source": str(source), "converted_by": "molrec-raw convert --frames-as-records"}
+    with CollectionWriter(target, units=records.units, schema=records.schema, meta=meta,
+                          index_schema={"frame": "i64"}) as writer:
+        for k, record in enumerate(records):
+            writer.add_record(**record)
+            if progress is not None:
+                progress(k + 1, total)
+    return ConvertedCollection(str(source), str(target), total, total, records.atoms)

@@ -25,7 +25,8 @@ RULES = (
     Rule("D2", READER, "a source names shards",
          "A dataset's source is a directory (its *.mrec.lmdb files in sorted name order), a glob (the matches in "
          "sorted order), a list of paths (the given order) or URLs (staged to local files first). A source that "
-         "names no shard, or a path that is not a collection file, is refused naming it.", f"{_S} (Sources); " + _SHARD),
+         "names no shard, or a path that is not a collection file, is refused naming it.",
+         f"{_S} (Sources); " + _SHARD),
     Rule("D3", READER, "global record numbers follow shard order",
          "Record g of a dataset is record g - start(k) of the shard k whose range holds it, where start(k) is the "
          "number of records in the shards before k. Negative numbers count from the end; a number outside is "

@@ -177,6 +177,7 @@ def _names(ds, ids):
     return [ds[g].meta["name"] for g in ids]
 
 
+@pytest.mark.forks
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
 def test_D4_used_before_fork_reads_in_the_child(pair):
     ds, _ = pair
