@@ -395,3 +395,16 @@ def test_staging_local_open_dataset_of_urls_with_the_cache_from_the_environment(
         assert [s.path for s in ds.shards] == [tmp_path / "env-cache" / "http" / http.url.split("//")[1] / n
                                                for n in names]
         assert ds.batch([0, 4])["pe"].tolist() == [8.0, 4.0]
+
+
+def test_bench_staging_runs_small(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/staging.py at a tiny size: every row comes out (no timing is asserted)."""
+    pytest.importorskip("aiohttp", reason="fsspec's HTTP file system needs aiohttp")
+    import importlib.util as util
+    spec = util.spec_from_file_location("bench_staging", ROOT / "bench" / "staging.py")
+    assert spec is not None and spec.loader is not None
+    bench = util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--shards", "2", "--mib", "1", "--runs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  run ") == 2 and "plain/staging (>= 0.9 asked)" in out and "by hand" in out
