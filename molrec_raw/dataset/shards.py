@@ -37,8 +37,18 @@ _GLOB = frozenset("*?[")
 def open_dataset(source: Any, *, cache: Any = None) -> "Dataset":
     """The dataset of ``source``: a directory (its ``*.mrec.lmdb`` files, sorted names), a
     glob (sorted matches), a list of paths (the given order), or fsspec URL(s), staged into
-    the local cache directory ``cache`` (else ``MOLREC_RAW_CACHE``) first (``dataset#D2``)."""
-    return Dataset(shard_paths(source, cache))
+    the local cache directory ``cache`` (else ``MOLREC_RAW_CACHE``) first (``dataset#D2``); a
+    URL of a directory or a glob names its ``*.mrec.lmdb`` objects.  Staged shards stay in use
+    (no cache budget evicts them, ``staging#evict``) until the dataset closes."""
+    held: List[Any] = []
+    try:
+        dataset = Dataset(shard_paths(source, cache, held))
+    except BaseException:
+        for shards in held:
+            shards.release()
+        raise
+    dataset._staged = held
+    return dataset
 
 
 def is_url(text: Any) -> bool:
@@ -46,8 +56,9 @@ def is_url(text: Any) -> bool:
     return isinstance(text, str) and "://" in text and not text.startswith("file://")
 
 
-def shard_paths(source: Any, cache: Any = None) -> List[Path]:
-    """The shard files ``source`` names, in dataset order (``dataset#D2``)."""
+def shard_paths(source: Any, cache: Any = None, held: Optional[List[Any]] = None) -> List[Path]:
+    """The shard files ``source`` names, in dataset order (``dataset#D2``); the staged shards
+    of URLs (holding their use locks) are appended to ``held`` when given."""
     if isinstance(source, (str, os.PathLike)):
         items: List[Any] = [source]
         one = True
@@ -60,7 +71,12 @@ def shard_paths(source: Any, cache: Any = None) -> List[Path]:
     staged: Dict[str, Path] = {}
     if urls:
         staging = importlib.import_module("molrec_raw.dataset.staging")  # (object storage: for a URL source only)
-        staged = dict(zip(urls, staging.stage(urls, cache)))
+        if one:  # a store's directory or glob: its shards (sorted names)
+            items = urls = staging.shard_urls(urls[0], getattr(cache, "storage_options", None))
+        shards = staging.stage(urls, cache)
+        if held is not None:
+            held.append(shards)
+        staged = dict(zip(urls, shards))
     paths: List[Path] = []
     for item in items:
         if is_url(item):
@@ -137,6 +153,8 @@ class Dataset:
     :class:`Record`), ``ds.batch(ids, frame=0)`` (``CollectionReader.batch``'s arrays over
     shards, in the caller's order), ``ds.index``, ``ds.shards``, ``ds.units``,
     ``ds.sequence_schema``, ``ds.index_schema``, ``ds.locate(g)``; ``close()`` or ``with``."""
+
+    _staged: Sequence[Any] = ()  # shards staged from a store, in use until close (open_dataset)
 
     def __init__(self, paths: Sequence[Any]) -> None:
         paths = [Path(os.fspath(p)) for p in paths]
@@ -279,9 +297,11 @@ class Dataset:
 
     # ------------------------------------------------------------------ the files
     def close(self) -> None:
-        """Close every shard's reader."""
+        """Close every shard's reader (and let a cache budget evict the staged shards)."""
         for shard in self._shards:
             shard.close()
+        for staged in self._staged:
+            staged.release()
 
     def __enter__(self) -> "Dataset":
         """The dataset itself (``with`` closes it)."""

@@ -1,10 +1,15 @@
-"""PyTorch reads a collection (``*.mrec.lmdb``) as a map-style dataset: :class:`MrecDataset`.
+"""PyTorch reads a collection (``*.mrec.lmdb``), or a dataset of shards, as a map-style
+dataset: :class:`MrecDataset`; :class:`ShardSampler` hands each rank of a distributed job
+whole shards.
 
-``MrecDataset(path, keys=None, transform=None)`` has one item per trajectory frame of the
-collection (``len(ds) == c.n_frames``; item ``j`` is global frame ordinal ``j``: record
-``r``'s frame ``k`` where ``first_frame[r] <= j < first_frame[r] + n_frames[r]``).  A record
-without a trajectory, or with zero frames, has no item (decision in spec-notes/collection.md,
-"PyTorch").  An item is a dict of tensors, the reader's view of the frame (system and
+``MrecDataset(source, keys=None, transform=None)`` takes one collection file, a
+:class:`~molrec_raw.dataset.Dataset`, or what ``open_dataset`` takes (a directory of shards,
+a glob, a list).  It has one item per trajectory frame (``len(ds)`` is the frames of every
+record; item ``j`` is global frame ordinal ``j``: record ``r``'s frame ``k`` where
+``first_frame[r] <= j < first_frame[r] + n_frames[r]``, records numbered over the shards in
+dataset order).  A record without a trajectory, or with zero frames, has no item (decision
+in spec-notes/collection.md, "PyTorch").  ``ds.shard_spans`` holds each shard's items
+``(start, stop)``.  An item is a dict of tensors, the reader's view of the frame (system and
 trajectory ``atoms`` as one block):
 
 * ``positions`` (n, 3) from ``atoms/x y z``; ``forces`` (n, 3) from ``atoms/fx fy fz``;
@@ -37,21 +42,33 @@ or a wrapper asks for one).  A batch's tensors are disjoint views of one storage
 own copy of the values): a worker's batch crosses to the parent as one shared-memory segment.
 Processes: each ``DataLoader`` worker reads through its own LMDB
 environment — the reader a forked worker inherits reopens the file at its first use there,
-and the dataset pickles as its path and keys (``spawn`` workers open it anew).
+and the dataset pickles as its path (or its dataset's shard table) and keys (``spawn``
+workers open it anew).
+
+Distributed training (spec-notes/dataset.md "Training with DDP"): with
+``torch.utils.data.DistributedSampler`` every item is read once per epoch over the ranks
+(items padded by repetition when the ranks' shares differ, as that sampler does).
+:class:`ShardSampler` gives each rank whole shards instead, so that a rank reads (and a
+node's cache stages) only its own shards.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+import os
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from molrec_raw.dataset import Dataset, open_dataset
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import COLUMN_QUANTITIES, FORCES, POSITIONS, Units, atomic_numbers, require
 from molrec_raw.record.units import DERIVED, META_KEY_QUANTITIES, SCALE, parse_units, unit_factor, unit_of
 
+if TYPE_CHECKING:
+    from molrec_raw.collection.reader import CollectionReader
+
 torch = require("torch", "torch")
 
-__all__ = ["MrecDataset", "STANDARD_KEYS", "collate"]
+__all__ = ["MrecDataset", "ShardSampler", "STANDARD_KEYS", "collate"]
 
 ATOMS = "atoms"
 #: The names an item has when ``keys`` is None (those the collection holds).
@@ -69,26 +86,25 @@ class MrecDataset(_Dataset):  # type: ignore[misc]
     ``len``, ``ds[j]`` (a dict of tensors), ``ds.__getitems__(indices)`` (what a
     ``DataLoader`` calls), ``MrecDataset.collate`` (its ``collate_fn``), ``ds.close()``."""
 
-    def __init__(self, path: Any, *, keys: Optional[Iterable[str]] = None,
+    def __init__(self, source: Any, *, keys: Optional[Iterable[str]] = None,
                  transform: Optional[Callable[[Sample], Sample]] = None, units: Any = None) -> None:
-        from molrec_raw.collection.reader import CollectionReader
-        self._path = path
+        self._path = source
         self._target = units
-        self._reader = CollectionReader(path)
+        self._reader = _open_source(source)
         self.transform = transform
-        binding = self._reader.binding_index()
-        self._first = binding["first_frame"].astype(np.int64)
-        counts = binding["n_frames"].astype(np.int64)
+        counts = _frame_counts(self._reader)
+        self._first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)  # (collection#C9: first_frame)
         self._with_frames = np.flatnonzero(counts > 0)  # records that have items, in record order
         self._starts = self._first[self._with_frames]
         self._n = int(counts.sum())
+        self.shard_spans = _shard_spans(self._reader, self._first, self._n)
         self.keys = self._resolve_keys(None if keys is None else list(keys))
-        self.units, self._factors = _units_of_keys(self.keys, self._reader.units, units, str(self._reader.path))
+        self.units, self._factors = _units_of_keys(self.keys, self._reader.units, units, _label(self._reader))
 
     # -- what an item holds --------------------------------------------------------------
     def _resolve_keys(self, asked: Optional[List[str]]) -> Tuple[str, ...]:
         c = self._reader
-        schema = c.schema
+        schema = c.sequence_schema if isinstance(c, Dataset) else c.schema
         atoms = set(schema.columns(ATOMS)) if ATOMS in schema.block_names() else set()
         if self._n:  # the system's columns are per record: the first item's tell what there is
             probe = c.batch([int(self._with_frames[0])], frame=0)
@@ -110,7 +126,7 @@ class MrecDataset(_Dataset):  # type: ignore[misc]
         if missing:
             raise InvalidValueError(f"the collection has no {missing} for a dataset item (it has "
                                     f"{sorted(have)}, atoms columns {sorted(atoms)}, per-step meta {sorted(meta)})",
-                                    store=str(c.path))
+                                    store=_label(c))
         return tuple(dict.fromkeys(asked))
 
     def __len__(self) -> int:
@@ -201,12 +217,14 @@ class MrecDataset(_Dataset):  # type: ignore[misc]
 
     # -- processes -----------------------------------------------------------------------
     def close(self) -> None:
-        """Release the collection (this process's environment)."""
+        """Release the collection or the dataset's shards (this process's environments)."""
         self._reader.close()
 
     def __getstate__(self) -> Dict[str, Any]:
-        """Pickled as its path, keys and transform: a ``spawn`` worker opens the file anew."""
-        return {"path": self._path, "keys": self.keys, "transform": self.transform, "units": self._target}
+        """Pickled as its path (a dataset as its shard table), keys and transform: a ``spawn``
+        worker opens the file(s) anew."""
+        source = self._reader if isinstance(self._reader, Dataset) else self._path
+        return {"path": source, "keys": self.keys, "transform": self.transform, "units": self._target}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         """Open the collection in this process (the other side of :meth:`__getstate__`)."""
@@ -214,7 +232,7 @@ class MrecDataset(_Dataset):  # type: ignore[misc]
                       units=state.get("units"))
 
     def __repr__(self) -> str:
-        return f"MrecDataset({str(self._reader.path)!r}, {self._n} frames, keys={list(self.keys)})"
+        return f"MrecDataset({_label(self._reader)!r}, {self._n} frames, keys={list(self.keys)})"
 
 
 class Samples(Sequence[Sample]):
@@ -287,7 +305,178 @@ def collate(samples: Sequence[Sample]) -> Dict[str, Any]:
     return out
 
 
+# -- distributed sampling --------------------------------------------------------------------
+_Sampler: Any = torch.utils.data.Sampler
+
+
+class ShardSampler(_Sampler):  # type: ignore[misc]
+    """Item indices of ``dataset`` (an :class:`MrecDataset`, or a
+    :class:`~molrec_raw.dataset.Dataset` whose items are its records) for one rank of a
+    distributed job, whole shards per rank (spec-notes/dataset.md "Training with DDP"):
+
+    * every epoch the shards are put in an order drawn from ``(seed, epoch)`` and dealt out in
+      that order, each to the rank holding the fewest items so far (ties: the lowest rank);
+      a rank reads its shards one after the other, each shard's items in an order drawn from
+      ``(seed, epoch, shard)`` (in stored order with ``shuffle=False``, the shards too);
+    * every rank yields the same number of items, ``len(sampler)`` (DDP needs the same number
+      of batches on every rank): the largest share, a rank with less repeating its own first
+      items (from its own shards, so nothing is staged for it) — like ``DistributedSampler``,
+      a few items are seen twice in an epoch; ``drop_last=True`` cuts every rank to the
+      smallest share instead (a few items are not seen in that epoch);
+    * ``set_epoch(e)`` before each epoch; ``state_dict()`` / ``load_state_dict()`` resume an
+      epoch with exactly the items this rank had not yielded (pass ``consumed=`` to
+      ``state_dict`` when a ``DataLoader`` has prefetched beyond what was trained on).
+
+    ``num_replicas`` and ``rank`` None: from ``torch.distributed`` when it is initialised (as
+    ``DistributedSampler`` does), else one replica of rank 0."""
+
+    def __init__(self, dataset: Any, num_replicas: Optional[int] = None, rank: Optional[int] = None,
+                 seed: int = 0, shuffle: bool = True, drop_last: bool = False) -> None:
+        spans = ([(s.start, s.stop) for s in dataset.shards] if isinstance(dataset, Dataset)
+                 else getattr(dataset, "shard_spans", None))
+        if spans is None:
+            raise InvalidValueError(f"ShardSampler samples an MrecDataset (or anything with shard_spans, each shard's "
+                                    f"items (start, stop)) or a molrec_raw Dataset, not {type(dataset).__name__}")
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if num_replicas is None:
+            num_replicas = torch.distributed.get_world_size() if distributed else 1
+        if rank is None:
+            rank = torch.distributed.get_rank() if distributed else 0
+        if not (isinstance(num_replicas, int) and num_replicas >= 1 and isinstance(rank, int)
+                and 0 <= rank < num_replicas):
+            raise InvalidValueError(f"ShardSampler: rank {rank!r} of num_replicas {num_replicas!r} (0 <= rank < "
+                                    "num_replicas)")
+        self.spans: List[Tuple[int, int]] = [(int(a), int(b)) for a, b in spans]
+        filled = sum(1 for a, b in self.spans if b > a)
+        if filled < num_replicas:
+            raise InvalidValueError(f"ShardSampler: {filled} shard(s) with items for {num_replicas} ranks: every rank "
+                                    "needs a whole shard (cut smaller shards, or use DistributedSampler)")
+        self.num_replicas, self.rank, self.seed = num_replicas, rank, int(seed)
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.epoch = 0
+        self.position = 0  # items of this epoch already yielded on this rank
+
+    # -- the plan of an epoch -------------------------------------------------------------
+    def assignment(self, epoch: Optional[int] = None) -> List[List[int]]:
+        """Each rank's shards (numbers, in reading order) in ``epoch`` (default: the current)."""
+        epoch = self.epoch if epoch is None else epoch
+        order = (np.random.default_rng([self.seed, epoch]).permutation(len(self.spans)) if self.shuffle
+                 else np.arange(len(self.spans)))
+        shares: List[List[int]] = [[] for _ in range(self.num_replicas)]
+        loads = [0] * self.num_replicas
+        for shard in order.tolist():
+            rank = loads.index(min(loads))
+            shares[rank].append(shard)
+            loads[rank] += self.spans[shard][1] - self.spans[shard][0]
+        return shares
+
+    def _length(self, shares: List[List[int]]) -> int:
+        loads = [sum(self.spans[k][1] - self.spans[k][0] for k in share) for share in shares]
+        return min(loads) if self.drop_last else max(loads)
+
+    def indices(self, epoch: Optional[int] = None) -> List[int]:
+        """This rank's items of ``epoch`` in the order it yields them (``len(self)`` of them)."""
+        epoch = self.epoch if epoch is None else epoch
+        shares = self.assignment(epoch)
+        out: List[int] = []
+        for shard in shares[self.rank]:
+            start, stop = self.spans[shard]
+            inside = (np.random.default_rng([self.seed, epoch, shard]).permutation(stop - start) if self.shuffle
+                      else np.arange(stop - start))
+            out.extend((inside + start).tolist())
+        n = self._length(shares)
+        while out and len(out) < n:  # the padding: this rank's own first items again
+            out.extend(out[:n - len(out)])
+        return out[:n]
+
+    def __len__(self) -> int:
+        """Items per rank per epoch (the same on every rank)."""
+        return self._length(self.assignment())
+
+    def __iter__(self) -> Iterator[int]:
+        """This rank's items of the current epoch from ``position`` on (after a resume: the
+        rest); the position moves as items are yielded and returns to 0 at the end."""
+        order = self.indices()
+        while self.position < len(order):
+            item = order[self.position]
+            self.position += 1
+            yield item
+        self.position = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch whose order the next iteration yields (a new epoch starts at its beginning;
+        the epoch a resumed state names keeps its position)."""
+        if int(epoch) != self.epoch:
+            self.epoch, self.position = int(epoch), 0
+
+    # -- resuming -----------------------------------------------------------------------
+    def state_dict(self, consumed: Optional[int] = None) -> Dict[str, Any]:
+        """Where this rank is: ``epoch``, ``seed``, ``position`` (items of the epoch done:
+        ``consumed`` when given, else those yielded), and what the order depends on
+        (``num_replicas``, ``rank``, ``shuffle``, ``drop_last``, ``spans``)."""
+        position = self.position if consumed is None else int(consumed)
+        return {"epoch": self.epoch, "seed": self.seed, "position": position, "num_replicas": self.num_replicas,
+                "rank": self.rank, "shuffle": self.shuffle, "drop_last": self.drop_last,
+                "spans": [list(span) for span in self.spans]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: refused (naming the difference) unless it was taken
+        by a sampler of the same shards, seed, replicas, rank and options."""
+        mine = self.state_dict()
+        for name in ("seed", "num_replicas", "rank", "shuffle", "drop_last", "spans"):
+            if name not in state or state[name] != mine[name]:
+                theirs = state.get(name, "absent")
+                shown = f"{len(theirs)} shards" if name == "spans" and isinstance(theirs, list) else repr(theirs)
+                mine_shown = f"{len(mine[name])} shards" if name == "spans" else repr(mine[name])
+                raise InvalidValueError(f"ShardSampler.load_state_dict: the state's {name} is {shown}, this "
+                                        f"sampler's {mine_shown}" + (" (same count, other sizes)"
+                                                                     if shown == mine_shown else ""))
+        epoch, position = state.get("epoch"), state.get("position")
+        if not (isinstance(epoch, int) and epoch >= 0 and isinstance(position, int)
+                and 0 <= position <= self._length(self.assignment(epoch))):
+            raise InvalidValueError(f"ShardSampler.load_state_dict: epoch {epoch!r} and position {position!r} are not "
+                                    f"an epoch >= 0 and a position within its {len(self)} items")
+        self.epoch, self.position = epoch, position
+
+
 # -- helpers ---------------------------------------------------------------------------------
+Source = Union["CollectionReader", Dataset]
+
+
+def _open_source(source: Any) -> Source:
+    """What an :class:`MrecDataset` reads: a collection file's reader, or a dataset (given, or
+    opened from a directory, a glob or a list of shards)."""
+    from molrec_raw.collection.reader import CollectionReader
+    if isinstance(source, Dataset):
+        return source
+    if isinstance(source, (str, os.PathLike)) and not os.path.isdir(source) and (
+            os.path.exists(source) or not set("*?[") & set(os.fspath(source))):
+        return CollectionReader(source)
+    return open_dataset(source)
+
+
+def _frame_counts(source: Source) -> np.ndarray:
+    """Each record's trajectory frames, records in (dataset) order."""
+    if isinstance(source, Dataset):
+        parts = [s.reader().binding_index()["n_frames"] for s in source.shards]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+    return source.binding_index()["n_frames"].astype(np.int64)
+
+
+def _shard_spans(source: Source, first: np.ndarray, n: int) -> List[Tuple[int, int]]:
+    """Each shard's items ``(start, stop)``: one span for a collection file."""
+    if not isinstance(source, Dataset):
+        return [(0, n)]
+    edges = [int(first[s.start]) if s.start < len(first) else n for s in source.shards] + [n]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _label(source: Source) -> str:
+    if isinstance(source, Dataset):
+        return f"{source.shards[0].path.parent} ({len(source.shards)} shards)"
+    return str(source.path)
+
+
 #: The quantity each standard key carries (frame-and-types §13.5); per-step keys as §13.4.
 _KEY_QUANTITY = {"positions": "length", "cell": "length", "forces": "force", "energy": "energy"}
 _META_QUANTITY = {k: "volume" if power == 3 else q for k, (q, power) in META_KEY_QUANTITIES.items()}

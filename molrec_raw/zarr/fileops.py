@@ -126,18 +126,19 @@ class FileOps:
         os.rmdir(path)
 
     # -- advisory locks (not data: apart from the mutations above) -------------------
-    def lock(self, path: str, exclusive: bool) -> int:
+    def lock(self, path: str, exclusive: bool, wait: bool = False) -> int:
         """Open the lock file ``path`` (created when missing; never through a symbolic link)
-        and take an advisory ``flock`` on it without waiting, exclusive or shared.  Returns
-        the descriptor, which holds the lock until it is closed — so a lock dies with its
-        process.  ``BlockingIOError`` when another open file holds a conflicting lock (in
-        this process or another); another ``OSError`` (ENOLCK, EOPNOTSUPP, ENOSYS, ...)
-        where locks do not work.  Either way nothing stays open."""
+        and take an advisory ``flock`` on it, exclusive or shared, without waiting (or, with
+        ``wait``, waiting until it is granted).  Returns the descriptor, which holds the lock
+        until it is closed — so a lock dies with its process.  ``BlockingIOError`` when
+        another open file holds a conflicting lock (in this process or another) and
+        ``wait`` is false; another ``OSError`` (ENOLCK, EOPNOTSUPP, ENOSYS, ...) where locks
+        do not work.  Either way nothing stays open."""
         if fcntl is None:  # pragma: no cover - not POSIX
             raise OSError(errno.ENOSYS, "advisory locks (fcntl.flock) are not available here", path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC, 0o666)
         try:
-            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if wait else fcntl.LOCK_NB))
         except BaseException:
             os.close(fd)
             raise
@@ -352,9 +353,9 @@ class DelegatingFileOps(FileOps):
         """See :meth:`FileOps.rmdir`."""
         self._call("rmdir", path, self.inner.rmdir, path)
 
-    def lock(self, path: str, exclusive: bool) -> int:
+    def lock(self, path: str, exclusive: bool, wait: bool = False) -> int:
         """See :meth:`FileOps.lock`."""
-        fd: int = self._call("lock", path, self.inner.lock, path, exclusive)
+        fd: int = self._call("lock", path, self.inner.lock, path, exclusive, wait)
         self._paths[fd] = path
         return fd
 
