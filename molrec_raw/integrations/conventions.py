@@ -32,10 +32,12 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, SpecViolationError
+from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
-from molrec_raw.record.units import ASE_TIME, BASE, META_KEY_QUANTITIES, parse_units, spelling, unit_factor
-from molrec_raw.record.doors import read_mrec_system, section_names, write_mrec_system
+from molrec_raw.record.units import (
+    ASE_TIME, BASE, META_KEY_QUANTITIES, UNITS_BELONG, MissingUnitError, parse_units, spelling, unit_factor, unit_factors,
+)
+from molrec_raw.record.doors import read_mrec_meta, read_mrec_system, section_names, write_mrec_system
 from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 
 __all__ = [
@@ -44,7 +46,7 @@ __all__ = [
     "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "COLUMN_QUANTITIES", "trajectory_schema", "atoms_frame",
     "xyz_of",
     "units_meta", "refuse_units_change", "META_QUANTITIES", "as_units", "renumbered_res_ids", "runs_of",
-    "RESIDUE_KEYS",
+    "RESIDUE_KEYS", "stated_factors", "UNITS_BELONG",
 ]
 
 UNITS_KEY = "units"
@@ -131,6 +133,27 @@ def units_of(*sections: Optional[Frame]) -> Optional[Units]:
             value = section.meta[UNITS_KEY]
             return Units.from_json(value.value if isinstance(value, MetaValue) else value)
     return None
+
+
+def stated_factors(quantities: Iterable[str], units: Units, to: Units, where: str, hint: str,
+                   path: Any = None) -> Dict[str, float]:
+    """Factors from ``units`` to ``to`` for every quantity a door hands over, every unit the
+    record leaves unstated named in one refusal (:func:`molrec_raw.record.units.unit_factors`);
+    when the record's ``/meta`` document has a ``units`` key — units put where no reader looks —
+    the refusal says where they belong (§13.5)."""
+    try:
+        return unit_factors(quantities, units.to_json(), to.to_json(), where, hint)
+    except MissingUnitError as exc:
+        misplaced = False
+        if path is not None:
+            try:
+                misplaced = UNITS_KEY in read_mrec_meta(path)
+            except MolrecError:
+                pass
+        if not misplaced:
+            raise
+        raise MissingUnitError(f"{exc.message}; the record's /meta document has a 'units' key, which states nothing: "
+                               f"{UNITS_BELONG}", rule=exc.rule) from None
 
 
 def units_meta(units: Units) -> MetaValue:

@@ -242,8 +242,9 @@ class MRECParser(TopologyReaderBase):
     def parse(self, **kwargs: Any) -> Any:
         """The MDAnalysis Topology of the record, built as the class says; ``assume_units``
         as for the reader (integrations.conventions)."""
-        source = TrajectorySource(self.filename, MDANALYSIS_UNITS, assume=as_units(kwargs.get("assume_units")),
-                                  groups=(), meta=False)
+        # every group and per-step key the reader will convert: a unit the record leaves
+        # unstated is named with all the others now, not one per Universe attempt
+        source = TrajectorySource(self.filename, MDANALYSIS_UNITS, assume=as_units(kwargs.get("assume_units")))
         try:
             top = source.topology()
             n_atoms = source.n_atoms
