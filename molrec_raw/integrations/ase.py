@@ -328,8 +328,16 @@ def _numbers_of(block: Block, where: str = "") -> np.ndarray:
     naming the record, the rule and the fix, when it has neither."""
     if "atomic_number" in block.columns:
         return np.asarray(block.columns["atomic_number"], dtype=np.int64)
-    if "element" in block.columns:
-        return atomic_numbers(block.columns["element"])
+    if "element" in block.columns:  # "" (no element: a virtual site) is ASE's "X", number 0
+        symbols = np.asarray(block.columns["element"], dtype=object)
+        blank = symbols == ""
+        try:
+            numbers = atomic_numbers(np.where(blank, "H", symbols))
+        except InvalidValueError as exc:
+            raise InvalidValueError(f"{where or 'the record'}: system/atoms.element: {exc.message}",
+                                    rule="frame-and-types#13.2") from None
+        numbers[blank] = 0
+        return numbers
     raise InvalidValueError(f"{where or 'the record'}: the record's atoms carry neither 'atomic_number' nor 'element', "
                             "and an ASE Atoms needs each atom's element: add an 'element' (or 'atomic_number') "
                             "column to system/atoms (for a record made by 'molrec-raw convert', convert again from "
