@@ -35,7 +35,7 @@ import numpy as np
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
 from molrec_raw.record.units import (
-    ASE_TIME, BASE, META_KEY_QUANTITIES, UNITS_BELONG, MissingUnitError, parse_units, spelling, unit_factor, unit_factors,
+    ASE_TIME, BASE, DERIVED, META_KEY_QUANTITIES, UNITS_BELONG, MissingUnitError, parse_units, spelling, unit_factor, unit_factors,
 )
 from molrec_raw.record.doors import read_mrec_meta, read_mrec_system, section_names, write_mrec_system
 from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
@@ -88,18 +88,24 @@ class Units:
     energy: Optional[str] = None
     mass: Optional[str] = "dalton"    # the spec's default (§13.5)
     charge: Optional[str] = "e"       # the spec's default (§13.5)
+    #: Derived quantities stated directly (``("velocity", "angstrom/fs")``, …), sorted by name;
+    #: one wins over the unit its base units spell.
+    derived: Tuple[Tuple[str, str], ...] = ()
 
     def to_json(self) -> Dict[str, str]:
         """The ``units`` meta value this writer records (quantities spelled out, no preset)."""
-        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}
+        base = {q: value for q in _BASE if (value := getattr(self, q)) is not None}
+        return {**base, **dict(self.derived)}
 
     @classmethod
     def from_json(cls, value: Any, where: str = "units") -> "Units":
         """Parse a ``units`` meta value with the record layer's parser (an object with a
         ``preset`` and/or quantities, or a preset string, §13.5); quantities it leaves
-        unstated keep the spec's defaults (mass dalton, charge e) or None."""
+        unstated keep the spec's defaults (mass dalton, charge e) or None; derived quantities
+        stated directly (``velocity``, ``force``, …) are kept."""
         stated = parse_units(value, where)
-        return cls(**{q: stated.get(q, getattr(cls(), q)) for q in _BASE})
+        derived = tuple(sorted((q, u) for q, u in stated.items() if q in DERIVED))
+        return cls(**{q: stated.get(q, getattr(cls(), q)) for q in _BASE}, derived=derived)
 
     def factor(self, quantity: str, to: "Units", where: str = "units", hint: str = "") -> float:
         """Multiply values of ``quantity`` (a base or derived quantity of the package's table,
@@ -109,12 +115,14 @@ class Units:
 
     def same_as(self, other: "Units") -> bool:
         """Every quantity spelled the same way (aliases such as ``Å``/``angstrom`` agree)."""
-        return all((a is None) == (b is None) and (a is None or spelling(a) == spelling(b))
-                   for a, b in ((getattr(self, q), getattr(other, q)) for q in _BASE))
+        mine, theirs = self.to_json(), other.to_json()
+        return mine.keys() == theirs.keys() and all(spelling(mine[q]) == spelling(theirs[q]) for q in mine)
 
     def with_defaults(self, assume: "Units") -> "Units":
         """These units, with every quantity the record leaves unstated taken from ``assume``."""
-        return Units(**{q: getattr(self, q) if getattr(self, q) is not None else getattr(assume, q) for q in _BASE})
+        derived = tuple(sorted({**dict(assume.derived), **dict(self.derived)}.items()))
+        return Units(**{q: getattr(self, q) if getattr(self, q) is not None else getattr(assume, q) for q in _BASE},
+                     derived=derived)
 
 
 #: MDAnalysis's base units (Å, ps, kJ/mol).

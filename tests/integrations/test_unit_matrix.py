@@ -641,3 +641,116 @@ def test_an_unknown_unit_is_refused_naming_it_13_5(tmp_path: Path) -> None:
     mr.write_mrec_frame(tmp_path / "f.mrec", frame)
     with pytest.raises(MolrecError, match="furlong"):
         ase.io.read(str(tmp_path / "f.mrec"), format="mrec")
+
+
+def _unstated(tmp_path: Path) -> Path:
+    """A trajectory with positions, velocities, forces, an energy and times, stating no unit."""
+    cols = {c: np.arange(2.0) + k for k, c in enumerate(("x", "y", "z", "vx", "vy", "vz", "fx", "fy", "fz"))}
+    atoms = mr.Block({**cols, "element": np.array(["H", "H"], dtype=object)})
+    path = tmp_path / "unstated.mrec"
+    mr.write_mrec_trajectory(path, [mr.Frame({"pe": 1.0}, {"atoms": atoms})] * 2, times=[0.0, 1.0])
+    return path
+
+
+ALL_MISSING = "the record states no energy, length or time unit"
+
+
+def test_every_reader_names_every_missing_unit_at_once_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5: a reader names every unit it needs and the record leaves unstated in
+    one refusal, sorted (not one per attempt, not in a set's hash order)."""
+    path = _unstated(tmp_path)
+    refusals = 0
+    if importlib.util.find_spec("ase"):
+        import ase.io
+        import molrec_raw.integrations.ase  # noqa: F401
+        with pytest.raises(MolrecError, match=ALL_MISSING):
+            ase.io.read(str(path), format="mrec")
+        refusals += 1
+    if importlib.util.find_spec("MDAnalysis"):
+        import MDAnalysis as mda
+        import molrec_raw.integrations.mdanalysis  # noqa: F401
+        with pytest.raises(MolrecError, match=ALL_MISSING):
+            mda.Universe(str(path))
+        refusals += 1
+    if refusals == 0:
+        pytest.skip("no reading door with a tool installed")
+
+
+@pytest.mark.parametrize("seed", ["0", "1", "2"])
+def test_the_missing_units_message_does_not_depend_on_the_hash_seed_13_5(tmp_path: Path, seed: str) -> None:
+    """The same record gives the same refusal under any PYTHONHASHSEED (ASE's once named one
+    unit or two depending on a set's order)."""
+    _needs("ase")
+    import os
+    import subprocess
+    import sys
+    path = _unstated(tmp_path)
+    code = ("import ase.io, molrec_raw.integrations.ase\n"
+            f"try:\n    ase.io.read({str(path)!r}, format='mrec')\n"
+            "except Exception as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+    assert ALL_MISSING in out and "(energy: energy, force; length: force, length, velocity; time: velocity;" in out
+
+
+def test_units_in_the_meta_document_are_refused_naming_where_they_go_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5: units given as the record's /meta document (where no reader looks)
+    are refused, naming the system section's 'units' meta key; given there (system=), every
+    reader converts with them."""
+    frames = [mr.Frame({}, {"atoms": mr.Block({"x": np.ones(2), "y": np.zeros(2), "z": np.zeros(2),
+                                               "element": np.array(["H", "H"], dtype=object)})})]
+    path = tmp_path / "u.mrec"
+    with pytest.raises(MolrecError, match=r"u\.mrec: the meta document's 'units' key would state nothing.*"
+                                          r"'units' meta key \(tag json\) of its system section"):
+        mr.write_mrec_trajectory(path, frames, meta={"units": {"length": "nm"}})
+    assert not path.exists()
+    with pytest.raises(MolrecError, match="belong in the 'units' meta key"):
+        mr.write_mrec_system(path, mr.Frame({}, {}), meta={"units": "real"})
+    with pytest.raises(MolrecError, match="belong in the 'units' meta key"):
+        mr.MrecWriter(path, mr.SequenceSchema.from_frame(frames[0]), meta={"units": "real"})
+    system = mr.Frame({"units": mr.MetaValue("json", {"length": "nm"})})
+    mr.write_mrec_trajectory(path, frames, system=system, meta={"creator": {"name": "me"}})
+    assert mr.read_mrec_meta(path)["creator"] == {"name": "me"}
+    assert mr.validate(path) == [] if hasattr(mr, "validate") else True
+    if importlib.util.find_spec("ase"):
+        import ase.io
+        import molrec_raw.integrations.ase  # noqa: F401
+        assert ase.io.read(str(path), format="mrec").positions[0, 0] == pytest.approx(10.0)
+
+
+def test_a_record_with_units_in_its_meta_document_says_where_they_belong_13_5(tmp_path: Path) -> None:
+    """A record another producer wrote with /meta 'units' (readable: the spec keeps unknown
+    keys): a reader's missing-unit refusal says that key states nothing and where units go."""
+    _needs("ase")
+    import ase.io
+    import molrec_raw.integrations.ase  # noqa: F401
+    from molrec_raw.record.doors import replace_record, write_sections
+    frame = mr.Frame({}, {"atoms": mr.Block({"x": np.ones(1), "y": np.zeros(1), "z": np.zeros(1),
+                                             "element": np.array(["H"], dtype=object)})})
+    path = tmp_path / "other.mrec"  # written below the doors, which refuse it
+    replace_record(path, lambda root: write_sections(root, {"units": {"length": "nm"}}, {"frame": frame}))
+    with pytest.raises(MolrecError, match="states no length unit.*/meta document has a 'units' key, which states "
+                                          "nothing: a record's units belong in the 'units' meta key"):
+        ase.io.read(str(path), format="mrec")
+
+
+@pytest.mark.parametrize("stated, ase_per_stated", [
+    ({"length": "nm", "time": "ps"}, 0.10180505671156725),     # 1 nm/ps = 0.01 Å/fs
+    ({"preset": "real"}, 10.180505671156725),                   # Å/fs
+    ({"velocity": "angstrom/fs"}, 10.180505671156725),
+    ({"preset": "metal"}, 0.010180505671156725),                # Å/ps
+    ({"length": "angstrom", "time": "Å·sqrt(amu/eV)"}, 1.0),    # ASE's own unit, spelled as ASE's docs do
+])
+def test_velocities_convert_to_ases_time_unit_13_5(tmp_path: Path, stated: Dict[str, str],
+                                                   ase_per_stated: float) -> None:
+    """frame-and-types#13.5: velocities stated as nm/ps, as "real", as Å/fs reach ASE in Å per
+    ASE time unit (1 Å/fs = 1/ase.units.fs); they failed with "unknown unit" before."""
+    _needs("ase")
+    import ase.io
+    import molrec_raw.integrations.ase  # noqa: F401
+    atoms = mr.Block({"x": np.zeros(1), "y": np.zeros(1), "z": np.zeros(1), "vx": np.array([2.0]),
+                      "vy": np.zeros(1), "vz": np.zeros(1), "element": np.array(["H"], dtype=object)})
+    units = {"length": "angstrom", **stated} if "velocity" in stated else stated
+    mr.write_mrec_frame(tmp_path / "v.mrec", mr.Frame({"units": mr.MetaValue("json", units)}, {"atoms": atoms}))
+    image = ase.io.read(str(tmp_path / "v.mrec"), format="mrec")
+    assert image.get_velocities()[0, 0] == pytest.approx(2.0 * ase_per_stated, rel=1e-12)
