@@ -344,15 +344,18 @@ def guess_elements(universe: Any) -> Optional[Dict[str, Any]]:
         return None
     with warnings.catch_warnings():  # the guesser warns per atom it cannot guess: counted below instead
         warnings.simplefilter("ignore")
-        if hasattr(universe, "guess_TopologyAttrs"):
-            universe.guess_TopologyAttrs(to_guess=["elements"])
-            raw = np.asarray(atoms.elements, dtype=object)
-            how = "guess_TopologyAttrs(to_guess=['elements'])"
-        else:  # MDAnalysis < 2.8
-            from MDAnalysis.topology.guessers import guess_types
-            raw = np.asarray(guess_types(atoms.names), dtype=object)
-            universe.add_TopologyAttr("elements", raw)
-            how = "guessers.guess_types(names)"
+        try:
+            if hasattr(universe, "guess_TopologyAttrs"):
+                universe.guess_TopologyAttrs(to_guess=["elements"])
+                raw = np.asarray(atoms.elements, dtype=object)
+                how = "guess_TopologyAttrs(to_guess=['elements'])"
+            else:  # MDAnalysis < 2.8
+                from MDAnalysis.topology.guessers import guess_types
+                raw = np.asarray(guess_types(atoms.names), dtype=object)
+                universe.add_TopologyAttr("elements", raw)
+                how = "guessers.guess_types(names)"
+        except (ValueError, AttributeError, KeyError):  # NoDataError: nothing it guesses from (LAMMPS type ids)
+            return None
     known = {symbol.upper(): symbol for symbol in ELEMENTS if symbol}
     atoms.elements = elements = np.array([known.get(str(e).strip().upper(), "") for e in raw], dtype=object)
     return {"element": {"by": f"MDAnalysis {mda.__version__} {how}",

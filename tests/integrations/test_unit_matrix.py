@@ -754,3 +754,23 @@ def test_velocities_convert_to_ases_time_unit_13_5(tmp_path: Path, stated: Dict[
     mr.write_mrec_frame(tmp_path / "v.mrec", mr.Frame({"units": mr.MetaValue("json", units)}, {"atoms": atoms}))
     image = ase.io.read(str(tmp_path / "v.mrec"), format="mrec")
     assert image.get_velocities()[0, 0] == pytest.approx(2.0 * ase_per_stated, rel=1e-12)
+
+
+def test_stress_reaches_ase_in_ev_per_cubic_angstrom_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5: a per-step stress (f64x9, the full tensor) stated in kJ/mol/nm³
+    (the record's energy / length³) reaches ASE in eV/Å³: 1 kJ/mol/nm³ = 1/96.485332123310018
+    eV per 1000 Å³."""
+    _needs("ase")
+    import ase.io
+    import molrec_raw.integrations.ase  # noqa: F401
+    tensor = np.array([[1.0, 0.5, 0.25], [0.5, 2.0, 0.125], [0.25, 0.125, 3.0]])
+    frame = mr.Frame({"units": mr.MetaValue("json", {"preset": "openmm"}),
+                      "stress": mr.MetaValue("f64x9", tuple(tensor.ravel().tolist()))},
+                     {"atoms": mr.Block({"x": np.zeros(1), "y": np.zeros(1), "z": np.zeros(1),
+                                         "element": np.array(["Ar"], dtype=object)})},
+                     mr.Box(np.eye(3) * 2.0))
+    mr.write_mrec_frame(tmp_path / "s.mrec", frame)
+    image = ase.io.read(str(tmp_path / "s.mrec"), format="mrec")
+    per = 1.0 / 96.485332123310018 / 1000.0
+    voigt = [tensor[0, 0], tensor[1, 1], tensor[2, 2], tensor[1, 2], tensor[0, 2], tensor[0, 1]]
+    np.testing.assert_allclose(image.get_stress(), np.array(voigt) * per, rtol=1e-12)
