@@ -774,3 +774,18 @@ def test_stress_reaches_ase_in_ev_per_cubic_angstrom_13_5(tmp_path: Path) -> Non
     per = 1.0 / 96.485332123310018 / 1000.0
     voigt = [tensor[0, 0], tensor[1, 1], tensor[2, 2], tensor[1, 2], tensor[0, 2], tensor[0, 1]]
     np.testing.assert_allclose(image.get_stress(), np.array(voigt) * per, rtol=1e-12)
+
+
+def test_the_torch_dataset_names_every_missing_unit_at_once_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5, collection#C1: a collection stating neither a length nor an energy
+    unit is refused by the dataset once, naming both together (sorted)."""
+    _needs_torch()
+    from molrec_raw.integrations.torch import MrecDataset
+
+    atoms = mr.Block({c: np.zeros(2) for c in ("x", "y", "z", "fx", "fy", "fz")})
+    with mr.CollectionWriter(tmp_path / "n.mrec.lmdb", units={"time": "ps"}) as w:  # no length, no energy
+        w.add_record(system=mr.Frame({}, {"atoms": mr.Block({"element": np.array(["H", "H"], dtype=object)})}),
+                     frames=[mr.Frame({"pe": 1.0}, {"atoms": atoms})])
+    with pytest.raises(MolrecError, match=r"states no energy or length unit.*\(energy: energy, force; "
+                                          r"length: force, length;"):
+        MrecDataset(tmp_path / "n.mrec.lmdb")
