@@ -35,7 +35,8 @@ import numpy as np
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
 from molrec_raw.record.units import (
-    ASE_TIME, BASE, DERIVED, META_KEY_QUANTITIES, UNITS_BELONG, MissingUnitError, parse_units, spelling, unit_factor, unit_factors,
+    ASE_TIME, BASE, DERIVED, META_KEY_QUANTITIES, UNITS_BELONG, MissingUnitError, parse_units, spelling, unit_factor,
+    unit_factors,
 )
 from molrec_raw.record.doors import read_mrec_meta, read_mrec_system, section_names, write_mrec_system
 from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema

@@ -258,7 +258,8 @@ def write_mdtraj(path: Path) -> Frames:
     a, b, c = lengths_and_angles_to_box_vectors(*np.asarray(lengths, float).T, *np.asarray(angles, float).T)
     cells = np.stack([a, b, c], axis=1)
     return Frames({"length": "nm", "time": "ps"},
-                  [{"positions": xyz[i].astype(float), "cell": cells[i], "time": float(i)} for i in range(4)], single=True)
+                  [{"positions": xyz[i].astype(float), "cell": cells[i], "time": float(i)} for i in range(4)],
+                  single=True)
 
 
 def write_convert(path: Path) -> Frames:
