@@ -31,7 +31,7 @@ from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import (
     ASE_UNITS, COLUMN_QUANTITIES, FORCES, POSITIONS, UNITS_KEY, VELOCITIES, Topology, Units, as_units,
     atomic_numbers, atoms_frame, box_from_rows, cell_rows, continue_trajectory, require, start_trajectory,
-    trajectory_schema, units_meta, units_of, xyz_of,
+    stated_factors, trajectory_schema, units_meta, units_of, xyz_of,
 )
 from molrec_raw.record.doors import read_mrec_frame, read_mrec_system, section_names
 from molrec_raw.record.model import Block, Frame, MetaValue
@@ -287,13 +287,12 @@ class _Conversion:
     def __init__(self, stated: Optional[Units], assume: Units, where: str, columns: Iterable[str],
                  meta_keys: Iterable[str]) -> None:
         units = (stated or assume).with_defaults(assume)
-
-        def factor(quantity: str) -> float:
-            return units.factor(quantity, ASE_UNITS, where=where, hint=_HINT)
-
-        self.column = {c: factor(_COLUMN_QUANTITY[c]) for c in set(columns) | set(POSITIONS) | {"mass"}
-                       if c in _COLUMN_QUANTITY}
-        self.meta = {k: factor(_META_QUANTITY[k]) for k in meta_keys if k in _META_QUANTITY}
+        column_names = [c for c in set(columns) | set(POSITIONS) | {"mass", "charge"} if c in _COLUMN_QUANTITY]
+        keys = [k for k in meta_keys if k in _META_QUANTITY]
+        factor = stated_factors([_COLUMN_QUANTITY[c] for c in column_names] + [_META_QUANTITY[k] for k in keys],
+                                units, ASE_UNITS, where, _HINT, where)  # every missing unit at once
+        self.column = {c: factor[_COLUMN_QUANTITY[c]] for c in column_names}
+        self.meta = {k: factor[_META_QUANTITY[k]] for k in keys}
         self.length = self.column["x"]
 
     def xyz(self, block: Block, names: Tuple[str, str, str] = POSITIONS) -> Optional[np.ndarray]:
@@ -303,27 +302,47 @@ class _Conversion:
 
 
 class _StoredLayout:
-    """What a record's ``system`` fixes: numbers and masses (None when each frame has them)."""
+    """What a record's ``system`` fixes: numbers and masses (None when each frame has them),
+    and its partial charges (``charge``, e.g. a force field's: ASE's initial charges)."""
 
-    def __init__(self, system: Optional[Frame], mass_factor: float = 1.0) -> None:
+    def __init__(self, system: Optional[Frame], mass_factor: float = 1.0, charge_factor: float = 1.0,
+                 where: str = "") -> None:
         atoms = None if system is None else system.blocks.get("atoms")
         self.numbers: Optional[np.ndarray] = None
         self.masses: Optional[np.ndarray] = None
+        self.charges: Optional[np.ndarray] = None
         self.custom_masses = False
+        self.where = where
+        if atoms is not None and "charge" in atoms.columns and "charge" not in atoms.masks:
+            self.charges = np.asarray(atoms.columns["charge"], dtype=np.float64) * charge_factor
         if atoms is not None and ("atomic_number" in atoms.columns or "element" in atoms.columns):
-            self.numbers = _numbers_of(atoms)
+            self.numbers = _numbers_of(atoms, where)
             self.masses = (np.asarray(atoms.columns["mass"], dtype=np.float64) * mass_factor
                            if "mass" in atoms.columns else None)
             self.custom_masses = self.masses is not None and not np.array_equal(
                 self.masses, _data.atomic_masses[self.numbers])
 
 
-def _numbers_of(block: Block) -> np.ndarray:
+def _numbers_of(block: Block, where: str = "") -> np.ndarray:
+    """Atomic numbers of an ``atoms`` block (``atomic_number``, else ``element``); refused,
+    naming the record, the rule and the fix, when it has neither."""
     if "atomic_number" in block.columns:
         return np.asarray(block.columns["atomic_number"], dtype=np.int64)
-    if "element" in block.columns:
-        return atomic_numbers(block.columns["element"])
-    raise InvalidValueError("the record's atoms carry neither 'atomic_number' nor 'element'")
+    if "element" in block.columns:  # "" (no element: a virtual site) is ASE's "X", number 0
+        symbols = np.asarray(block.columns["element"], dtype=object)
+        blank = symbols == ""
+        try:
+            numbers = atomic_numbers(np.where(blank, "H", symbols))
+        except InvalidValueError as exc:
+            raise InvalidValueError(f"{where or 'the record'}: system/atoms.element: {exc.message}",
+                                    rule="frame-and-types#13.2") from None
+        numbers[blank] = 0
+        return numbers
+    raise InvalidValueError(f"{where or 'the record'}: the record's atoms carry neither 'atomic_number' nor 'element', "
+                            "and an ASE Atoms needs each atom's element: add an 'element' (or 'atomic_number') "
+                            "column to system/atoms (for a record made by 'molrec-raw convert', convert again from "
+                            "a topology that names elements, or one MDAnalysis can guess them from)",
+                            rule="frame-and-types#13.2")
 
 
 def _image(frame: Frame, layout: _StoredLayout, filled: Set[str], units: _Conversion) -> Any:
@@ -340,7 +359,7 @@ def _image(frame: Frame, layout: _StoredLayout, filled: Set[str], units: _Conver
     if layout.numbers is not None:
         numbers, masses, custom = layout.numbers, layout.masses, layout.custom_masses
     else:
-        numbers = _numbers_of(block)
+        numbers = _numbers_of(block, layout.where)
         masses = converted("mass") if "mass" in block.columns else None
         custom = masses is not None and not np.array_equal(masses, _data.atomic_masses[numbers])
     positions = units.xyz(block)
@@ -356,6 +375,8 @@ def _image(frame: Frame, layout: _StoredLayout, filled: Set[str], units: _Conver
                        celldisp=None if box is None else np.asarray(box.origin) * units.length)
     if custom:
         atoms.set_masses(masses)
+    if layout.charges is not None and len(layout.charges) == len(atoms):
+        atoms.set_initial_charges(layout.charges)  # a frame's own initial_charge column (below) wins
     if all(valid(c) for c in VELOCITIES):
         atoms.set_velocities(units.xyz(block, VELOCITIES))
     for name, (column, _) in _ATOM_ARRAYS.items():
@@ -427,7 +448,8 @@ class _ImageReader:
             if system is not None and "atoms" in system.blocks:
                 columns += [c for c in system.blocks["atoms"].columns if c == "mass"]
             self.units = _Conversion(units_of(system, frame), as_units(assume_units), where, columns, meta_keys)
-            self.layout = _StoredLayout(system if self.single is not system else None, self.units.column["mass"])
+            self.layout = _StoredLayout(system if self.single is not system else None, self.units.column["mass"],
+                                        self.units.column["charge"], where)
         except BaseException:
             self.close()
             raise

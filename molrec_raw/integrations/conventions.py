@@ -32,10 +32,13 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from molrec_raw.errors import InvalidValueError, SpecViolationError
+from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record.model import Block, Box, Frame, MetaValue
-from molrec_raw.record.units import ASE_TIME, BASE, META_KEY_QUANTITIES, parse_units, spelling, unit_factor
-from molrec_raw.record.doors import read_mrec_system, section_names, write_mrec_system
+from molrec_raw.record.units import (
+    ASE_TIME, BASE, DERIVED, META_KEY_QUANTITIES, UNITS_BELONG, MissingUnitError, parse_units, spelling, unit_factor,
+    unit_factors,
+)
+from molrec_raw.record.doors import read_mrec_meta, read_mrec_system, section_names, write_mrec_system
 from molrec_raw.record.trajectory import MrecReader, MrecWriter, SequenceSchema
 
 __all__ = [
@@ -44,7 +47,7 @@ __all__ = [
     "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "COLUMN_QUANTITIES", "trajectory_schema", "atoms_frame",
     "xyz_of",
     "units_meta", "refuse_units_change", "META_QUANTITIES", "as_units", "renumbered_res_ids", "runs_of",
-    "RESIDUE_KEYS",
+    "RESIDUE_KEYS", "stated_factors", "UNITS_BELONG",
 ]
 
 UNITS_KEY = "units"
@@ -86,18 +89,24 @@ class Units:
     energy: Optional[str] = None
     mass: Optional[str] = "dalton"    # the spec's default (§13.5)
     charge: Optional[str] = "e"       # the spec's default (§13.5)
+    #: Derived quantities stated directly (``("velocity", "angstrom/fs")``, …), sorted by name;
+    #: one wins over the unit its base units spell.
+    derived: Tuple[Tuple[str, str], ...] = ()
 
     def to_json(self) -> Dict[str, str]:
         """The ``units`` meta value this writer records (quantities spelled out, no preset)."""
-        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}
+        base = {q: value for q in _BASE if (value := getattr(self, q)) is not None}
+        return {**base, **dict(self.derived)}
 
     @classmethod
     def from_json(cls, value: Any, where: str = "units") -> "Units":
         """Parse a ``units`` meta value with the record layer's parser (an object with a
         ``preset`` and/or quantities, or a preset string, §13.5); quantities it leaves
-        unstated keep the spec's defaults (mass dalton, charge e) or None."""
+        unstated keep the spec's defaults (mass dalton, charge e) or None; derived quantities
+        stated directly (``velocity``, ``force``, …) are kept."""
         stated = parse_units(value, where)
-        return cls(**{q: stated.get(q, getattr(cls(), q)) for q in _BASE})
+        derived = tuple(sorted((q, u) for q, u in stated.items() if q in DERIVED))
+        return cls(**{q: stated.get(q, getattr(cls(), q)) for q in _BASE}, derived=derived)
 
     def factor(self, quantity: str, to: "Units", where: str = "units", hint: str = "") -> float:
         """Multiply values of ``quantity`` (a base or derived quantity of the package's table,
@@ -107,12 +116,14 @@ class Units:
 
     def same_as(self, other: "Units") -> bool:
         """Every quantity spelled the same way (aliases such as ``Å``/``angstrom`` agree)."""
-        return all((a is None) == (b is None) and (a is None or spelling(a) == spelling(b))
-                   for a, b in ((getattr(self, q), getattr(other, q)) for q in _BASE))
+        mine, theirs = self.to_json(), other.to_json()
+        return mine.keys() == theirs.keys() and all(spelling(mine[q]) == spelling(theirs[q]) for q in mine)
 
     def with_defaults(self, assume: "Units") -> "Units":
         """These units, with every quantity the record leaves unstated taken from ``assume``."""
-        return Units(**{q: getattr(self, q) if getattr(self, q) is not None else getattr(assume, q) for q in _BASE})
+        derived = tuple(sorted({**dict(assume.derived), **dict(self.derived)}.items()))
+        return Units(**{q: getattr(self, q) if getattr(self, q) is not None else getattr(assume, q) for q in _BASE},
+                     derived=derived)
 
 
 #: MDAnalysis's base units (Å, ps, kJ/mol).
@@ -131,6 +142,27 @@ def units_of(*sections: Optional[Frame]) -> Optional[Units]:
             value = section.meta[UNITS_KEY]
             return Units.from_json(value.value if isinstance(value, MetaValue) else value)
     return None
+
+
+def stated_factors(quantities: Iterable[str], units: Units, to: Units, where: str, hint: str,
+                   path: Any = None) -> Dict[str, float]:
+    """Factors from ``units`` to ``to`` for every quantity a door hands over, every unit the
+    record leaves unstated named in one refusal (:func:`molrec_raw.record.units.unit_factors`);
+    when the record's ``/meta`` document has a ``units`` key — units put where no reader looks —
+    the refusal says where they belong (§13.5)."""
+    try:
+        return unit_factors(quantities, units.to_json(), to.to_json(), where, hint)
+    except MissingUnitError as exc:
+        misplaced = False
+        if path is not None:
+            try:
+                misplaced = UNITS_KEY in read_mrec_meta(path)
+            except MolrecError:
+                pass
+        if not misplaced:
+            raise
+        raise MissingUnitError(f"{exc.message}; the record's /meta document has a 'units' key, which states nothing: "
+                               f"{UNITS_BELONG}", rule=exc.rule) from None
 
 
 def units_meta(units: Units) -> MetaValue:

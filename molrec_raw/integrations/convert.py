@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
 from molrec_raw.errors import InvalidValueError, MolrecError, RecordExistsError, UnsupportedFeatureError
-from molrec_raw.integrations.mdanalysis import FORMAT, MRECWriter, is_record_path, mda
+from molrec_raw.integrations.mdanalysis import FORMAT, GUESSED_KEY, MRECWriter, guess_elements, is_record_path, mda
+from molrec_raw.record.model import MetaValue
 from molrec_raw.record.doors import replace_record
 
 __all__ = ["ConvertReport", "convert", "parse_frames", "check_target", "NEEDS_TOPOLOGY"]
@@ -194,13 +195,15 @@ def convert(source: Any, target: Any, *, topology: Optional[str] = None, precisi
     if fmt in NEEDS_TOPOLOGY and not hasattr(atoms, "names"):
         raise InvalidValueError(f"{target}: a {fmt} file names every atom, and {source} carries no topology "
                                 "(pass --topology FILE)")
+    guessed = guess_elements(universe) if fmt == FORMAT else None  # a record names every atom's element
+    system_meta = None if guessed is None else {GUESSED_KEY: MetaValue("json", guessed)}
     started = time.perf_counter()
     done = 0
 
     def write(out: str) -> None:
         nonlocal done
         try:
-            writer = (MRECWriter(out, atoms.n_atoms, precision=precision) if fmt == FORMAT
+            writer = (MRECWriter(out, atoms.n_atoms, precision=precision, system_meta=system_meta) if fmt == FORMAT
                       else mda.Writer(out, n_atoms=atoms.n_atoms, **({"multiframe": True} if total > 1 else {})))
         except (ValueError, TypeError, OSError) as exc:
             raise InvalidValueError(f"cannot write {target}: {_one_line(exc)}") from None

@@ -26,7 +26,7 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError, MolrecError
 from molrec_raw.integrations.conventions import (
-    ENERGY_KEYS, MDANALYSIS_UNITS, RESIDUE_KEYS, RELATIONS, Topology, as_units, renumbered_res_ids,
+    ELEMENTS, ENERGY_KEYS, MDANALYSIS_UNITS, RESIDUE_KEYS, RELATIONS, Topology, as_units, renumbered_res_ids,
     require, runs_of,
 )
 from molrec_raw.integrations.trajectories import TrajectorySink, TrajectorySource
@@ -242,8 +242,9 @@ class MRECParser(TopologyReaderBase):
     def parse(self, **kwargs: Any) -> Any:
         """The MDAnalysis Topology of the record, built as the class says; ``assume_units``
         as for the reader (integrations.conventions)."""
-        source = TrajectorySource(self.filename, MDANALYSIS_UNITS, assume=as_units(kwargs.get("assume_units")),
-                                  groups=(), meta=False)
+        # every group and per-step key the reader will convert: a unit the record leaves
+        # unstated is named with all the others now, not one per Universe attempt
+        source = TrajectorySource(self.filename, MDANALYSIS_UNITS, assume=as_units(kwargs.get("assume_units")))
         try:
             top = source.topology()
             n_atoms = source.n_atoms
@@ -325,6 +326,43 @@ def topology_of(group: Any) -> Topology:
     return Topology(n, atoms, relations)
 
 
+#: The ``system`` meta key (tag json) that says which columns a producer guessed, not read.
+GUESSED_KEY = "guessed"
+
+
+def guess_elements(universe: Any) -> Optional[Dict[str, Any]]:
+    """Give a Universe without elements the ones MDAnalysis's guesser makes of its atom types
+    and names (``guess_TopologyAttrs``, MDAnalysis >= 2.8; ``guess_types`` before), spelled
+    as the periodic table does (``"NA"`` -> ``"Na"``); an atom it cannot guess (a virtual
+    site: MDAnalysis's ``"DUMMY"``) gets ``""``.  Returns what to record under the ``system``
+    meta key :data:`GUESSED_KEY` — ``{"element": {"by": ..., "from": ..., "unguessed": n}}``
+    (spec-notes/integrations.md, "Guessed elements") — or None when the Universe has
+    elements already or nothing to guess them from."""
+    atoms = universe.atoms
+    if _optional(atoms, "elements") is not None or (_optional(atoms, "types") is None
+                                                     and _optional(atoms, "names") is None):
+        return None
+    with warnings.catch_warnings():  # the guesser warns per atom it cannot guess: counted below instead
+        warnings.simplefilter("ignore")
+        try:
+            if hasattr(universe, "guess_TopologyAttrs"):
+                universe.guess_TopologyAttrs(to_guess=["elements"])
+                raw = np.asarray(atoms.elements, dtype=object)
+                how = "guess_TopologyAttrs(to_guess=['elements'])"
+            else:  # MDAnalysis < 2.8
+                from MDAnalysis.topology.guessers import guess_types
+                raw = np.asarray(guess_types(atoms.names), dtype=object)
+                universe.add_TopologyAttr("elements", raw)
+                how = "guessers.guess_types(names)"
+        except (ValueError, AttributeError, KeyError):  # NoDataError: nothing it guesses from (LAMMPS type ids)
+            return None
+    known = {symbol.upper(): symbol for symbol in ELEMENTS if symbol}
+    atoms.elements = elements = np.array([known.get(str(e).strip().upper(), "") for e in raw], dtype=object)
+    return {"element": {"by": f"MDAnalysis {mda.__version__} {how}",
+                        "from": "atom types" if _optional(atoms, "types") is not None else "atom names",
+                        "unguessed": int(np.count_nonzero(elements == ""))}}
+
+
 class MRECWriter(WriterBase):
     """Writes an MDAnalysis trajectory to a new record (an existing one is replaced), frame
     by frame through ``MrecWriter``: the first frame's AtomGroup gives the topology
@@ -341,13 +379,14 @@ class MRECWriter(WriterBase):
 
     def __init__(self, filename: Any, n_atoms: int, *, precision: Optional[float] = None,
                  velocities: Optional[bool] = None, forces: Optional[bool] = None, convert_units: bool = True,
-                 **kwargs: Any) -> None:
+                 system_meta: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
         self.filename = os.fspath(filename)
         if n_atoms is None or int(n_atoms) < 0:
             raise InvalidValueError(f"{self.filename}: n_atoms must be a non-negative integer, got {n_atoms!r}")
         self.n_atoms = int(n_atoms)
         self.precision, self.convert_units = precision, convert_units
         self._velocities, self._forces = velocities, forces
+        self._system_meta = system_meta
         self._sink: Optional[TrajectorySink] = None
         self._step: Optional[int] = None
         self._ignored: set[str] = set()
@@ -358,7 +397,8 @@ class MRECWriter(WriterBase):
         velocities = ts.has_velocities if self._velocities is None else bool(self._velocities)
         forces = ts.has_forces if self._forces is None else bool(self._forces)
         return TrajectorySink(self.filename, self.n_atoms, MDANALYSIS_UNITS, topology=topology_of(group),
-                              precision=self.precision, velocities=velocities, forces=forces, meta_keys=meta_keys)
+                              precision=self.precision, velocities=velocities, forces=forces, meta_keys=meta_keys,
+                              system_meta=self._system_meta)
 
     def _write_next_frame(self, obj: Any) -> None:
         try:

@@ -6,7 +6,10 @@ frame-and-types §10, §13.5).  Cells convert through mdtraj's own
 ``lengths_and_angles_to_box_vectors``/``box_vectors_to_lengths_and_angles`` in double
 precision, so an mdtraj trajectory saved and loaded again gives back its float32 lengths and
 angles exactly.  The topology goes to and comes from the record's ``system`` atoms
-(``name element res_name res_id chain``) and ``bonds``.
+(``name element res_name res_id chain``) and ``bonds``.  An mdtraj ``Trajectory`` holds no
+velocities, forces, energies or charges, and takes masses from its elements: a record's
+``vx vy vz``, ``fx fy fz``, per-step energies, ``charge`` and ``mass`` are not read into one,
+and ``save_mrec`` writes none (tests/integrations/test_unit_matrix.py lists each).
 """
 from __future__ import annotations
 

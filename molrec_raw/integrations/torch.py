@@ -61,7 +61,7 @@ import numpy as np
 from molrec_raw.dataset import Dataset, open_dataset
 from molrec_raw.errors import InvalidValueError
 from molrec_raw.integrations.conventions import COLUMN_QUANTITIES, FORCES, POSITIONS, Units, atomic_numbers, require
-from molrec_raw.record.units import DERIVED, META_KEY_QUANTITIES, SCALE, parse_units, unit_factor, unit_of
+from molrec_raw.record.units import DERIVED, META_KEY_QUANTITIES, SCALE, parse_units, unit_factors, unit_of
 
 if TYPE_CHECKING:
     from molrec_raw.collection.reader import CollectionReader
@@ -498,15 +498,11 @@ def _units_of_keys(keys: Sequence[str], stated: Mapping[str, str], target: Any,
     else:
         goal = {"mass": "dalton", "charge": "e",
                 **(target.to_json() if isinstance(target, Units) else parse_units(target, "units"))}
-    units: Dict[str, str] = {}
-    factors: Dict[str, float] = {}
     hint = "; the collection's units (collection#C1) must state it" if target is None else ""
-    for name in keys:
-        quantity = _quantity(name)
-        if quantity is None or (quantity not in SCALE and quantity not in DERIVED):
-            continue
-        factors[name] = unit_factor(quantity, source, goal, where, hint)
-        units[name] = str(unit_of(quantity, goal))
+    quantities = {name: q for name in keys if (q := _quantity(name)) is not None and (q in SCALE or q in DERIVED)}
+    by_quantity = unit_factors(quantities.values(), source, goal, where, hint)  # every missing unit at once
+    factors = {name: by_quantity[q] for name, q in quantities.items()}
+    units = {name: str(unit_of(q, goal)) for name, q in quantities.items()}
     return units, factors
 
 def _per_atom(name: str) -> bool:

@@ -26,7 +26,7 @@ import numpy as np
 from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
 from molrec_raw.integrations.conventions import (
     FORCES, NO_UNITS, POSITIONS, VELOCITIES, Topology, Units, atoms_frame, box_from_rows, cell_rows,
-    META_QUANTITIES, start_trajectory, trajectory_schema, units_of,
+    META_QUANTITIES, start_trajectory, stated_factors, trajectory_schema, units_of,
 )
 from molrec_raw.record.doors import check_record_path, read_mrec_frame, read_mrec_system, section_names
 from molrec_raw.record.model import Box, Frame, MetaValue
@@ -130,9 +130,16 @@ class TrajectorySource:
         self.groups = [g for g, (names, _) in GROUPS.items() if all(n in self._columns for n in names)
                        and (groups is None or g in groups or g == "positions")]
         self.n_frames, self.n_atoms = self._extent()
+        meta_keys = [] if self._reader is None or not meta else [k for k, _ in self._reader.schema.meta_keys()]
+        if self._convert:  # every unit the tool needs and the record leaves unstated, named at once
+            needed = [GROUPS[g][1] for g in self.groups] + [META_QUANTITIES[k][0] for k in meta_keys
+                                                            if k in META_QUANTITIES]
+            if self._reader is not None and self._reader.time is not None:
+                needed.append("time")
+            stated_factors(needed, self.units, self.to, str(self.path), _HINT, self.path)
         self.factors = {g: self.factor(GROUPS[g][1]) for g in self.groups}  # the groups read only
         self.steps, self.times = self._numbering()
-        self.meta_keys = [] if self._reader is None or not meta else [k for k, _ in self._reader.schema.meta_keys()]
+        self.meta_keys = meta_keys
         self._meta_factors = {k: self._meta_factor(k) for k in self.meta_keys}
 
     def factor(self, quantity: str) -> float:

@@ -27,6 +27,7 @@ from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.frame_io import MISSING_BLOCK, RowsOf, read_frame_group, write_frame_group
 from molrec_raw.record.model import Frame
 from molrec_raw.record.packer import is_packed_name, pack_directory
+from molrec_raw.record.units import refuse_units_in_meta
 from molrec_raw.record.violations import refuse
 from molrec_raw.zarr import DirectoryStore, Group, Store, ZipStore, open_group
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
@@ -590,6 +591,11 @@ def write_sections(root: Group, meta: Optional[Dict[str, Any]], sections: Dict[s
         write_forcefield_group(root, forcefield)
 
 
+def target_name(path: Union[PathLike, bytearray]) -> str:
+    """A writing door's target as its messages name it."""
+    return "the record being written (a bytearray)" if isinstance(path, bytearray) else str(path)
+
+
 # A writing door's target: a local path (``*.mrec`` directory, ``*.mrec.zip`` packed record)
 # or a ``bytearray`` that receives the packed record.
 RecordTarget = Union[PathLike, bytearray]
@@ -614,6 +620,7 @@ def write_mrec_frame(path: RecordTarget, frame: Frame, system: Optional[Frame] =
     """Write a record holding ``frame`` (and optionally ``system`` and a force field); an
     existing record at ``path`` is replaced only with ``overwrite=True``.  A ``*.mrec.zip``
     path is written as a packed record; a ``bytearray`` receives one (:func:`replace_record`)."""
+    refuse_units_in_meta(meta, target_name(path))
     return replace_record(path, lambda root: write_sections(
         root, meta, {"frame": frame, "system": system}, forcefield), durable, fileops, overwrite=overwrite)
 
@@ -636,6 +643,7 @@ def write_mrec_system(path: RecordTarget, system: Frame, meta: Optional[Dict[str
     """Write a record holding ``system`` (and optionally a force field); an existing record
     at ``path`` is replaced only with ``overwrite=True``.  A ``*.mrec.zip`` path is written
     as a packed record; a ``bytearray`` receives one (:func:`replace_record`)."""
+    refuse_units_in_meta(meta, target_name(path))
     return replace_record(path, lambda root: write_sections(root, meta, {"system": system}, forcefield),
                           durable, fileops, overwrite=overwrite)
 

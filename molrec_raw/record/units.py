@@ -23,16 +23,17 @@ is refused, naming it, unless source and target spell it the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any, Dict, Optional, Tuple
+from collections.abc import Iterable, Mapping
+from typing import Any, Dict, List, Optional, Tuple
 
-from molrec_raw.errors import SpecViolationError, UnsupportedFeatureError
+from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
 from molrec_raw.record import typed_json
 from molrec_raw.record.forcefield import PRESETS
 from molrec_raw.zarr import Group
 
 __all__ = ["declared_units", "parse_units", "unit_of_meta_key", "META_KEY_QUANTITIES", "SCALE", "BASE", "DERIVED",
-           "ASE_TIME", "spelling", "unit_of", "unit_factor", "MissingUnitError"]
+           "ASE_TIME", "spelling", "unit_of", "unit_factor", "unit_factors", "MissingUnitError", "UNITS_BELONG",
+           "refuse_units_in_meta"]
 
 _RULE = "frame-and-types#13.5"
 _SECTIONS = ("system", "frame")  # system first: where writers state the run's units
@@ -84,6 +85,21 @@ def declared_units(root: Group) -> Dict[str, str]:
     return {}
 
 
+#: Where a record states its units (§13.5), for every message about units put elsewhere.
+UNITS_BELONG = ("a record's units belong in the 'units' meta key (tag json) of its system section (or frame), e.g. "
+                "Frame({'units': MetaValue('json', {'length': 'nm', 'time': 'ps'})}) written with "
+                "write_mrec_system / write_mrec_trajectory(..., system=) (frame-and-types §13.5)")
+
+
+def refuse_units_in_meta(meta: Any, where: str) -> None:
+    """A writer given a record ``meta`` document with a ``units`` key refuses it: no reader
+    looks there (the document's keys are the record's provenance, frame-and-types §11), so
+    the units would be dropped without a word; the message names where they belong."""
+    if isinstance(meta, Mapping) and "units" in meta:
+        raise InvalidValueError(f"{where}: the meta document's 'units' key would state nothing (no reader looks "
+                                f"there); {UNITS_BELONG}", rule=_RULE)
+
+
 def unit_of_meta_key(key: str, units: Dict[str, str]) -> Optional[str]:
     """The stated unit of per-step meta key ``key`` (§13.4 names), or None."""
     quantity, power = META_KEY_QUANTITIES.get(key, (None, 1))
@@ -95,6 +111,10 @@ def unit_of_meta_key(key: str, units: Dict[str, str]) -> Optional[str]:
 _AMU_KG = 1.66053906660e-27
 _E_C = 1.602176634e-19
 _AVOGADRO = 6.02214076e23
+#: The amu and e of ASE's default constants (CODATA 2014), which define its time unit: a
+#: velocity converts to what ``ase.units.fs`` says to float rounding (CODATA 2018 differs at 4e-9).
+_ASE_AMU_KG = 1.660539040e-27
+_ASE_E_C = 1.6021766208e-19
 #: ASE's time unit, Å·sqrt(amu/eV) ≈ 10.18 fs, spelled so pint parses it.
 ASE_TIME = "angstrom * (dalton / eV) ** 0.5"
 BASE = ("length", "time", "energy", "mass", "charge")
@@ -105,7 +125,7 @@ SCALE: Dict[str, Dict[str, float]] = {
                "m": 1e9, "meter": 1e9, "cm": 1e7, "micrometer": 1e3, "um": 1e3},
     "time": {"fs": 1e-3, "femtosecond": 1e-3, "ps": 1.0, "picosecond": 1.0, "ns": 1e3, "nanosecond": 1e3,
              "microsecond": 1e6, "s": 1e12, "second": 1e12,
-             ASE_TIME: 1e12 * 1e-10 * math.sqrt(_AMU_KG / _E_C)},
+             ASE_TIME: 1e12 * 1e-10 * math.sqrt(_ASE_AMU_KG / _ASE_E_C)},
     "energy": {"kJ/mol": 1.0, "kcal/mol": 4.184, "eV": _E_C * _AVOGADRO / 1e3,
                "hartree": 4.3597447222071e-18 * _AVOGADRO / 1e3, "J": _AVOGADRO / 1e3,
                "J/mol": 1e-3, "erg": 1e-10 * _AVOGADRO / 1e3},
@@ -113,7 +133,8 @@ SCALE: Dict[str, Dict[str, float]] = {
     "charge": {"e": 1.0, "C": 1.0 / _E_C},
 }
 _ALIASES = {"a": "angstrom", "å": "angstrom", "ang": "angstrom", "angstroms": "angstrom",
-            "kj/mol": "kJ/mol", "kcal/mol": "kcal/mol", "ev": "eV", "u": "dalton", "da": "dalton"}
+            "kj/mol": "kJ/mol", "kcal/mol": "kcal/mol", "ev": "eV", "u": "dalton", "da": "dalton",
+            "å·sqrt(amu/ev)": ASE_TIME, "angstrom*sqrt(amu/ev)": ASE_TIME, "ase time": ASE_TIME}
 #: Derived quantities as products of base ones (quantity, power).
 DERIVED: Dict[str, Tuple[Tuple[str, int], ...]] = {
     "velocity": (("length", 1), ("time", -1)), "force": (("energy", 1), ("length", -1)),
@@ -144,33 +165,74 @@ def unit_of(quantity: str, units: Mapping[str, Optional[str]]) -> Optional[str]:
         unit = units.get(base)
         if unit is None:
             return None
+        unit = f"({unit})" if any(c in unit for c in "*^ (") else unit  # ASE's time: one part
         part = unit if abs(power) == 1 else f"{unit}^{abs(power)}"
         text = part if not text else f"{text}{'/' if power < 0 else '*'}{part}"
     return text
 
 
+def _squeezed(unit: str) -> str:
+    """A unit's text compared without spaces, ``**`` as ``^``, one pair of outer parentheses off."""
+    text = "".join(unit.split()).replace("**", "^")
+    while text.startswith("(") and text.endswith(")") and _depths(text)[:-1].count(0) == 0:
+        text = text[1:-1]
+    return text
+
+
+def _depths(text: str) -> List[int]:
+    """The parenthesis depth after each character of ``text``."""
+    depth, out = 0, []
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        out.append(depth)
+    return out
+
+
+#: Each base quantity's spellings compared as :func:`_squeezed` text (``"kJ/mol"``, ASE's time).
+_SQUEEZED: Dict[str, Dict[str, float]] = {
+    base: {_squeezed(unit): size for unit, size in table.items()} for base, table in SCALE.items()}
+
+
+def _base_size(base: str, unit: str) -> Optional[float]:
+    """The size of a unit of base quantity ``base``, spelled as the table or an alias has it."""
+    table = SCALE[base]
+    named = table.get(spelling(unit))
+    return named if named is not None else _SQUEEZED[base].get(_squeezed(spelling(_squeezed(unit))))
+
+
+def _power_size(base: str, power: int, text: str) -> Optional[float]:
+    """The size of ``text`` as ``<unit of base>^power`` (the exponent may be left out for 1)."""
+    whole = _base_size(base, text)
+    if power == 1:
+        return whole
+    depths = _depths(text)
+    for k in range(len(text) - 1, -1, -1):  # the last top-level '^'
+        if text[k] == "^" and depths[k] == 0:
+            size = _base_size(base, text[:k])
+            return None if size is None or text[k + 1:].strip() != str(power) else size ** power
+    return None
+
+
 def _size(quantity: str, unit: str) -> Optional[float]:
-    """The size of ``unit`` (of ``quantity``) in the reference unit, or None if unknown."""
+    """The size of ``unit`` (of ``quantity``) in the reference unit, or None if unknown.  A
+    derived unit is read as ``<first>/<second>[^n]`` or ``<first>*<second>``: each top-level
+    ``/`` or ``*`` is tried as the separator (parts may be parenthesised: units such as
+    ``kJ/mol`` and ASE's time hold separators of their own)."""
     if quantity in SCALE:
-        return SCALE[quantity].get(spelling(unit))
+        return _base_size(quantity, unit)
     parts = DERIVED[quantity]
+    text = _squeezed(unit)
     if len(parts) == 1:  # a power of one base unit: "nm^3"
-        base, power = parts[0]
-        head, _, tail = unit.replace("**", "^").partition("^")
-        size = SCALE[base].get(spelling(head))
-        return None if size is None or tail.strip() != str(power) else size ** power
+        return _power_size(parts[0][0], parts[0][1], text)
     (first, p1), (second, p2) = parts
-    text = unit.replace("**", "^")
-    for k, sep in enumerate(text):  # "<first>/<second>[^n]" or "<first>*<second>"
-        if sep not in "/*" or (sep == "/") != (p2 < 0):
+    depths = _depths(text)
+    for k, sep in enumerate(text):
+        if sep not in "/*" or depths[k] != 0 or (sep == "/") != (p2 < 0) or text[k + 1:k + 2] == "*" \
+                or text[k - 1:k] == "*":
             continue
-        head, tail = text[:k].strip(), text[k + 1:].strip()
-        base_unit, _, exponent = tail.partition("^")
-        if (exponent.strip() or "1") != str(abs(p2)):
-            continue
-        a, b = SCALE[first].get(spelling(head)), SCALE[second].get(spelling(base_unit.strip()))
+        a, b = _power_size(first, p1, text[:k]), _power_size(second, abs(p2), text[k + 1:])
         if a is not None and b is not None:
-            return float(a ** p1 * b ** p2)
+            return float(a * (b if p2 > 0 else 1.0 / b))
     return None
 
 
@@ -202,3 +264,28 @@ def unit_factor(quantity: str, source: Mapping[str, Optional[str]], target: Mapp
         raise UnsupportedFeatureError(f"{where}: cannot convert {quantity} from {have!r} to {want!r}: unknown unit "
                                       f"{unknown[0]!r} (known: {known})", rule=_RULE)
     return float(sizes[have]) / float(sizes[want])  # type: ignore[arg-type]
+
+
+def unit_factors(quantities: Iterable[str], source: Mapping[str, Optional[str]],
+                 target: Mapping[str, Optional[str]], where: str = "units", hint: str = "") -> Dict[str, float]:
+    """:func:`unit_factor` of each quantity, but every unit the record (``source``) leaves
+    unstated is named in one :class:`MissingUnitError`, in alphabetical order, with the
+    quantities that need it — not one per attempt (§13.5)."""
+    factors: Dict[str, float] = {}
+    missing: Dict[str, List[str]] = {}
+    for quantity in sorted(set(quantities)):
+        try:
+            factors[quantity] = unit_factor(quantity, source, target, where, hint)
+        except MissingUnitError:
+            if unit_of(quantity, source) is not None:  # the target lacks it: as unit_factor says
+                raise
+            for base, _ in DERIVED.get(quantity, ((quantity, 1),)):
+                if source.get(base) is None:
+                    missing.setdefault(base, []).append(quantity)
+    if missing:
+        units = sorted(missing)
+        named = units[0] if len(units) == 1 else f"{', '.join(units[:-1])} or {units[-1]}"
+        needs = "; ".join(f"{unit}: {', '.join(missing[unit])}" for unit in units)
+        raise MissingUnitError(f"{where}: the record states no {named} unit, needed to convert its values ({needs}; "
+                               f"a unit is never guessed){hint}", rule=_RULE)
+    return factors

@@ -5,6 +5,7 @@ trajectory's length."""
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -192,3 +193,44 @@ def test_13_5_convert_units_states_what_the_source_record_leaves_unstated(tmp_pa
     assert np.allclose(u.trajectory[1].positions[2], [30.0, 30.0, 30.0])  # 3 nm = 30 angstrom
     assert main(["convert", str(tmp_path / "a.xyz"), str(tmp_path / "b.mrec"), "--units", "length=nm"]) == 2
     assert "--units states the units a source record" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("topology, trajectory, formula", [
+    (PSF, DCD, "C1040H1685N289O320S7"),
+    (GRO, XTC, "C1040H23853N289Na4O11404S7X11084"),  # 11084 TIP4P virtual sites (MW): no element, ASE's X
+])
+def test_13_2_convert_supplies_elements_mdanalysis_guesses_and_says_so(tmp_path, topology, trajectory, formula):
+    """frame-and-types#13.2: a PSF or GRO names no element; convert stores the ones MDAnalysis's
+    guesser makes of the atom types (periodic-table spelling, "" where it cannot guess), records
+    under system's 'guessed' meta key that they were guessed, and ASE reads the record."""
+    pytest.importorskip("ase", reason="the record is read back through ASE")
+    import ase.io
+    import molrec_raw.integrations.ase  # noqa: F401
+    target = tmp_path / "g.mrec"
+    assert _cli(trajectory, target, "--topology", topology, "--frames", "0:2") == 0
+    system = mr.read_mrec_system(target)
+    elements = system.blocks["atoms"].columns["element"]
+    guessed = system.meta["guessed"]
+    guessed = guessed.value if isinstance(guessed, mr.MetaValue) else guessed
+    assert guessed["element"]["from"] == "atom types" and guessed["element"]["by"].startswith("MDAnalysis ")
+    assert guessed["element"]["unguessed"] == int(np.count_nonzero(elements == ""))
+    image = ase.io.read(str(target), index=0, format="mrec")
+    assert image.get_chemical_formula() == formula
+    assert len(image) == len(elements)
+
+
+def test_13_2_a_source_with_elements_is_not_guessed(tmp_path):
+    """Elements the source names are kept as they are (no guess over them), and nothing is
+    marked guessed."""
+    u = mda.Universe.empty(3, n_residues=1, atom_resindex=[0, 0, 0], trajectory=True)
+    u.add_TopologyAttr("names", ["OW", "HW1", "HW2"])
+    u.add_TopologyAttr("elements", ["O", "H", "H"])
+    u.add_TopologyAttr("types", ["XX", "XX", "XX"])  # a guess from types would say otherwise
+    u.atoms.positions = np.arange(9.0).reshape(3, 3)
+    with warnings.catch_warnings():  # MDAnalysis names each PDB field left at its default
+        warnings.simplefilter("ignore", UserWarning)
+        u.atoms.write(str(tmp_path / "w.pdb"))
+    assert _cli(tmp_path / "w.pdb", tmp_path / "w.mrec") == 0
+    system = mr.read_mrec_system(tmp_path / "w.mrec")
+    assert "guessed" not in system.meta
+    assert system.blocks["atoms"].columns["element"].tolist() == ["O", "H", "H"]

@@ -1,11 +1,12 @@
-"""The unit matrix (frame-and-types §13.5): every writing door x every reading door.
+"""The unit matrix (frame-and-types §13.5): every quantity x every writing door x every reading door.
 
 Each writer states its units in the record; each reader hands values over in its tool's units
-(ASE Å, eV, eV/Å; MDAnalysis Å, kJ/mol; mdtraj nm), as stored with the units beside them
-(xarray attributes, the torch dataset's ``units``), or converted to the units asked for (the
-torch dataset's ``units=``).  Positions, cells, energies and forces are compared with the
-values the writer was given, converted with constants written out here (not the package's
-table): exactly where the conversion is the identity, to float rounding otherwise.
+(ASE Å, eV, eV/Å, Å per ASE time unit, dalton, e; MDAnalysis Å, ps, kJ/mol, Å/ps; mdtraj nm,
+ps), as stored with the units beside them (xarray attributes, the torch dataset's ``units``),
+or converted to the units asked for (the torch dataset's ``units=``).  Positions, cells,
+energies, forces, velocities, masses, charges and times are compared with the values the
+writer was given, converted with constants written out here (not the package's table):
+exactly where the conversion is the identity, to float rounding otherwise.
 
 A combination a door cannot do is listed in ``CANNOT`` with the reason, and the test checks
 that the reader indeed hands nothing over there (never a silent gap either way).
@@ -24,7 +25,7 @@ import pytest
 import molrec_raw as mr
 from molrec_raw.errors import MolrecError
 
-QUANTITIES = ("positions", "cell", "energy", "forces")
+QUANTITIES = ("positions", "cell", "energy", "forces", "velocities", "masses", "charges", "time")
 WRITERS = ("openmm", "ase", "mdanalysis", "mdtraj", "convert", "demo", "stated")
 READERS = ("ase", "mdanalysis", "mdtraj", "xarray", "torch", "torch-converted")
 
@@ -38,12 +39,36 @@ CANNOT: Dict[tuple, str] = {
     ("mdtraj", "*", "forces"): "save_mrec writes what an mdtraj Trajectory holds: no forces",
     ("convert", "*", "energy"): "convert goes through MDAnalysis from a TRR file, which holds no energies",
     ("demo", "*", "forces"): "the demo run records no forces",
+    ("*", "mdtraj", "velocities"): "an mdtraj Trajectory holds no velocities",
+    ("*", "mdtraj", "masses"): "mdtraj takes each atom's mass from its element, not from the record",
+    ("*", "mdtraj", "charges"): "an mdtraj Topology holds no charges",
+    ("*", "ase", "time"): "an ASE Atoms carries no time",
+    ("*", "torch", "time"): "a dataset item carries no time",
+    ("*", "torch-converted", "time"): "a dataset item carries no time",
+    ("ase", "*", "time"): "ASE images carry no time, so the ASE writer records none",
+    ("mdtraj", "*", "velocities"): "save_mrec writes what an mdtraj Trajectory holds: no velocities",
+    ("mdtraj", "*", "masses"): "save_mrec writes what an mdtraj Topology holds: elements, no masses",
+    ("mdtraj", "*", "charges"): "save_mrec writes what an mdtraj Topology holds: no charges",
+    ("convert", "*", "charges"): "convert reads a PDB topology here, which holds no charges",
+    ("demo", "*", "velocities"): "the demo run records no velocities",
+    **{("ase", r, "charges"): "the ASE writer records initial charges per frame (column initial_charge), "
+                              "which only ASE reads back; the others read charges from system/atoms"
+       for r in ("mdanalysis", "xarray", "torch", "torch-converted")},
 }
+#: (reader, quantity) -> the tool's own default a reader shows where the writer recorded none.
+TOOL_DEFAULTS = {("ase", "masses"): "ASE gives each atom its element's standard mass"}
 
 # Independent constants (CODATA 2018), not the package's table: Å per unit, kJ/mol per unit.
 LENGTH_IN_ANGSTROM = {"angstrom": 1.0, "nm": 10.0, "bohr": 0.529177210903}
 ENERGY_IN_KJ_PER_MOL = {"kJ/mol": 1.0, "kcal/mol": 4.184, "eV": 96.485332123310018,
                         "hartree": 2625.4996394798254}
+# fs per unit.  ASE's time unit is Å·sqrt(amu/eV) with ASE's default constants (CODATA 2014:
+# amu 1.660539040e-27 kg, e 1.6021766208e-19 C): 1 Å/fs = 1/ase.units.fs = 10.180505671156725
+# Å per ASE time unit, so 1 nm/ps = 10 Å/ps = 0.01 Å/fs = 0.10180505671156725 of ASE's.
+TIME_IN_FS = {"fs": 1.0, "ps": 1000.0, "ase": 10.180505671156725,
+              "(angstrom * (dalton / eV) ** 0.5)": 10.180505671156725}  # ASE's, as the record spells it
+MASS_IN_DALTON = {"dalton": 1.0}
+CHARGE_IN_E = {"e": 1.0}
 
 
 def cannot(writer: str, reader: str, quantity: str) -> Optional[str]:
@@ -53,13 +78,37 @@ def cannot(writer: str, reader: str, quantity: str) -> Optional[str]:
     return None
 
 
+def writer_cannot(writer: str, quantity: str) -> bool:
+    """The writing door records no such values (so no reader can show them)."""
+    return (writer, "*", quantity) in CANNOT
+
+
+#: (reader, quantity) a reader hands over as float32 (the identity conversion is exact to float32).
+SINGLE = {("mdanalysis", q) for q in ("positions", "cell", "forces", "velocities")} | \
+         {("mdtraj", q) for q in ("positions", "cell")}
+
+
 def factor(quantity: str, source: Dict[str, str], target: Dict[str, str]) -> float:
-    """``quantity`` from ``source`` units ({"length", "energy"} or {"force"}) to ``target``."""
+    """``quantity`` from ``source`` units ({"length", "energy", "time"}, or {"force"} /
+    {"velocity"} as "<energy>/<length>" / "<length>/<time>") to ``target``; masses in
+    dalton and charges in e unless stated."""
     def size(units: Dict[str, str]) -> float:
         if quantity in ("positions", "cell"):
             return LENGTH_IN_ANGSTROM[units["length"]]
         if quantity == "energy":
             return ENERGY_IN_KJ_PER_MOL[units["energy"]]
+        if quantity == "time":
+            return TIME_IN_FS[units["time"]]
+        if quantity == "masses":
+            return MASS_IN_DALTON[units.get("mass", "dalton")]
+        if quantity == "charges":
+            return CHARGE_IN_E[units.get("charge", "e")]
+        if quantity == "velocities":
+            if "velocity" in units:
+                length, time = units["velocity"].split("/", 1)
+            else:
+                length, time = units["length"], units["time"]
+            return LENGTH_IN_ANGSTROM[length] / TIME_IN_FS[time]
         if "force" in units:
             energy, length = units["force"].rsplit("/", 1)
         else:
@@ -100,9 +149,10 @@ def write_openmm(path: Path) -> Frames:
     nb = mm.NonbondedForce()
     nb.setNonbondedMethod(mm.NonbondedForce.CutoffPeriodic)
     nb.setCutoffDistance(0.7)
-    for _ in range(8):
+    charges = [0.25, -0.25] * 4  # nonzero: the system's charges must reach every reader that holds them
+    for q in charges:
         system.addParticle(39.948)
-        nb.addParticle(0.0, 0.34, 0.99)
+        nb.addParticle(q, 0.34, 0.99)
     system.addForce(nb)
     grid = np.array([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)], dtype=float) * 0.5 + 0.3
     integrator = mm.LangevinMiddleIntegrator(120 * u.kelvin, 1 / u.picosecond, 0.002 * u.picoseconds)
@@ -110,7 +160,7 @@ def write_openmm(path: Path) -> Frames:
     sim = app.Simulation(top, system, integrator, mm.Platform.getPlatformByName("Reference"))
     sim.context.setPositions(grid * u.nanometer)
     sim.context.setVelocitiesToTemperature(120 * u.kelvin, 3)
-    seen = Frames({"length": "nm", "energy": "kJ/mol"})
+    seen = Frames({"length": "nm", "energy": "kJ/mol", "time": "ps"})
 
     class Capturing(MrecReporter):  # the state each report hands the reporter, as OpenMM gave it
         def report(self, simulation: Any, state: Any) -> None:
@@ -118,10 +168,13 @@ def write_openmm(path: Path) -> Frames:
                 "positions": state.getPositions(asNumpy=True).value_in_unit(u.nanometer),
                 "cell": state.getPeriodicBoxVectors(asNumpy=True).value_in_unit(u.nanometer),
                 "energy": state.getPotentialEnergy().value_in_unit(u.kilojoule_per_mole),
-                "forces": state.getForces(asNumpy=True).value_in_unit(u.kilojoule_per_mole / u.nanometer)})
+                "forces": state.getForces(asNumpy=True).value_in_unit(u.kilojoule_per_mole / u.nanometer),
+                "velocities": state.getVelocities(asNumpy=True).value_in_unit(u.nanometer / u.picosecond),
+                "masses": np.full(8, 39.948), "charges": np.array(charges),
+                "time": state.getTime().value_in_unit(u.picosecond)})
             super().report(simulation, state)
 
-    with Capturing(str(path), 2, forces=True) as reporter:
+    with Capturing(str(path), 2, forces=True, velocities=True) as reporter:
         sim.reporters.append(reporter)
         sim.step(6)
     return seen
@@ -135,24 +188,31 @@ def write_ase(path: Path) -> Frames:
 
     rng = np.random.default_rng(1)
     cell = np.array([[5.0, 0.0, 0.0], [0.8, 6.0, 0.0], [0.3, 0.4, 7.0]])
-    images, seen = [], Frames({"length": "angstrom", "energy": "eV"})
+    images, seen = [], Frames({"length": "angstrom", "energy": "eV", "time": "ase"})
+    masses, charges = np.array([63.5, 63.5, 197.0, 197.0]), np.array([0.1, -0.1, 0.2, -0.2])
     for _ in range(3):
-        atoms = ase.Atoms("CuCuAuAu", positions=rng.uniform(0, 4, (4, 3)), cell=cell, pbc=True)
+        atoms = ase.Atoms("CuCuAuAu", positions=rng.uniform(0, 4, (4, 3)), cell=cell, pbc=True,
+                          masses=masses, charges=charges)
+        atoms.set_velocities(rng.normal(size=(4, 3)) * 0.01)
         energy, forces = float(rng.normal()), rng.normal(size=(4, 3))
         atoms.calc = SinglePointCalculator(atoms, energy=energy, forces=forces)
         images.append(atoms)
-        seen.frames.append({"positions": atoms.positions.copy(), "cell": cell, "energy": energy, "forces": forces})
+        seen.frames.append({"positions": atoms.positions.copy(), "cell": cell, "energy": energy, "forces": forces,
+                            "velocities": atoms.get_velocities(), "masses": masses, "charges": charges})
     ase.io.write(str(path), images, format="mrec")
     return seen
 
 
 def _mda_universe(n: int) -> Any:
     import MDAnalysis as mda
-    u = mda.Universe.empty(n, n_residues=n, atom_resindex=np.arange(n), trajectory=True, forces=True)
+    u = mda.Universe.empty(n, n_residues=n, atom_resindex=np.arange(n), trajectory=True, forces=True,
+                           velocities=True)
     u.add_TopologyAttr("names", [f"C{i}" for i in range(n)])
     u.add_TopologyAttr("elements", ["C"] * n)
     u.add_TopologyAttr("resnames", ["MOL"] * n)
     u.add_TopologyAttr("resids", np.arange(1, n + 1))
+    u.add_TopologyAttr("masses", np.linspace(12.0, 13.0, n))
+    u.add_TopologyAttr("charges", np.linspace(-0.5, 0.5, n))
     return u
 
 
@@ -164,17 +224,21 @@ def write_mdanalysis(path: Path) -> Frames:
 
     rng = np.random.default_rng(2)
     u = _mda_universe(5)
-    seen = Frames({"length": "angstrom", "energy": "kJ/mol"}, single=True)
+    seen = Frames({"length": "angstrom", "energy": "kJ/mol", "time": "ps"}, single=True)
     with mda.Writer(str(path), n_atoms=5) as w:
         for i in range(3):
             u.atoms.positions = rng.uniform(0, 9, (5, 3))
             u.atoms.forces = rng.normal(size=(5, 3))
+            u.atoms.velocities = rng.normal(size=(5, 3))
             u.dimensions = [10.0 + i, 11.0, 12.0, 80.0, 90.0, 100.0]
             u.trajectory.ts.data["pe"] = float(rng.normal() * 100)
+            u.trajectory.ts.time = 0.25 * i
             w.write(u.atoms)
             seen.frames.append({"positions": u.atoms.positions.astype(float), "forces": u.atoms.forces.astype(float),
                                 "cell": triclinic_vectors(np.asarray(u.dimensions, float), dtype=np.float64),
-                                "energy": u.trajectory.ts.data["pe"]})
+                                "energy": u.trajectory.ts.data["pe"], "velocities": u.atoms.velocities.astype(float),
+                                "masses": u.atoms.masses.astype(float), "charges": u.atoms.charges.astype(float),
+                                "time": float(u.trajectory.ts.time)})
     return seen
 
 
@@ -193,7 +257,8 @@ def write_mdtraj(path: Path) -> Frames:
     save_mrec(md.Trajectory(xyz, top, time=np.arange(4.0), unitcell_lengths=lengths, unitcell_angles=angles), path)
     a, b, c = lengths_and_angles_to_box_vectors(*np.asarray(lengths, float).T, *np.asarray(angles, float).T)
     cells = np.stack([a, b, c], axis=1)
-    return Frames({"length": "nm"}, [{"positions": xyz[i].astype(float), "cell": cells[i]} for i in range(4)],
+    return Frames({"length": "nm", "time": "ps"},
+                  [{"positions": xyz[i].astype(float), "cell": cells[i], "time": float(i)} for i in range(4)],
                   single=True)
 
 
@@ -214,14 +279,19 @@ def write_convert(path: Path) -> Frames:
         for i in range(3):
             u.atoms.positions = rng.uniform(0, 9, (4, 3))
             u.atoms.forces = rng.normal(size=(4, 3)) * 10
+            u.atoms.velocities = rng.normal(size=(4, 3))
             u.dimensions = [20.0 + i, 21.0, 22.0, 90.0, 90.0, 90.0]
             u.trajectory.ts.data["step"] = 10 * i
+            u.trajectory.ts.time = 0.5 * i
             w.write(u.atoms)
     convert(path.with_suffix(".trr"), path, topology=str(path.with_suffix(".pdb")))
-    seen = Frames({"length": "angstrom", "energy": "kJ/mol"}, single=True)
-    for ts in mda.Universe(str(path.with_suffix(".pdb")), str(path.with_suffix(".trr"))).trajectory:
+    seen = Frames({"length": "angstrom", "energy": "kJ/mol", "time": "ps"}, single=True)
+    source = mda.Universe(str(path.with_suffix(".pdb")), str(path.with_suffix(".trr")))
+    for ts in source.trajectory:  # masses: MDAnalysis's guess from the PDB's elements, as convert stores them
         seen.frames.append({"positions": ts.positions.astype(float), "forces": ts.forces.astype(float),
-                            "cell": triclinic_vectors(np.asarray(ts.dimensions, float), dtype=np.float64)})
+                            "cell": triclinic_vectors(np.asarray(ts.dimensions, float), dtype=np.float64),
+                            "velocities": ts.velocities.astype(float), "masses": source.atoms.masses.astype(float),
+                            "time": float(ts.time)})
     return seen
 
 
@@ -229,12 +299,14 @@ def write_demo(path: Path) -> Frames:
     from molrec_raw.demo import write_demo as demo
 
     demo(path, frames=6, molecules=3)
-    seen = Frames({"length": "angstrom", "energy": "kcal/mol"})  # the demo's preset "real"
+    seen = Frames({"length": "angstrom", "energy": "kcal/mol", "time": "fs"})  # the demo's preset "real"
+    system = mr.read_mrec_system(path).blocks["atoms"].columns
     with mr.MrecReader(path) as r:
-        for frame in r:
+        for frame, time in zip(r, r.time):
             atoms = frame.blocks["atoms"].columns
             seen.frames.append({"positions": np.stack([atoms[c] for c in "xyz"], 1),
-                                "cell": np.asarray(frame.box.vectors).T, "energy": float(frame.meta["pe"])})
+                                "cell": np.asarray(frame.box.vectors).T, "energy": float(frame.meta["pe"]),
+                                "masses": system["mass"], "charges": system["charge"], "time": time})
     return seen
 
 
@@ -244,22 +316,26 @@ def write_stated(path: Path) -> Frames:
 
     rng = np.random.default_rng(6)
     units = {"length": "bohr", "energy": "hartree", "time": "fs"}
+    masses, charges = np.array([15.999, 1.008, 1.008]), np.array([-0.8, 0.4, 0.4])
     system = mr.Frame({"units": mr.MetaValue("json", units)},
-                      {"atoms": mr.Block({"element": np.array(["O", "H", "H"], dtype=object)})})
+                      {"atoms": mr.Block({"element": np.array(["O", "H", "H"], dtype=object), "mass": masses,
+                                          "charge": charges})})
     seen = Frames(units)
     frames = []
     for _ in range(3):
-        cols = {c: rng.normal(size=3) * 3 for c in ("x", "y", "z", "fx", "fy", "fz")}
+        cols = {c: rng.normal(size=3) * 3 for c in ("x", "y", "z", "fx", "fy", "fz", "vx", "vy", "vz")}
         # rows a, b, c with a along x and b in the xy plane: the orientation MDAnalysis and mdtraj
         # keep (they hold lengths and angles only, so any other orientation comes back rotated)
         cell = np.diag([12.0, 13.0, 14.0]) + np.tril(rng.normal(size=(3, 3)), -1) * 0.5
         energy = float(rng.normal()) - 76.0
         frames.append(mr.Frame({"pe": energy}, {"atoms": mr.Block(cols)}, mr.Box(cell.T.copy())))
         seen.frames.append({"positions": np.stack([cols[c] for c in "xyz"], 1), "cell": cell, "energy": energy,
-                            "forces": np.stack([cols[c] for c in ("fx", "fy", "fz")], 1)})
+                            "forces": np.stack([cols[c] for c in ("fx", "fy", "fz")], 1),
+                            "velocities": np.stack([cols[c] for c in ("vx", "vy", "vz")], 1),
+                            "masses": masses, "charges": charges, "time": 1.5 * len(frames)})
     with start_trajectory(path, system, mr.SequenceSchema.from_frame(frames[0])) as w:
-        for frame in frames:
-            w.append(frame)
+        for k, frame in enumerate(frames):
+            w.append(frame, time=1.5 * (k + 1))
     return seen
 
 
@@ -274,11 +350,14 @@ def read_ase(path: Path, tmp: Path) -> Frames:
     import ase.io
     import molrec_raw.integrations.ase  # noqa: F401
 
-    out = Frames({"length": "angstrom", "energy": "eV"})
+    out = Frames({"length": "angstrom", "energy": "eV", "time": "ase"})
     for atoms in ase.io.read(str(path), index=":", format="mrec"):
         results = {} if atoms.calc is None else atoms.calc.results
         out.frames.append({"positions": atoms.positions, "cell": atoms.cell.array if atoms.cell.rank else None,
-                           "energy": results.get("energy"), "forces": results.get("forces")})
+                           "energy": results.get("energy"), "forces": results.get("forces"),
+                           "velocities": atoms.get_velocities() if atoms.has("momenta") else None,
+                           "masses": atoms.get_masses(), "numbers": atoms.numbers,
+                           "charges": atoms.get_initial_charges() if atoms.has("initial_charges") else None})
     return out
 
 
@@ -288,11 +367,16 @@ def read_mdanalysis(path: Path, tmp: Path) -> Frames:
     import molrec_raw.integrations.mdanalysis  # noqa: F401
     from MDAnalysis.lib.mdamath import triclinic_vectors
 
-    out = Frames({"length": "angstrom", "energy": "kJ/mol"}, single=True)
-    for ts in mda.Universe(str(path), to_guess=()).trajectory:
+    out = Frames({"length": "angstrom", "energy": "kJ/mol", "time": "ps"}, single=True)
+    u = mda.Universe(str(path), to_guess=())
+    masses = u.atoms.masses.copy() if hasattr(u.atoms, "masses") else None
+    charges = u.atoms.charges.copy() if hasattr(u.atoms, "charges") else None
+    for ts in u.trajectory:
         out.frames.append({"positions": ts.positions.copy(), "energy": ts.data.get("pe"),
                            "forces": ts.forces.copy() if ts.has_forces else None,
-                           "cell": None if ts.dimensions is None else triclinic_vectors(ts.dimensions)})
+                           "velocities": ts.velocities.copy() if ts.has_velocities else None,
+                           "cell": None if ts.dimensions is None else triclinic_vectors(ts.dimensions),
+                           "masses": masses, "charges": charges, "time": ts.time if "time" in ts.data else None})
     return out
 
 
@@ -302,8 +386,15 @@ def read_mdtraj(path: Path, tmp: Path) -> Frames:
 
     traj = load_mrec(path)
     cells = traj.unitcell_vectors
-    return Frames({"length": "nm"}, [{"positions": traj.xyz[i], "cell": None if cells is None else cells[i],
-                                      "energy": None, "forces": None} for i in range(traj.n_frames)], single=True)
+    times = traj.time
+    with mr.MrecReader(path) as r:
+        if r.time is None:  # mdtraj's loaders number the frames of a file without times 0, 1, …
+            np.testing.assert_array_equal(times, np.arange(traj.n_frames))
+            times = None
+    return Frames({"length": "nm", "time": "ps"},
+                  [{"positions": traj.xyz[i], "cell": None if cells is None else cells[i], "energy": None,
+                    "forces": None, "time": None if times is None else float(times[i])} for i in range(traj.n_frames)],
+                  single=True)
 
 
 def read_xarray(path: Path, tmp: Path) -> Frames:
@@ -313,13 +404,27 @@ def read_xarray(path: Path, tmp: Path) -> Frames:
     with xr.open_dataset(str(path), engine=MrecBackendEntrypoint, group="trajectory/atoms") as ds:
         units = {"length": ds["x"].attrs["units"]}
         assert ds["y"].attrs["units"] == ds["z"].attrs["units"] == units["length"]
-        forces = "fx" in ds
-        if forces:
-            units["force"] = ds["fx"].attrs["units"]
+        vectors: Dict[str, Any] = {}
+        for name, (unit, columns) in {"forces": ("force", ("fx", "fy", "fz")),
+                                      "velocities": ("velocity", ("vx", "vy", "vz"))}.items():
+            if columns[0] in ds:
+                units[unit] = ds[columns[0]].attrs["units"]
+                assert all(ds[c].attrs["units"] == units[unit] for c in columns)
+                vectors[name] = np.stack([ds[c].values for c in columns], axis=-1)
         xyz = np.stack([ds[c].values for c in "xyz"], axis=-1)
-        fxyz = np.stack([ds[c].values for c in ("fx", "fy", "fz")], axis=-1) if forces else None
+        times = ds["time"].values if "time" in ds.coords else None
+        if times is not None:
+            units["time"] = ds["time"].attrs["units"]
+    per_atom: Dict[str, Any] = {}
+    if "system" in mr.section_names(path):
+        with xr.open_dataset(str(path), engine=MrecBackendEntrypoint, group="system/atoms") as ds:
+            for name, (unit, column) in {"masses": ("mass", "mass"), "charges": ("charge", "charge")}.items():
+                if column in ds:
+                    units[unit] = ds[column].attrs["units"]
+                    per_atom[name] = ds[column].values
     return Frames(units, [{"positions": xyz[i], "cell": None, "energy": None,
-                           "forces": None if fxyz is None else fxyz[i]} for i in range(len(xyz))])
+                           **{k: v[i] for k, v in vectors.items()}, **per_atom,
+                           "time": None if times is None else float(times[i])} for i in range(len(xyz))])
 
 
 def _needs_torch() -> None:
@@ -340,11 +445,37 @@ def _torch_frames(ds: Any, energy_key: bool) -> List[Dict[str, Any]]:
     frames = []
     for j in range(len(ds)):
         item = ds[j]
+        vxyz = [f"atoms/{c}" for c in ("vx", "vy", "vz")]
         frames.append({"positions": item["positions"].numpy(),
                        "cell": item["cell"].numpy() if bool(item["pbc"].any()) else None,
                        "energy": float(item["energy"]) if "energy" in item else None,
-                       "forces": item["forces"].numpy() if "forces" in item else None})
+                       "forces": item["forces"].numpy() if "forces" in item else None,
+                       "velocities": np.stack([item[c].numpy() for c in vxyz], 1) if vxyz[0] in item else None,
+                       "masses": item["atoms/mass"].numpy() if "atoms/mass" in item else None,
+                       "charges": item["atoms/charge"].numpy() if "atoms/charge" in item else None})
     return frames
+
+
+def _torch_keys(collection: Path) -> List[str]:
+    """The standard keys, and the velocity, mass and charge columns the collection has."""
+    from molrec_raw.integrations.torch import MrecDataset
+
+    ds = MrecDataset(collection)
+    try:
+        columns = [f"atoms/{c}" for c in ("vx", "vy", "vz", "mass", "charge")]
+        return list(ds.keys) + [c for c in columns if _has_key(collection, c)]
+    finally:
+        ds.close()
+
+
+def _has_key(collection: Path, key: str) -> bool:
+    from molrec_raw.integrations.torch import MrecDataset
+
+    try:
+        MrecDataset(collection, keys=[key]).close()
+    except MolrecError:
+        return False
+    return True
 
 
 def read_torch(path: Path, tmp: Path) -> Frames:
@@ -352,10 +483,14 @@ def read_torch(path: Path, tmp: Path) -> Frames:
     _needs_torch()
     from molrec_raw.integrations.torch import MrecDataset
 
-    ds = MrecDataset(_collection(path, tmp))
+    collection = _collection(path, tmp)
+    ds = MrecDataset(collection, keys=_torch_keys(collection))
     try:
         units = {"length": ds.units["positions"], **({"energy": ds.units["energy"]} if "energy" in ds.units else {}),
-                 **({"force": ds.units["forces"]} if "forces" in ds.units else {})}
+                 **({"force": ds.units["forces"]} if "forces" in ds.units else {}),
+                 **({"velocity": ds.units["atoms/vx"]} if "atoms/vx" in ds.units else {}),
+                 **({"mass": ds.units["atoms/mass"]} if "atoms/mass" in ds.units else {}),
+                 **({"charge": ds.units["atoms/charge"]} if "atoms/charge" in ds.units else {})}
         assert ds.units["cell"] == units["length"]
         return Frames(units, _torch_frames(ds, "energy" in ds.keys))
     finally:
@@ -367,11 +502,13 @@ def read_torch_converted(path: Path, tmp: Path) -> Frames:
     _needs_torch()
     from molrec_raw.integrations.torch import MrecDataset
 
-    ds = MrecDataset(_collection(path, tmp), units={"length": "nm", "energy": "kJ/mol"})
+    collection = _collection(path, tmp)
+    ds = MrecDataset(collection, keys=_torch_keys(collection), units={"length": "nm", "energy": "kJ/mol", "time": "ps"})
     try:
         assert ds.units["positions"] == ds.units["cell"] == "nm"
         assert ds.units.get("energy", "kJ/mol") == "kJ/mol" and ds.units.get("forces", "kJ/mol/nm") == "kJ/mol/nm"
-        return Frames({"length": "nm", "energy": "kJ/mol"}, _torch_frames(ds, "energy" in ds.keys))
+        assert ds.units.get("atoms/vx", "nm/ps") == "nm/ps"
+        return Frames({"length": "nm", "energy": "kJ/mol", "time": "ps"}, _torch_frames(ds, "energy" in ds.keys))
     finally:
         ds.close()
 
@@ -428,13 +565,32 @@ def test_unit_matrix_values_in_the_readers_units_13_5(written: Any, writer: str,
         for quantity in QUANTITIES:
             reason = cannot(writer, reader, quantity)
             what = f"{quantity} of frame {k} ({writer} -> {reader})"
+            if reason is not None and (reader, quantity) in TOOL_DEFAULTS and writer_cannot(writer, quantity):
+                from ase.data import atomic_masses
+                np.testing.assert_array_equal(g[quantity], atomic_masses[g["numbers"]], err_msg=what)
+                continue
             if reason is not None:
-                assert g.get(quantity) is None and (t.get(quantity) is None or reader in ("mdtraj", "xarray")), \
-                    f"{what}: listed as impossible ({reason}) but carried"
+                assert g.get(quantity) is None, f"{what}: listed as impossible ({reason}) but carried"
+                assert t.get(quantity) is None or not writer_cannot(writer, quantity), \
+                    f"{what}: the writer is listed as recording none ({reason}) but was given some"
                 continue
             assert g.get(quantity) is not None and t.get(quantity) is not None, f"{what}: missing, and not listed"
             f = factor(quantity, truth.units, got.units)
-            _compare(g[quantity], t[quantity], f, single and quantity != "energy", what)  # energies stay f64
+            if quantity in QUANTITIES[:4]:  # energies stay f64
+                as_single = single and quantity != "energy"
+            else:
+                as_single = (reader, quantity) in SINGLE
+            _compare(g[quantity], t[quantity], f, as_single, what)
+
+
+def test_the_matrix_covers_every_quantity_a_door_converts() -> None:
+    """Every base and derived quantity the doors convert per atom or per frame (velocity,
+    mass, charge, time beside length, energy and force) has a column in the matrix."""
+    from molrec_raw.integrations.conventions import COLUMN_QUANTITIES
+    covered = {"positions": "length", "cell": "length", "energy": "energy", "forces": "force",
+               "velocities": "velocity", "masses": "mass", "charges": "charge", "time": "time"}
+    assert set(covered) == set(QUANTITIES)
+    assert set(COLUMN_QUANTITIES.values()) <= set(covered.values())
 
 
 def test_every_impossible_combination_names_a_reason() -> None:
@@ -486,3 +642,151 @@ def test_an_unknown_unit_is_refused_naming_it_13_5(tmp_path: Path) -> None:
     mr.write_mrec_frame(tmp_path / "f.mrec", frame)
     with pytest.raises(MolrecError, match="furlong"):
         ase.io.read(str(tmp_path / "f.mrec"), format="mrec")
+
+
+def _unstated(tmp_path: Path) -> Path:
+    """A trajectory with positions, velocities, forces, an energy and times, stating no unit."""
+    cols = {c: np.arange(2.0) + k for k, c in enumerate(("x", "y", "z", "vx", "vy", "vz", "fx", "fy", "fz"))}
+    atoms = mr.Block({**cols, "element": np.array(["H", "H"], dtype=object)})
+    path = tmp_path / "unstated.mrec"
+    mr.write_mrec_trajectory(path, [mr.Frame({"pe": 1.0}, {"atoms": atoms})] * 2, times=[0.0, 1.0])
+    return path
+
+
+ALL_MISSING = "the record states no energy, length or time unit"
+
+
+def test_every_reader_names_every_missing_unit_at_once_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5: a reader names every unit it needs and the record leaves unstated in
+    one refusal, sorted (not one per attempt, not in a set's hash order)."""
+    path = _unstated(tmp_path)
+    refusals = 0
+    if importlib.util.find_spec("ase"):
+        import ase.io
+        import molrec_raw.integrations.ase  # noqa: F401
+        with pytest.raises(MolrecError, match=ALL_MISSING):
+            ase.io.read(str(path), format="mrec")
+        refusals += 1
+    if importlib.util.find_spec("MDAnalysis"):
+        import MDAnalysis as mda
+        import molrec_raw.integrations.mdanalysis  # noqa: F401
+        with pytest.raises(MolrecError, match=ALL_MISSING):
+            mda.Universe(str(path))
+        refusals += 1
+    if refusals == 0:
+        pytest.skip("no reading door with a tool installed")
+
+
+@pytest.mark.parametrize("seed", ["0", "1", "2"])
+def test_the_missing_units_message_does_not_depend_on_the_hash_seed_13_5(tmp_path: Path, seed: str) -> None:
+    """The same record gives the same refusal under any PYTHONHASHSEED (ASE's once named one
+    unit or two depending on a set's order)."""
+    _needs("ase")
+    import os
+    import subprocess
+    import sys
+    path = _unstated(tmp_path)
+    code = ("import ase.io, molrec_raw.integrations.ase\n"
+            f"try:\n    ase.io.read({str(path)!r}, format='mrec')\n"
+            "except Exception as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+    assert ALL_MISSING in out and "(energy: energy, force; length: force, length, velocity; time: velocity;" in out
+
+
+def test_units_in_the_meta_document_are_refused_naming_where_they_go_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5: units given as the record's /meta document (where no reader looks)
+    are refused, naming the system section's 'units' meta key; given there (system=), every
+    reader converts with them."""
+    frames = [mr.Frame({}, {"atoms": mr.Block({"x": np.ones(2), "y": np.zeros(2), "z": np.zeros(2),
+                                               "element": np.array(["H", "H"], dtype=object)})})]
+    path = tmp_path / "u.mrec"
+    with pytest.raises(MolrecError, match=r"u\.mrec: the meta document's 'units' key would state nothing.*"
+                                          r"'units' meta key \(tag json\) of its system section"):
+        mr.write_mrec_trajectory(path, frames, meta={"units": {"length": "nm"}})
+    assert not path.exists()
+    with pytest.raises(MolrecError, match="belong in the 'units' meta key"):
+        mr.write_mrec_system(path, mr.Frame({}, {}), meta={"units": "real"})
+    with pytest.raises(MolrecError, match="belong in the 'units' meta key"):
+        mr.MrecWriter(path, mr.SequenceSchema.from_frame(frames[0]), meta={"units": "real"})
+    system = mr.Frame({"units": mr.MetaValue("json", {"length": "nm"})})
+    mr.write_mrec_trajectory(path, frames, system=system, meta={"creator": {"name": "me"}})
+    assert mr.read_mrec_meta(path)["creator"] == {"name": "me"}
+    assert mr.validate(path) == [] if hasattr(mr, "validate") else True
+    if importlib.util.find_spec("ase"):
+        import ase.io
+        import molrec_raw.integrations.ase  # noqa: F401
+        assert ase.io.read(str(path), format="mrec").positions[0, 0] == pytest.approx(10.0)
+
+
+def test_a_record_with_units_in_its_meta_document_says_where_they_belong_13_5(tmp_path: Path) -> None:
+    """A record another producer wrote with /meta 'units' (readable: the spec keeps unknown
+    keys): a reader's missing-unit refusal says that key states nothing and where units go."""
+    _needs("ase")
+    import ase.io
+    import molrec_raw.integrations.ase  # noqa: F401
+    from molrec_raw.record.doors import replace_record, write_sections
+    frame = mr.Frame({}, {"atoms": mr.Block({"x": np.ones(1), "y": np.zeros(1), "z": np.zeros(1),
+                                             "element": np.array(["H"], dtype=object)})})
+    path = tmp_path / "other.mrec"  # written below the doors, which refuse it
+    replace_record(path, lambda root: write_sections(root, {"units": {"length": "nm"}}, {"frame": frame}))
+    with pytest.raises(MolrecError, match="states no length unit.*/meta document has a 'units' key, which states "
+                                          "nothing: a record's units belong in the 'units' meta key"):
+        ase.io.read(str(path), format="mrec")
+
+
+@pytest.mark.parametrize("stated, ase_per_stated", [
+    ({"length": "nm", "time": "ps"}, 0.10180505671156725),     # 1 nm/ps = 0.01 Å/fs
+    ({"preset": "real"}, 10.180505671156725),                   # Å/fs
+    ({"velocity": "angstrom/fs"}, 10.180505671156725),
+    ({"preset": "metal"}, 0.010180505671156725),                # Å/ps
+    ({"length": "angstrom", "time": "Å·sqrt(amu/eV)"}, 1.0),    # ASE's own unit, spelled as ASE's docs do
+])
+def test_velocities_convert_to_ases_time_unit_13_5(tmp_path: Path, stated: Dict[str, str],
+                                                   ase_per_stated: float) -> None:
+    """frame-and-types#13.5: velocities stated as nm/ps, as "real", as Å/fs reach ASE in Å per
+    ASE time unit (1 Å/fs = 1/ase.units.fs); they failed with "unknown unit" before."""
+    _needs("ase")
+    import ase.io
+    import molrec_raw.integrations.ase  # noqa: F401
+    atoms = mr.Block({"x": np.zeros(1), "y": np.zeros(1), "z": np.zeros(1), "vx": np.array([2.0]),
+                      "vy": np.zeros(1), "vz": np.zeros(1), "element": np.array(["H"], dtype=object)})
+    units = {"length": "angstrom", **stated} if "velocity" in stated else stated
+    mr.write_mrec_frame(tmp_path / "v.mrec", mr.Frame({"units": mr.MetaValue("json", units)}, {"atoms": atoms}))
+    image = ase.io.read(str(tmp_path / "v.mrec"), format="mrec")
+    assert image.get_velocities()[0, 0] == pytest.approx(2.0 * ase_per_stated, rel=1e-12)
+
+
+def test_stress_reaches_ase_in_ev_per_cubic_angstrom_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5: a per-step stress (f64x9, the full tensor) stated in kJ/mol/nm³
+    (the record's energy / length³) reaches ASE in eV/Å³: 1 kJ/mol/nm³ = 1/96.485332123310018
+    eV per 1000 Å³."""
+    _needs("ase")
+    import ase.io
+    import molrec_raw.integrations.ase  # noqa: F401
+    tensor = np.array([[1.0, 0.5, 0.25], [0.5, 2.0, 0.125], [0.25, 0.125, 3.0]])
+    frame = mr.Frame({"units": mr.MetaValue("json", {"preset": "openmm"}),
+                      "stress": mr.MetaValue("f64x9", tuple(tensor.ravel().tolist()))},
+                     {"atoms": mr.Block({"x": np.zeros(1), "y": np.zeros(1), "z": np.zeros(1),
+                                         "element": np.array(["Ar"], dtype=object)})},
+                     mr.Box(np.eye(3) * 2.0))
+    mr.write_mrec_frame(tmp_path / "s.mrec", frame)
+    image = ase.io.read(str(tmp_path / "s.mrec"), format="mrec")
+    per = 1.0 / 96.485332123310018 / 1000.0
+    voigt = [tensor[0, 0], tensor[1, 1], tensor[2, 2], tensor[1, 2], tensor[0, 2], tensor[0, 1]]
+    np.testing.assert_allclose(image.get_stress(), np.array(voigt) * per, rtol=1e-12)
+
+
+def test_the_torch_dataset_names_every_missing_unit_at_once_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5, collection#C1: a collection stating neither a length nor an energy
+    unit is refused by the dataset once, naming both together (sorted)."""
+    _needs_torch()
+    from molrec_raw.integrations.torch import MrecDataset
+
+    atoms = mr.Block({c: np.zeros(2) for c in ("x", "y", "z", "fx", "fy", "fz")})
+    with mr.CollectionWriter(tmp_path / "n.mrec.lmdb", units={"time": "ps"}) as w:  # no length, no energy
+        w.add_record(system=mr.Frame({}, {"atoms": mr.Block({"element": np.array(["H", "H"], dtype=object)})}),
+                     frames=[mr.Frame({"pe": 1.0}, {"atoms": atoms})])
+    with pytest.raises(MolrecError, match=r"states no energy or length unit.*\(energy: energy, force; "
+                                          r"length: force, length;"):
+        MrecDataset(tmp_path / "n.mrec.lmdb")

@@ -37,7 +37,8 @@ import numpy as np
 
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError, StoreError
 from molrec_raw.record import documents, live
-from molrec_raw.record.doors import check_record_path, packed_build, replace_record, settle_swap
+from molrec_raw.record.doors import (check_record_path, packed_build, replace_record, settle_swap, target_name,
+                                     write_sections)
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory import extents as ext
@@ -52,6 +53,7 @@ from molrec_raw.record.trajectory.reader import Trajectory
 from molrec_raw.record.trajectory.references import (SystemCounterparts, check_resolved, refuse_aligned_system_names,
                                                      section_rows)
 from molrec_raw.record.trajectory.schema import SequenceSchema
+from molrec_raw.record.units import refuse_units_in_meta
 from molrec_raw.record.trajectory.storage import (align_tails, born, delete_node, grow, land_all, read_nstep,
                                                   relay_tails, tail_shards)
 from molrec_raw.zarr import Array, DirectoryStore, Group, PathLike, open_group
@@ -88,6 +90,7 @@ class MrecWriter:
         coordinates writers itself."""
         if not isinstance(schema, SequenceSchema):
             raise InvalidValueError(f"schema must be a SequenceSchema, got {type(schema).__name__}")
+        refuse_units_in_meta(meta, str(path))  # at creation: never on the append path
         self._init_common(flush_every, durable, status)
         self._compression = ext.parse_compression(compression)
         self._schema = schema.copy()
@@ -844,23 +847,34 @@ def write_frame_sequence(root: Group, sequence: FrameSequence, meta: Optional[Di
 @overload
 def write_mrec_trajectory(path: PathLike, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
                           times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None, *,
-                          fileops: Optional[FileOps] = None, overwrite: bool = False) -> Path: ...
+                          system: Optional[Frame] = None, fileops: Optional[FileOps] = None,
+                          overwrite: bool = False) -> Path: ...
 
 
 @overload
 def write_mrec_trajectory(path: bytearray, frames: Iterable[Frame], steps: Optional[Sequence[int]] = None,
                           times: Optional[Sequence[float]] = None, meta: Optional[Dict[str, Any]] = None, *,
-                          fileops: Optional[FileOps] = None, overwrite: bool = False) -> bytearray: ...
+                          system: Optional[Frame] = None, fileops: Optional[FileOps] = None,
+                          overwrite: bool = False) -> bytearray: ...
 
 
 def write_mrec_trajectory(path: Union[PathLike, bytearray], frames: Iterable[Frame],
                           steps: Optional[Sequence[int]] = None, times: Optional[Sequence[float]] = None,
-                          meta: Optional[Dict[str, Any]] = None, *, fileops: Optional[FileOps] = None,
-                          overwrite: bool = False) -> Union[Path, bytearray]:
+                          meta: Optional[Dict[str, Any]] = None, *, system: Optional[Frame] = None,
+                          fileops: Optional[FileOps] = None, overwrite: bool = False) -> Union[Path, bytearray]:
     """Write a whole trajectory through ``MrecWriter`` (schema derived from the frames) as a
     new record; an existing record at ``path`` is replaced only with ``overwrite=True``.  A
     ``*.mrec.zip`` path is written as a packed record, a ``bytearray`` receives one
-    (doors.replace_record)."""
+    (doors.replace_record).  ``system`` (a Frame) is written as the record's ``system``
+    section first: where the trajectory's units are stated (its ``units`` meta key,
+    frame-and-types §13.5); ``meta`` (the record's provenance document) holding ``units`` is
+    refused, naming that place."""
+    refuse_units_in_meta(meta, target_name(path))
     sequence = frame_sequence(frames, steps, times)
-    return replace_record(path, lambda root: write_frame_sequence(root, sequence, meta), fileops=fileops,
-                          overwrite=overwrite)
+
+    def build(root: Group) -> None:
+        if system is not None:
+            write_sections(root, meta, {"system": system}, extra_sections=["trajectory"])
+        write_frame_sequence(root, sequence, None if system is not None else meta)
+
+    return replace_record(path, build, fileops=fileops, overwrite=overwrite)
