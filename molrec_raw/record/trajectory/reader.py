@@ -314,7 +314,8 @@ class MrecReader(BlockArrays):
         and the rows stored past the committed ones (an uncommitted tail, ``trajectory#N1``);
         the cell's updates and the per-step meta keys.  A block found damaged when the
         reader opened says so (``damaged``: column, or "" for the whole block -> why; its
-        reads refuse, the other blocks' read)."""
+        reads refuse, the other blocks' read), and so does a per-step meta key's array
+        (``meta_damaged``: key -> why)."""
         layout = self._layout
         n = layout.nstep
         blocks: Dict[str, Any] = {}
@@ -336,8 +337,7 @@ class MrecReader(BlockArrays):
             blocks[name] = {"layout": b.kind, "updates": updates, "last_rows": hi - lo if updates else None,
                             "uncommitted_rows": extra}
             damaged = {c: str(e) for c, e in b.damaged.items()}
-            damaged.update((a.basename, str(layout.damaged_arrays[a.path])) for a in b.columns.values()
-                           if a.path in layout.damaged_arrays)
+            damaged.update((c, str(found)) for c, found in _array_damage(layout, b.columns).items())
             if damaged:
                 blocks[name]["damaged"] = damaged
         series_lengths = [arr.shape[0] for _, arr in layout.meta.values() if arr is not None]
@@ -345,9 +345,11 @@ class MrecReader(BlockArrays):
         if isinstance(tgroup, Group):
             series_lengths += [a.shape[0] for a in (tgroup.get("step"), tgroup.get("time")) if isinstance(a, Array)]
         tail = tail or any(length > n for length in series_lengths)
+        meta = {key: arr for key, (_, arr) in layout.meta.items() if arr is not None}
         return {"nstep": n, "steps": layout.steps.ends(),
                 "times": None if layout.times is None else layout.times.ends(),
                 "blocks": blocks, "box_updates": len(layout.box.cells), "meta_keys": list(layout.meta),
+                "meta_damaged": {key: str(found) for key, found in _array_damage(layout, meta).items()},
                 "uncommitted_tail": tail}
 
     def verify(self, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
@@ -537,6 +539,17 @@ class MrecReader(BlockArrays):
 
 
 _LIVE_ATTEMPTS = 5  # reads of a changing record before its error is believed
+
+
+def _array_damage(layout: TrajectoryLayout, arrays: Dict[str, Array]) -> Dict[str, MolrecError]:
+    """Name -> the damage found at opening in the array of that name (its shard index pages
+    fail: every read refuses; or entries past the end of a shard: the reads of those chunks)."""
+    found: Dict[str, MolrecError] = {}
+    for name, arr in arrays.items():
+        hit = layout.damaged_arrays.get(arr.path) or layout.damaged_parts.get(arr.path)
+        if hit is not None:
+            found[name] = hit
+    return found
 
 
 def _retry_pause(attempt: int) -> float:
