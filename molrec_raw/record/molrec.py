@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast, overload
 
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record import documents
@@ -237,15 +237,15 @@ def _trajectory_to_write(rec: MolRec) -> Union[None, FrameSequence, RawSection]:
         return None
     if isinstance(given, MrecReader):
         return None if carried else RawSection(given._origin.store, "trajectory")  # the store it reads
-    if isinstance(given, FrameSequence) and not carried:  # already pinned (salvage keeps the original pin)
-        return given
     if carried:
         raise InvalidValueError("MolRec.trajectory holds frames and raw_sections carries a trajectory section: a "
                                 "record holds one trajectory (drop one of them)", rule="root-layout#5")
+    if isinstance(given, FrameSequence):  # already pinned (salvage keeps the original pin)
+        return given
     if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, (Trajectory, Sequence)):
         raise InvalidValueError("MolRec.trajectory must be a Trajectory, a list of Frame or an MrecReader, not "
                                 f"{type(given).__name__}")
-    return frame_sequence(given)
+    return frame_sequence(cast(Union[Trajectory, Sequence[Frame]], given))  # a FrameSequence returned above
 
 
 @overload

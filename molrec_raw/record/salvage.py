@@ -22,14 +22,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
-from molrec_raw.errors import InvalidValueError, MolrecError
+from molrec_raw.errors import InvalidValueError
 from molrec_raw.record.damage import Damage, distinct, record_damage, structure_damage
 from molrec_raw.record.doors import RecordInput, record_source
 from molrec_raw.record.model import Frame
 from molrec_raw.record.molrec import _read, write_mrec
 from molrec_raw.record.trajectory import MrecReader
+from molrec_raw.record.trajectory.reader import refused_node
 from molrec_raw.record.trajectory.writer import FrameSequence
 from molrec_raw.record.violations import Violation
 from molrec_raw.zarr import Group, PathLike, Store, open_group
@@ -129,16 +130,10 @@ def _intact_frames(reader: MrecReader, report: SalvageReport) -> FrameSequence:
             frames.append(found)
             report.kept.append(i)
         else:
-            report.lost[i] = reader.frame_damage(i) or [_node(found)]
+            report.lost[i] = reader.frame_damage(i) or [refused_node(found)]
     steps, times = reader.step, reader.time
     return FrameSequence(frames, [steps[i] for i in report.kept],
                          None if times is None else [times[i] for i in report.kept], reader.schema)
-
-
-def _node(exc: MolrecError) -> str:
-    """The node an error names, relative to ``trajectory/``."""
-    node = (exc.node or "trajectory").strip("/")
-    return node[len("trajectory/"):] if node.startswith("trajectory/") else node
 
 
 def _salvaged_meta(meta: Dict[str, Any], report: SalvageReport) -> Dict[str, Any]:

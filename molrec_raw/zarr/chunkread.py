@@ -309,8 +309,8 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
             shard, slot = divmod(int(c), per)
             index = known[(axis.path, shard)]
             offset = _EMPTY if index is None else int(index[slot, 0])
-            if offset >= _PAST_END:  # not stored (the shard, or this chunk): the fill value
-                if offset != _EMPTY:
+            if index is None or offset >= _PAST_END:  # not stored (the shard, or this chunk): the fill value
+                if index is not None and offset != _EMPTY:  # an entry past the end of the shard
                     raise _past_end(axis, index, slot, shard, ranges)
                 axis.fill(_target(out, r, p, axis))
                 continue
@@ -403,8 +403,8 @@ def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: R
             shard, slot = divmod(int(c), per)
             index = known[(axis.path, shard)]
             offset = _EMPTY if index is None else int(index[slot, 0])
-            if offset >= _PAST_END:  # not stored (the shard, or this chunk): the fill value
-                if offset != _EMPTY:
+            if index is None or offset >= _PAST_END:  # not stored (the shard, or this chunk): the fill value
+                if index is not None and offset != _EMPTY:  # an entry past the end of the shard
                     raise _past_end(axis, index, slot, shard, ranges)
                 chunk = axis.empty_chunk()
                 axis.fill(chunk)

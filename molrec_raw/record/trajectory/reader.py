@@ -447,8 +447,7 @@ class MrecReader(BlockArrays):
             try:
                 self._engine.read(frame, wanted, meta)
             except MolrecError as exc:
-                node = (exc.node or TRAJ).strip("/")
-                node = node[len(TRAJ) + 1:] if node.startswith(f"{TRAJ}/") else node
+                node = refused_node(exc)
                 if node not in nodes:
                     nodes.append(node)
         return nodes
@@ -589,6 +588,12 @@ class MrecReader(BlockArrays):
 
 
 _LIVE_ATTEMPTS = 5  # reads of a changing record before its error is believed
+
+
+def refused_node(exc: MolrecError) -> str:
+    """The node a read's refusal names, relative to ``trajectory/`` (``atoms/x``, ``meta/pe``)."""
+    node = (exc.node or TRAJ).strip("/")
+    return node[len(TRAJ) + 1:] if node.startswith(f"{TRAJ}/") else node
 
 
 def _array_damage(layout: TrajectoryLayout, arrays: Dict[str, Array]) -> Dict[str, MolrecError]:
