@@ -209,7 +209,8 @@ def _checked_page(array: Any, coords: Tuple[int, ...], ranges: RangeReader,
                 f"the index of shard {list(coords)} covers bytes up to {sharding.index_end(index)}, but the landing "
                 f"recorded for it wrote an index covering bytes up to {end}: it is older than the rows claimed, "
                 "which were never written here", rule="zarr-v3-subset#7")
-        index = sharding.mark_past_end(index, size)
+        if lenient:
+            index = sharding.mark_past_end(index, size)
     except MolrecError as exc:
         raise array._context(exc, key) from None
     return key, index

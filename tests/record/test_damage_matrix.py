@@ -447,3 +447,28 @@ def test_damage_cat_block_reads_when_another_blocks_shard_is_damaged(pristine: P
     assert status == 0 and "[bonds]" in out, out
     status, out = run(capsys, "inspect", str(record))
     assert status == 1 and "column x: DAMAGED" in out, out
+
+
+def test_damage_salvage_leaves_out_a_section_that_does_not_read(pristine: Path, tmp_path: Path) -> None:
+    """issue 36: a damaged chunk of the system section — salvage keeps every frame and every
+    other section, leaves the system out and says so (its report, and OUT's meta)."""
+    from molrec_raw import salvage_mrec
+    from molrec_raw.record.molrec import read_mrec
+    from molrec_raw.record.salvage import SALVAGE_MODULE
+
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    chunk = record / "system/atoms/mass/c/0"
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    chunk.write_bytes(bytes(data))
+    out = tmp_path / "saved.mrec"
+    report = salvage_mrec(record, out)
+    assert list(report.sections_lost) == ["system"] and "zarr-v3-subset#5.5" in report.sections_lost["system"]
+    assert report.kept == list(range(12)) and not report.lost
+    assert [d.key for d in report.damaged] == ["system/atoms/mass/c/0"]
+    assert validate(out) == []
+    saved, whole = read_mrec(out), read_mrec(pristine)
+    assert saved.system is None and saved.forcefield == whole.forcefield
+    assert saved.section_names() == [n for n in whole.section_names() if n != "system"]
+    assert saved.meta["modules"][SALVAGE_MODULE]["sections_lost"] == ["system"]

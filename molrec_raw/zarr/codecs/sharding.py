@@ -47,6 +47,7 @@ EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 # offset carries this bit (no shard is 8 EiB long), so that one test of ``offset >= PAST_END``
 # tells both it and an empty entry from a stored inner chunk
 PAST_END = np.uint64(1 << 63)
+_PAST_END, _EMPTY = int(PAST_END), int(EMPTY)
 SECTOR_ALIGN = 4096  # a 4Kn sector (and a 4 KiB page): the unit a power cut may tear whole
 MAX_NESTING = 8  # sharding_indexed inside sharding_indexed, at most this many levels in all
 DEFAULT_INDEX_CODECS = [
@@ -350,7 +351,7 @@ class ShardingCodec(ArrayBytesCodec):
             many = getattr(reader, "many", None)
             if many is not None and len(touched) > 1:
                 pairs = index.tolist()
-                wanted = sorted({(o, n) for o, n in (pairs[self._flat(c)] for c, _, _ in touched) if o < int(PAST_END)})
+                wanted = sorted({(o, n) for o, n in (pairs[self._flat(c)] for c, _, _ in touched) if o < _PAST_END})
                 got = dict(zip(wanted, many(wanted)))
                 fetch = lambda s, n: got[(s, n or 0)]  # noqa: E731
         pairs = index.tolist()
@@ -359,8 +360,8 @@ class ShardingCodec(ArrayBytesCodec):
             slot = self._flat(coords)
             offset, nbytes = pairs[slot]
             target = out[out_sel + (Ellipsis,)]
-            if offset >= int(PAST_END):
-                if offset != int(EMPTY):  # an entry past the end of the shard: this chunk alone is lost
+            if offset >= _PAST_END:
+                if offset != _EMPTY:  # an entry past the end of the shard: this chunk alone is lost
                     raise self.entry_error(index, slot, size)
                 target[...] = self.spec.fill_value
                 continue
