@@ -366,6 +366,8 @@ def test_damage_salvage_writes_the_intact_frames_and_names_the_lost(long_run: Pa
     assert status == 1, text
     assert f"lost: frames {intact}..599 ({600 - intact} frames): atoms/x" in text, text
     assert f"{intact} of 600 trajectory frame(s)" in text and "damaged: trajectory/atoms/x/c/0" in text, text
+    status, text = run(capsys, "repair", "--dry-run", str(record))
+    assert status == 1 and f"'molrec-raw salvage {record} OUT'" in text, text  # repair points at salvage
     assert validate(out) == []
     with MrecReader(long_run) as whole, MrecReader(out) as saved:
         assert len(saved) == intact and saved.schema == whole.schema

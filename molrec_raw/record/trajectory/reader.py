@@ -317,7 +317,7 @@ class MrecReader(BlockArrays):
         the cell's updates and the per-step meta keys.  A block found damaged when the
         reader opened says so (``damaged``: column, or "" for the whole block -> why; its
         reads refuse, the other blocks' read), and so does a per-step meta key's array
-        (``meta_damaged``: key -> why)."""
+        (``meta_damaged``: key -> why, present only then)."""
         layout = self._layout
         n = layout.nstep
         blocks: Dict[str, Any] = {}
@@ -347,12 +347,15 @@ class MrecReader(BlockArrays):
         if isinstance(tgroup, Group):
             series_lengths += [a.shape[0] for a in (tgroup.get("step"), tgroup.get("time")) if isinstance(a, Array)]
         tail = tail or any(length > n for length in series_lengths)
+        summary = {"nstep": n, "steps": layout.steps.ends(),
+                   "times": None if layout.times is None else layout.times.ends(),
+                   "blocks": blocks, "box_updates": len(layout.box.cells), "meta_keys": list(layout.meta),
+                   "uncommitted_tail": tail}
         meta = {key: arr for key, (_, arr) in layout.meta.items() if arr is not None}
-        return {"nstep": n, "steps": layout.steps.ends(),
-                "times": None if layout.times is None else layout.times.ends(),
-                "blocks": blocks, "box_updates": len(layout.box.cells), "meta_keys": list(layout.meta),
-                "meta_damaged": {key: str(found) for key, found in _array_damage(layout, meta).items()},
-                "uncommitted_tail": tail}
+        damaged_meta = _array_damage(layout, meta)
+        if damaged_meta:
+            summary["meta_damaged"] = {key: str(found) for key, found in damaged_meta.items()}
+        return summary
 
     def verify(self, progress: Optional[Callable[[int, int], None]] = None,
                damage: Optional[List[MolrecError]] = None) -> List[Violation]:
