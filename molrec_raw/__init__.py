@@ -9,7 +9,8 @@ Whole sections:   ``write_mrec_frame`` / ``read_mrec_frame``, ``write_mrec_syste
                   ``read_mrec_meta``, ``section_names``; ``Frame``, ``Block``, ``Box``,
                   ``MetaValue``, ``ForceFieldSection``, ``Observable``.
 Whole records:    ``MolRec``, ``write_mrec`` / ``read_mrec``, ``validate`` (-> ``Violation``),
-                  ``repair_mrec`` (-> ``RepairReport``), ``pack_mrec_zip`` / ``unpack_mrec_zip``.
+                  ``repair_mrec`` (-> ``RepairReport``), ``salvage_mrec`` (-> ``SalvageReport``),
+                  ``pack_mrec_zip`` / ``unpack_mrec_zip``.
 Trajectories:     ``MrecWriter`` (streaming, crash-safe commits) under a ``SequenceSchema``,
                   ``MrecReader`` (frames by index, live following), ``write_mrec_trajectory`` /
                   ``read_mrec_trajectory`` (-> ``Trajectory``).
@@ -74,6 +75,8 @@ if TYPE_CHECKING:
     from molrec_raw.record.pack import unpack_mrec_zip as unpack_mrec_zip
     from molrec_raw.record.repair import RepairReport as RepairReport
     from molrec_raw.record.repair import repair_mrec as repair_mrec
+    from molrec_raw.record.salvage import SalvageReport as SalvageReport
+    from molrec_raw.record.salvage import salvage_mrec as salvage_mrec
     from molrec_raw.collection import CollectionReader as CollectionReader
     from molrec_raw.collection import CollectionWriter as CollectionWriter
     from molrec_raw.collection import read_collection as read_collection

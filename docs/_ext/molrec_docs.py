@@ -172,7 +172,8 @@ def api_pages() -> Dict[str, str]:
         groups.setdefault(area, []).append(name)
     titles = {"model": "Data model", "doors": "Sections of a record", "molrec": "Whole records",
               "violations": "Whole records", "forcefield": "Data model", "observables": "Data model",
-              "trajectory": "Trajectories", "metrics": "Metrics", "pack": "Packing", "repair": "Repair"}
+              "trajectory": "Trajectories", "metrics": "Metrics", "pack": "Packing", "repair": "Repair",
+              "salvage": "Repair"}
     by_title: Dict[str, List[str]] = {}
     for area, names in groups.items():
         by_title.setdefault(titles.get(area, "Other"), []).extend(names)

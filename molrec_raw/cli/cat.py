@@ -106,9 +106,9 @@ def run_cat(args: argparse.Namespace) -> int:
             elif args.block not in reader.block_names():
                 raise NodeNotFoundError(f"the frame has no block {args.block!r}; its blocks: "
                                         f"{', '.join(reader.block_names()) or 'none'}")
-            else:  # that block alone: damage elsewhere costs it nothing
+            else:  # that block alone, without the per-step meta: damage elsewhere costs it nothing
                 columns = reader.schema.column_names(args.block)
-                frame = reader.read_columns(args.frame, [(args.block, c) for c in columns])
+                frame = reader.read_columns(args.frame, [(args.block, c) for c in columns], meta=False)
     if args.block is not None and args.block not in frame.blocks:
         raise NodeNotFoundError(f"the frame has no block {args.block!r}; its blocks: "
                                 f"{', '.join(frame.blocks) or 'none'}")

@@ -55,7 +55,8 @@ def run_repair(args: argparse.Namespace) -> int:
     if report.sound:
         verdict = "sound"
     elif report.damaged:
-        verdict = f"NOT sound: {len(report.damaged)} damaged node(s) or chunk(s) no repair can restore"
+        verdict = (f"NOT sound: {len(report.damaged)} damaged node(s) or chunk(s) no repair can restore (restore "
+                   f"the record from a copy, or 'molrec-raw salvage {args.path} OUT' writes what still reads)")
     else:
         verdict = "needs repair" if args.dry_run else "NOT sound"
     print(f"{args.path}: {verdict}")

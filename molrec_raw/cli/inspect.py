@@ -1,8 +1,9 @@
 """``molrec-raw inspect``: a readable tree of a record (arrays, chunks, codecs, sizes) and its
 trajectory summary; ``--follow`` redraws it after every commit.  Damage met without decoding a
 chunk is marked where it lies (a node whose zarr.json does not parse, a trajectory block or
-column a reader cannot read, nodes no group reaches, committed data that is gone); the rest
-of the record is listed (``validate`` decodes every chunk)."""
+column a reader cannot read, a per-step meta key's array, nodes no group reaches, committed
+data that is gone) and the exit status is then 1; the rest of the record is listed
+(``validate`` decodes every chunk)."""
 from __future__ import annotations
 
 import argparse
@@ -102,12 +103,33 @@ def _trajectory_lines(t: Dict[str, Any]) -> List[str]:
         lines.append(f"  block {name}: {b['layout']}, {b['updates']} update(s){rows}{tail}")
         for column, why in b.get("damaged", {}).items():
             lines.append(f"    column {column}: DAMAGED, its reads refuse (the other columns read): {why}")
+    for key, why in t.get("meta_damaged", {}).items():
+        lines.append(f"  per-step meta {key}: DAMAGED, the reads that need it refuse (cat --block reads without "
+                     f"it): {why}")
     if t["uncommitted_tail"]:
         lines.append("  uncommitted tail: arrays hold data past nstep (an interrupted commit); readers ignore it")
     return lines
 
 
 def inspect_lines(path: str, as_json: bool) -> List[str]:
+    """The listing ``inspect`` prints (see :func:`inspect_report`)."""
+    return inspect_report(path, as_json)[0]
+
+
+def _marked(node: Dict[str, Any]) -> bool:
+    """Does the tree below ``node`` hold a node marked damaged?"""
+    return "damaged" in node or any(_marked(child) for child in node.get("members", {}).values())
+
+
+def _trajectory_marked(t: Optional[Dict[str, Any]]) -> bool:
+    """Does the trajectory summary mark damage (the trajectory, a block, a column, a meta key)?"""
+    if not t:
+        return False
+    return "damaged" in t or bool(t.get("meta_damaged")) or any("damaged" in b for b in t["blocks"].values())
+
+
+def inspect_report(path: str, as_json: bool) -> Tuple[List[str], bool]:
+    """The listing ``inspect`` prints, and whether it marks damage (then it exits 1)."""
     try:
         root = open_record(path)
     except (InvalidMetadataError, CorruptDataError):  # meta/ damaged: the tree is still listed, marked
@@ -118,15 +140,16 @@ def inspect_lines(path: str, as_json: bool) -> List[str]:
         report["trajectory"] = _trajectory_summary(path)
     report["damage"] = [{"node": d.node, "key": d.key, "message": d.message, "rule": d.rule}
                         for d in structure_damage(root)]
+    marked = _marked(report["tree"]) or _trajectory_marked(report.get("trajectory")) or bool(report["damage"])
     if as_json:
-        return [json.dumps(report, indent=2, default=str)]
+        return [json.dumps(report, indent=2, default=str)], marked
     lines: List[str] = []
     _print_tree(path, report["tree"], "", lines)
     if report.get("trajectory"):
         lines.extend(_trajectory_lines(report["trajectory"]))
     for d in report["damage"]:
         lines.append(f"DAMAGED {d['node']}: {d['message']} ({d['rule']})")
-    return lines
+    return lines, marked
 
 
 def _inspect_collection(args: argparse.Namespace) -> int:
@@ -148,8 +171,9 @@ def run_inspect(args: argparse.Namespace) -> int:
     if is_collection_path(args.path):
         return _inspect_collection(args)
     if not args.follow:
-        print("\n".join(inspect_lines(args.path, args.json)))
-        return 0
+        lines, marked = inspect_report(args.path, args.json)
+        print("\n".join(lines))
+        return 1 if marked else 0  # damage marked: exit 1, as validate does
     clear = sys.stdout.isatty() and not args.json
     with MrecReader(args.path) as reader:  # its refresh is what tells a commit
         drawn: List[Any] = []

@@ -157,6 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help=_LOCAL + " (a zip is read-only: readers recover it without writing)")
     p.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
 
+    p = command("salvage", "a new record of every frame a damaged one still reads",
+                "Write a NEW record OUT holding every trajectory frame of DAMAGED that reads intact (its values bit "
+                "for bit, its steps, times, cell and per-step meta, under DAMAGED's own sequence schema) and every "
+                "other section that reads; DAMAGED is only read.  Prints each run of frames lost with the nodes that "
+                "refuse it, each section lost and every damaged chunk (the same survey as validate and repair).  "
+                "OUT's meta notes its origin (modules['molrec_raw.salvage']).  Refuses an OUT that exists unless "
+                "--force.\n\nExit status: 0 nothing was lost, 1 OUT written but frames, sections or chunks were "
+                "lost, 2 usage error or unreadable record (nothing written).", "molrec_raw.cli.salvage:run_salvage")
+    p.add_argument("damaged", help=_WHERE)
+    p.add_argument("out", help="the new record to write (*.mrec, or *.mrec.zip: packed)")
+    p.add_argument("--force", action="store_true", help="replace a record already at OUT (never DAMAGED itself)")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+
     p = command("pack", "<stem>.mrec -> <stem>.mrec.zip",
                 "Pack a record directory into the at-rest form <stem>.mrec.zip beside it: stored (uncompressed) "
                 "entries named relative to the root, sorted, ZIP64 when needed.  Refuses a record that fails "

@@ -21,7 +21,7 @@ from molrec_raw.errors import MolrecError, NodeNotFoundError
 from molrec_raw.record.metrics import dense
 from molrec_raw.zarr import Array, Group, Store
 
-__all__ = ["Damage", "damaged_chunks", "record_damage", "arrays_under", "unreachable_nodes", "commit_damage",
+__all__ = ["Damage", "distinct", "damaged_chunks", "record_damage", "trajectory_damage", "arrays_under", "unreachable_nodes", "commit_damage",
            "structure_damage", "members_or_damage", "as_damage", "layout_damage"]
 
 
@@ -37,6 +37,14 @@ class Damage:
 
     def __str__(self) -> str:
         return f"{self.key}: {self.message}"
+
+
+def distinct(found: List[Damage]) -> List[Damage]:
+    """Each damage once (met on the way, and again by a scan), in the order first met."""
+    seen: Dict[Tuple[str, str, str], Damage] = {}
+    for d in found:
+        seen.setdefault((d.node, d.key, d.message), d)
+    return list(seen.values())
 
 
 def as_damage(exc: MolrecError, node: str = "") -> Damage:
@@ -134,11 +142,13 @@ def damaged_chunks(array: Array, rows: Optional[int] = None) -> List[Damage]:
     return found
 
 
-def record_damage(root: Group, trajectory: Optional[Tuple[Group, Mapping[str, int]]] = None) -> List[Damage]:
+def record_damage(root: Group, trajectory: Optional[Tuple[Group, Mapping[str, int], Mapping[str, MolrecError]]] = None
+                  ) -> List[Damage]:
     """Every damaged chunk of the record ``root`` that readers read: each section's arrays
     whole, the metrics arrays up to their catalog counts, and the trajectory through
-    ``trajectory`` = (the root a reader reads it from, its logical rows per array path) —
-    only the arrays that reader reads.  Sections are in name order."""
+    ``trajectory`` = (the root a reader reads it from, its logical rows per array path,
+    what it met damaged when it opened) — :func:`trajectory_damage`.  Sections are in name
+    order."""
     found: List[Damage] = []
     for name, member in members_or_damage(root):
         if isinstance(member, MolrecError):
@@ -152,12 +162,24 @@ def record_damage(root: Group, trajectory: Optional[Tuple[Group, Mapping[str, in
         for array in list(arrays_under(member, found)):
             found += damaged_chunks(array, limits.get(array.path))
     if trajectory is not None:
-        view, rows = trajectory
-        for path, count in sorted(rows.items()):
-            node = _array_at(view, path)
-            if node is not None:
-                found += damaged_chunks(node, count)
+        found += trajectory_damage(*trajectory)
     return found
+
+
+def trajectory_damage(root: Group, rows: Mapping[str, int], opened: Mapping[str, MolrecError]) -> List[Damage]:
+    """The trajectory's damage, one survey that ``validate`` and ``repair`` both report (so
+    they count it alike): every stored chunk of the committed ``rows`` (array path -> rows)
+    read from ``root`` that does not decode — one entry per inner chunk — after what the
+    reader met damaged when it opened (``opened``: ``MrecReader.damaged()``) that no such
+    chunk of the same array accounts for (a block whose metadata does not parse, a missing
+    column).  Only the arrays that reader reads."""
+    scanned: List[Damage] = []
+    for path, count in sorted(rows.items()):
+        node = _array_at(root, path)
+        if node is not None:
+            scanned += damaged_chunks(node, count)
+    hit = {d.node for d in scanned}
+    return [d for d in layout_damage(opened) if d.node not in hit] + scanned
 
 
 def _array_at(root: Group, path: str) -> Optional[Array]:

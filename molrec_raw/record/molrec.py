@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast, overload
 
 from molrec_raw.errors import InvalidValueError, MolrecError, SpecViolationError
 from molrec_raw.record import documents
-from molrec_raw.record.damage import Damage, arrays_under, as_damage, damaged_chunks, members_or_damage, structure_damage
+from molrec_raw.record.damage import (Damage, arrays_under, as_damage, damaged_chunks, distinct, members_or_damage,
+                                     structure_damage, trajectory_damage)
 from molrec_raw.record.doors import (RecordInput, RecordTarget, _meta_attrs, _rows_of, record_source,
                                     replace_record, write_sections)
 from molrec_raw.record.forcefield import ForceFieldSection, read_forcefield_group
@@ -57,7 +58,8 @@ class MolRec:
     typed views are ``trajectory`` (an :class:`MrecReader`) and ``metrics``.
 
     ``trajectory`` to write is a :class:`Trajectory` or a list of :class:`Frame` (written
-    through ``MrecWriter``, the schema derived from the frames), or an :class:`MrecReader`
+    through ``MrecWriter``, the schema derived from the frames; a ``FrameSequence``: under
+    the pin it carries), or an :class:`MrecReader`
     (its record's section copied byte for byte, unless ``raw_sections`` carries the section
     it views).  ``metrics`` is a read-only view: written only as the section it views in
     ``raw_sections`` (log series with ``MetricsWriter``)."""
@@ -73,7 +75,7 @@ class MolRec:
     # Read-only view of the metrics section (dense series + WAL tail); the section itself is
     # carried in raw_sections and written back byte for byte, WAL included.
     metrics: Optional[Dict[str, Series]] = None
-    trajectory: Union[None, MrecReader, Trajectory, Sequence[Frame]] = None
+    trajectory: Union[None, MrecReader, Trajectory, FrameSequence, Sequence[Frame]] = None
 
     def section_names(self) -> List[str]:
         """The root sections this record holds, sorted: ``meta`` always, each set document or
@@ -98,7 +100,9 @@ def read_mrec(path: RecordInput) -> MolRec:
 
 
 def _read(path: RecordInput, root: Group, out: Optional[List[Violation]],
-          progress: Optional[Callable[[int, int], None]] = None) -> MolRec:
+          progress: Optional[Callable[[int, int], None]] = None, verify: bool = True) -> MolRec:
+    """The record at ``root``; ``out`` given: every violation collected there (a section
+    that fails is left out, the others read), and with ``verify`` every frame resolved."""
     collect: List[Violation] = [] if out is None else out
     meta = _meta_attrs(root)
     collect.extend(documents.check_meta(meta))
@@ -135,9 +139,9 @@ def _read(path: RecordInput, root: Group, out: Optional[List[Violation]],
             rec.raw_sections[name] = RawSection(root.store, name)
             try:
                 rec.trajectory = MrecReader(path)
-                if out is not None:  # validate resolves every frame, not only what opening checks
+                if out is not None and verify:  # validate resolves every frame, not only what opening checks
                     collect.extend(rec.trajectory.recovery_violations())
-                    collect.extend(rec.trajectory.verify(progress))
+                    collect.extend(_trajectory_checks(rec.trajectory, progress))
             except MolrecError as exc:
                 if out is None:
                     raise
@@ -155,6 +159,21 @@ def _read(path: RecordInput, root: Group, out: Optional[List[Violation]],
         except MolrecError as exc:  # bytes beneath a rule check fail: every damaged chunk, then the next section
             collect.extend(_section_damage(group, exc))
     return rec
+
+
+def _trajectory_checks(reader: MrecReader, progress: Optional[Callable[[int, int], None]]) -> List[Violation]:
+    """Every frame resolved (``MrecReader.verify``); the damage met on the way reported as
+    ``repair`` reports it — one survey, one entry per damaged chunk (damage.trajectory_damage)
+    — rather than once per frame it costs."""
+    faults: List[MolrecError] = []
+    found = reader.verify(progress, damage=faults)
+    opened = reader.damaged()
+    if not faults and not opened:
+        return found
+    survey = trajectory_damage(reader.root, reader.logical_rows(), opened)
+    if not survey:  # damage no chunk accounts for: each fault as met (never dropped)
+        survey = [as_damage(exc, "trajectory") for exc in faults]
+    return found + [_violation(d) for d in distinct(survey)]
 
 
 def _sections(root: Group, out: List[Violation]) -> Dict[str, Group]:
@@ -221,10 +240,12 @@ def _trajectory_to_write(rec: MolRec) -> Union[None, FrameSequence, RawSection]:
     if carried:
         raise InvalidValueError("MolRec.trajectory holds frames and raw_sections carries a trajectory section: a "
                                 "record holds one trajectory (drop one of them)", rule="root-layout#5")
+    if isinstance(given, FrameSequence):  # already pinned (salvage keeps the original pin)
+        return given
     if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, (Trajectory, Sequence)):
         raise InvalidValueError("MolRec.trajectory must be a Trajectory, a list of Frame or an MrecReader, not "
                                 f"{type(given).__name__}")
-    return frame_sequence(given)
+    return frame_sequence(cast(Union[Trajectory, Sequence[Frame]], given))  # a FrameSequence returned above
 
 
 @overload

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from molrec_raw.errors import CorruptDataError, InvalidMetadataError, MolrecError
-from molrec_raw.record.damage import Damage, as_damage, layout_damage, record_damage, structure_damage
+from molrec_raw.record.damage import Damage, as_damage, distinct, record_damage, structure_damage
 from molrec_raw.record.doors import check_record_path, open_record, require_record_directory, settle_swap
 from molrec_raw.record.locking import lock_writer
 from molrec_raw.record.metrics import dense
@@ -106,20 +106,21 @@ def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> Rep
         found.append(as_damage(exc, "meta"))
     store = DirectoryStore(target, read_only=dry_run, fileops=fileops)
     root = open_group(store, mode="r" if dry_run else "r+", threads=1)
-    view: Optional[Tuple[Group, Dict[str, int]]] = None  # the trajectory as readers read it
+    view: Optional[Tuple[Group, Dict[str, int], Dict[str, MolrecError]]] = None  # the trajectory as readers read it
     found += structure_damage(root)
     if store.size(recovery.CHECKPOINT) is not None or store.size(f"{TRAJ}/zarr.json") is not None:
         try:
             state = recovery.open_state(root)
             state.ranges.close()
             report.nstep, report.source, report.reason = state.nstep, state.source, state.reason
-            view = (state.layout.root, state.logical_rows())
-            found += layout_damage(state.layout.damage())
-            if not found:  # a damaged trajectory is left as it lies: cutting it to what reads would lose data
+            view = (state.layout.root, state.logical_rows(), state.layout.damage())
+            hurt = bool(found) or bool(view[2])  # a damaged trajectory is left as it lies: cutting it would lose data
+            if not hurt:
                 plan = recovery.plan_recovery(root, state.source, state.reason, state.nstep, state.logical_rows())
         except MolrecError as exc:
             found.append(as_damage(exc, TRAJ))
-        if not found:
+            hurt = True
+        if not hurt:
             report.changes += [f"{a.verb} {a.key}: {a.why}" for a in plan.actions]
             report.changes += [f"remove {p}: a temporary file of an interrupted write" for p in plan.temporary]
             if plan.has_checkpoint:
@@ -150,7 +151,7 @@ def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> Rep
                 wal.close()
     if scan:
         scanned = _damage(target) if not dry_run else _damage_of(root, view)
-        report.damaged = _distinct(found + scanned)
+        report.damaged = distinct(found + scanned)
     if dry_run:
         report.sound = not report.changes and not report.damaged
     else:
@@ -158,17 +159,10 @@ def _repair(target: Path, dry_run: bool, fileops: FileOps, *, scan: bool) -> Rep
     return report
 
 
-def _distinct(found: List[Damage]) -> List[Damage]:
-    """Each damage once (met on the way, and again by the scan), in the order first met."""
-    seen: Dict[Tuple[str, str, str], Damage] = {}
-    for d in found:
-        seen.setdefault((d.node, d.key, d.message), d)
-    return list(seen.values())
-
-
-def _damage_of(root: Group, trajectory: Optional[Tuple[Group, Dict[str, int]]]) -> List[Damage]:
+def _damage_of(root: Group, trajectory: Optional[Tuple[Group, Dict[str, int], Dict[str, MolrecError]]]
+               ) -> List[Damage]:
     """The chunks readers read from ``root`` that fail (the trajectory as read: the root of
-    its chosen state and the committed rows of each array)."""
+    its chosen state, the committed rows of each array, what its reader met damaged)."""
     return record_damage(root, trajectory)
 
 
@@ -184,7 +178,7 @@ def _scanned(target: Path, root: Group) -> List[Damage]:
         if not isinstance(root.get(TRAJ), Group):
             return _damage_of(root, None)
         with MrecReader(target) as reader:
-            return layout_damage(reader.damaged()) + _damage_of(root, (reader.root, reader.logical_rows()))
+            return _damage_of(root, (reader.root, reader.logical_rows(), reader.damaged()))
     except MolrecError as exc:  # the trajectory cannot be opened at all: that, and every other section's
         return [as_damage(exc, TRAJ)] + _damage_of(root, None)
 

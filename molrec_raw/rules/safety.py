@@ -31,9 +31,10 @@ RULES = (
          "the caller must account for. Recovery is a new writer (MrecWriter.open, repair), which trusts the disk, "
          "never the poisoned writer's memory.", f"{_SILENT} \"Poisoned writers\")"),
     Rule("overwrite", WRITER, "no silent overwrite",
-         "Every door that writes a record at a path (write_mrec*, convert, unpack, demo, the collection writer) "
-         "writes a missing path or an empty directory; it replaces an existing record only when asked "
-         "(overwrite=True, --force), never a path that is neither; a conversion's source is never its target.",
+         "Every door that writes a record at a path (write_mrec*, convert, salvage, unpack, demo, the collection "
+         "writer) writes a missing path or an empty directory; it replaces an existing record only when asked "
+         "(overwrite=True, --force), never a path that is neither; a conversion's or a salvage's source is never "
+         "its target.",
          f"{_SILENT} \"No silent overwrite\")"),
     Rule("symlink", READER, "no link out of a record",
          "A directory store never follows a symbolic link inside a record's root (readers, pack and every writer "
@@ -41,7 +42,8 @@ RULES = (
          f"{_SILENT} \"Symbolic links\")"),
     Rule("truthful", BOTH, "tools report what they cannot do",
          "repair reports damage it cannot restore (checksum failures: which chunks, exit 1); validate reports "
-         "every damaged node, not the first; pack refuses a record that fails validation unless forced; a path "
+         "every damaged node, not the first, counting damage as repair does (one survey); salvage reports every "
+         "frame and section it leaves out; inspect exits 1 when it marks damage; pack refuses a record that fails validation unless forced; a path "
          "that is not a record gets one answer from every door and subcommand; every CLI failure is one line on "
          "stderr with exit 2, never a traceback.", f"{_SILENT} \"Truthful tools\")"),
     Rule("messages", BOTH, "every message starts with the path and says what to do",

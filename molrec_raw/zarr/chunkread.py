@@ -38,7 +38,7 @@ import zstandard
 from molrec_raw.errors import CorruptDataError, MolrecError
 from molrec_raw.zarr.codecs.batch import DecodeJob, decode_batch
 from molrec_raw.zarr.codecs.quick import QuickDecoder, QuickRefused, quick_decoder
-from molrec_raw.zarr.codecs.sharding import EMPTY
+from molrec_raw.zarr.codecs.sharding import EMPTY, PAST_END
 from molrec_raw.zarr.handles import RangeReader
 
 __all__ = ["FirstAxis", "ShardIndexes", "read_chunks", "read_few", "read_many", "check_landed", "INDEX_CACHE_BYTES"]
@@ -49,6 +49,7 @@ INDEX_CACHE_BYTES = 8 << 20  # decoded shard indexes a reader keeps: 2,048 index
 # per 16 KiB chunk there (bench/trajectory.py S2)
 QUICK_BATCH_BYTES = 1 << 20
 _EMPTY = int(EMPTY)
+_PAST_END = int(PAST_END)  # at or above: an empty entry, or one past the end of its shard
 # what sends a chunk from the quick path to the general one (which reads it again and raises
 # its own error, or accepts a value the quick path does not decode)
 _QUICK_MISSES = (QuickRefused, MolrecError, zstandard.ZstdError, ValueError, TypeError, OverflowError)
@@ -183,11 +184,13 @@ class ShardIndexes:
 
 
 def _checked_page(array: Any, coords: Tuple[int, ...], ranges: RangeReader,
-                  end: Optional[int] = None) -> Tuple[str, Optional[np.ndarray]]:
+                  end: Optional[int] = None, lenient: bool = True) -> Tuple[str, Optional[np.ndarray]]:
     """Read and decode the index of the shard at grid ``coords``, checked: its checksum, its
     entries inside the shard and, when ``end`` is given, reaching at least that end (see
     :func:`check_landed`).  (key, index), or (key, None) for a shard not stored — it reads
-    as the fill value, unless ``end`` says a landing stored it."""
+    as the fill value, unless ``end`` says a landing stored it.  ``lenient``: an entry past
+    the end of the shard costs only its inner chunk (``ShardingCodec.mark_past_end``: a
+    read of it refuses), else it refuses the page."""
     sharding = array.pipeline.sharding
     key = array.chunk_key(coords)
     try:
@@ -198,12 +201,16 @@ def _checked_page(array: Any, coords: Tuple[int, ...], ranges: RangeReader,
                 raise CorruptDataError(f"shard {list(coords)} was landed in, but it is not stored",
                                        rule="zarr-v3-subset#7")
             return key, None
-        index = sharding.decode_index(memoryview(found[0])[:sharding.index_size], size)
+        index = sharding.decode_index(memoryview(found[0])[:sharding.index_size], None)
+        if not lenient:
+            sharding.check_index(index, size)
         if end is not None and sharding.index_end(index) < end:
             raise CorruptDataError(
                 f"the index of shard {list(coords)} covers bytes up to {sharding.index_end(index)}, but the landing "
                 f"recorded for it wrote an index covering bytes up to {end}: it is older than the rows claimed, "
                 "which were never written here", rule="zarr-v3-subset#7")
+        if lenient:
+            index = sharding.mark_past_end(index, size)
     except MolrecError as exc:
         raise array._context(exc, key) from None
     return key, index
@@ -303,7 +310,9 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
             shard, slot = divmod(int(c), per)
             index = known[(axis.path, shard)]
             offset = _EMPTY if index is None else int(index[slot, 0])
-            if index is None or offset == _EMPTY:  # not stored (the shard, or this chunk): the fill value
+            if index is None or offset >= _PAST_END:  # not stored (the shard, or this chunk): the fill value
+                if index is not None and offset != _EMPTY:  # an entry past the end of the shard
+                    raise _past_end(axis, index, slot, shard, ranges)
                 axis.fill(_target(out, r, p, axis))
                 continue
             wanted.setdefault((axis, axis.key(shard)), []).append((r, p, offset, int(index[slot, 1])))
@@ -395,7 +404,9 @@ def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: R
             shard, slot = divmod(int(c), per)
             index = known[(axis.path, shard)]
             offset = _EMPTY if index is None else int(index[slot, 0])
-            if index is None or offset == _EMPTY:  # not stored (the shard, or this chunk): the fill value
+            if index is None or offset >= _PAST_END:  # not stored (the shard, or this chunk): the fill value
+                if index is not None and offset != _EMPTY:  # an entry past the end of the shard
+                    raise _past_end(axis, index, slot, shard, ranges)
                 chunk = axis.empty_chunk()
                 axis.fill(chunk)
                 row[p] = chunk
@@ -435,6 +446,14 @@ def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: R
         if axis.cut is not None:
             row[:] = [chunk[axis.cut] for chunk in row]
     return out
+
+
+def _past_end(axis: FirstAxis, index: Any, slot: int, shard: int, ranges: RangeReader) -> MolrecError:
+    """The refusal of a read of an inner chunk whose index entry points past the end of its
+    shard (marked when the page was read): that chunk alone is lost."""
+    key = axis.key(shard)
+    assert axis.sharding is not None
+    return axis.array._context(axis.sharding.entry_error(index, slot, ranges.size(key)), key)  # type: ignore[no-any-return]
 
 
 def _target(out: List[List[Any]], r: int, p: int, axis: FirstAxis) -> np.ndarray:
@@ -509,16 +528,19 @@ def _read_in_place(item: Tuple[Tuple[FirstAxis, str], List[Tuple[int, int, int, 
 
 
 def check_landed(array: Any, ends: Mapping[str, Optional[int]], ranges: RangeReader,
-                 indexes: Optional[ShardIndexes] = None, trusted: int = 0, each: Mapper = map) -> None:
+                 indexes: Optional[ShardIndexes] = None, trusted: int = 0, each: Mapper = map,
+                 lenient: bool = False) -> Dict[str, List[int]]:
     """Refuse when a positional shard's index is older than a landing recorded in it
     (``Array.check_landed``: the rule and its messages).  ``ends``: shard key -> the end of
     the index that landing wrote (``ShardingCodec.index_end``; a landing only appends, so a
     later index ends at or past it), or None for a shard only checked when stored (its
     checksum and entries).  The indexes read are kept in ``indexes``, trusted for rows
-    ``[0, trusted)``; every page is fetched in one pass (``each``)."""
+    ``[0, trusted)``; every page is fetched in one pass (``each``).  ``lenient``: an entry
+    past the end of its shard is no refusal; returned instead (shard key -> the inner
+    chunks, as slots of the shard, whose entries are marked: their reads refuse)."""
     sharding = array.pipeline.sharding
     if sharding is None or sharding.index_location != "start" or array.ndim == 0 or not ends:
-        return
+        return {}
     by_key = {array.chunk_key(coords): coords for coords in _shard_coords(array, ends)}
     unknown = sorted(set(ends) - set(by_key))
     if unknown:
@@ -526,11 +548,16 @@ def check_landed(array: Any, ends: Mapping[str, Optional[int]], ranges: RangeRea
                                               rule="zarr-v3-subset#7"))
     units = [(by_key[key], end) for key, end in sorted(ends.items())]
     keep = indexes is not None and FirstAxis(array).direct
-    pages = each(lambda unit: _checked_page(array, unit[0], ranges, unit[1]), units)
-    for (coords, _), (_, index) in zip(units, pages):
+    pages = each(lambda unit: _checked_page(array, unit[0], ranges, unit[1], lenient), units)
+    marked: Dict[str, List[int]] = {}
+    for (coords, _), (key, index) in zip(units, pages):
+        found = [] if index is None else sharding.marked_slots(index)
+        if found:
+            marked[key] = found
         if keep and index is not None and indexes is not None:
             indexes.reads += 1
             indexes.put(array.path, coords[0], index, trusted)
+    return marked
 
 
 def _shard_coords(array: Any, keys: Iterable[str]) -> List[Tuple[int, ...]]:

@@ -4,9 +4,10 @@ record, and for every cell what ``validate``, ``repair --dry-run``, ``inspect`` 
 an intact block do (spec-notes/safety.md "Damage costs only the reads that need it").
 
 Every cell: ``validate`` names the damaged node (exit 1); ``repair --dry-run`` gives its
-report naming it (exit 1, never a raw error with exit 2); ``inspect`` lists the record (exit
-0) and marks the damage it meets without decoding chunks (every cell but bytes changed
-inside a stored chunk, which only decoding finds: ``validate``); ``cat`` of an intact block
+report naming it (exit 1, never a raw error with exit 2); ``inspect`` lists the record and
+marks the damage it meets without decoding chunks (every cell but bytes changed inside a
+stored chunk, which only decoding finds: ``validate``), exiting 1 when it marks any (exit 0
+otherwise); ``cat`` of an intact block
 prints it (exit 0) while ``cat`` of the damaged one refuses (exit 2), never fill values."""
 from __future__ import annotations
 
@@ -105,10 +106,10 @@ def test_damage_matrix_cell(pristine: Path, tmp_path: Path, capsys: pytest.Captu
     assert "damaged: " in out and node in out and "NOT sound" in out, out
 
     status, out = run(capsys, "inspect", str(record))
-    assert status == 0, out
     assert "system/" in out and "forcefield/" in out  # the record is listed
     if (kind, mutation) not in FOUND_BY_DECODING:
         assert "DAMAGED" in out and node.split("/")[-1] in out, out
+    assert status == (1 if "DAMAGED" in out else 0), out  # damage marked: exit 1 (issue 36)
 
     status, out = run(capsys, "cat", str(record), "--frame", "0", "--block", intact)
     assert status == 0 and f"[{intact}]" in out, out
@@ -145,7 +146,7 @@ def test_damage_trajectory_group_deleted_is_found(pristine: Path, tmp_path: Path
     status, out = run(capsys, "repair", "--dry-run", str(record))
     assert status == 1 and "damaged: trajectory/zarr.json: no zarr.json" in out, out
     status, out = run(capsys, "inspect", str(record))
-    assert status == 0 and "DAMAGED trajectory: no zarr.json" in out, out
+    assert status == 1 and "DAMAGED trajectory: no zarr.json" in out, out
 
 
 def test_damage_truncated_shard_costs_only_its_reads(pristine: Path, tmp_path: Path) -> None:
@@ -202,9 +203,10 @@ def test_damage_matrix_section_cell(pristine: Path, tmp_path: Path, capsys: pyte
     status, out = run(capsys, "repair", "--dry-run", str(record))
     assert status == 1 and "damaged: " in out and node in out, out
     status, out = run(capsys, "inspect", str(record))
-    assert status == 0 and "forcefield/" in out, out
+    assert "forcefield/" in out, out
     if kind != "section-chunk":
         assert "DAMAGED" in out, out
+    assert status == (1 if "DAMAGED" in out else 0), out
     status, out = run(capsys, "cat", str(record), "--frame", "0", "--block", "bonds")
     if kind == "meta-group":
         assert status == 2, out  # no version known: the record is not read
@@ -271,3 +273,204 @@ def test_damage_scan_follows_what_is_stored_not_the_claimed_shape(tmp_path: Path
     done = subprocess.run([sys.executable, "-c", child, str(record)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.strip()) >= 1  # the block's rows no longer agree with its siblings' or the claim is named
+
+
+# -- issue 36: damage costs only what needs it, and salvage keeps the rest -----------------
+# A demo long enough that a trajectory shard holds several inner chunks (atoms/x: 7,200 rows
+# in four inner chunks of 2,052 rows, 171 frames each).
+FRAMES_PER_CHUNK = 171
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_demo(tmp_path_factory.mktemp("damage36") / "long.mrec", frames=600, molecules=4)
+
+
+def _cut_after_inner_chunks(record: Path, array: str, keep: int) -> None:
+    """Cut the shard ``c/0`` of ``array`` inside its inner chunk ``keep`` (chunks before it
+    stay whole), as a copy cut short would."""
+    from molrec_raw.zarr import open_group
+
+    codec = open_group(record)[array].pipeline.sharding
+    shard = record / array / "c" / "0"
+    raw = shard.read_bytes()
+    offset, nbytes = (int(v) for v in codec.decode_index(raw[:codec.index_size], len(raw))[keep])
+    shard.write_bytes(raw[:offset + nbytes // 2])
+
+
+def _same_frame(a, b) -> None:  # type: ignore[no-untyped-def]
+    """Two frames hold the same values bit for bit: blocks (columns, masks), meta, cell."""
+    import numpy as np
+
+    assert sorted(a.blocks) == sorted(b.blocks)
+    for name, block in a.blocks.items():
+        other = b.blocks[name]
+        assert sorted(block.columns) == sorted(other.columns) and sorted(block.masks) == sorted(other.masks)
+        for column, values in [*block.columns.items(), *(("mask:" + k, v) for k, v in block.masks.items())]:
+            theirs = other.columns[column] if not column.startswith("mask:") else other.masks[column[5:]]
+            assert values.dtype == theirs.dtype and values.tobytes() == theirs.tobytes(), (name, column)
+    assert {k: getattr(v, "value", v) for k, v in a.meta.items()} == {k: getattr(v, "value", v) for k, v in b.meta.items()}
+    assert (a.box is None) == (b.box is None)
+    if a.box is not None:
+        for field in ("vectors", "origin"):
+            assert np.asarray(getattr(a.box, field)).tobytes() == np.asarray(getattr(b.box, field)).tobytes()
+        assert (a.box.boundary, a.box.defined) == (b.box.boundary, b.box.defined)
+
+
+def test_damage_truncated_shard_keeps_the_frames_before_the_cut(long_run: Path, tmp_path: Path) -> None:
+    """zarr-v3-subset#7, issue 36: a shard cut inside its inner chunk 2 loses that chunk and
+    those after it only: every frame whose chunks lie before the cut reads (its values as in
+    the whole record), a frame past it refuses naming the array, the shard key, the index
+    entry and the rule; its other columns still read."""
+    from molrec_raw.errors import CorruptDataError
+
+    record = tmp_path / "d.mrec"
+    shutil.copytree(long_run, record)
+    _cut_after_inner_chunks(record, "trajectory/atoms/x", keep=2)
+    intact = 2 * FRAMES_PER_CHUNK
+    with MrecReader(long_run) as whole, MrecReader(record) as reader:
+        assert list(reader.damaged()) == ["trajectory/atoms/x"]
+        assert "inner chunk(s) from 2 to 3" in str(reader.damaged()["trajectory/atoms/x"])
+        for i in (0, 1, FRAMES_PER_CHUNK, intact - 1):
+            _same_frame(reader[i], whole[i])
+        assert len(reader.read_frames(slice(0, intact))) == intact
+        for i in range(intact):  # one by one in order: a chunk read ahead past the cut costs nothing
+            reader[i]
+        for i in (intact, len(reader) - 1):
+            with pytest.raises(CorruptDataError) as caught:
+                reader[i]
+            assert caught.value.rule == "zarr-v3-subset#7" and caught.value.key == "trajectory/atoms/x/c/0"
+            assert caught.value.node.strip("/") == "trajectory/atoms/x" and "entry " in caught.value.message
+            assert reader.read_columns(i, [("atoms", "y")])["atoms"]["y"].shape == (12,)
+        lost = [i for i, found in reader.frames_or_damage() if not hasattr(found, "blocks")]
+        assert lost == list(range(intact, len(reader)))
+
+
+def test_damage_salvage_writes_the_intact_frames_and_names_the_lost(long_run: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 36: ``molrec-raw salvage`` of the cut record writes a new valid record holding
+    exactly the frames that read, bit for bit, with their steps, times and the original pin
+    (exit 1: frames were lost, each run named with its node); an existing OUT is refused
+    without --force, and OUT is never the damaged record."""
+    import json
+
+    from molrec_raw.record.molrec import read_mrec
+    from molrec_raw.record.salvage import SALVAGE_MODULE
+
+    record = tmp_path / "d.mrec"
+    shutil.copytree(long_run, record)
+    _cut_after_inner_chunks(record, "trajectory/atoms/x", keep=2)
+    intact = 2 * FRAMES_PER_CHUNK
+    out = tmp_path / "saved.mrec"
+    status, text = run(capsys, "salvage", str(record), str(out))
+    assert status == 1, text
+    assert f"lost: frames {intact}..599 ({600 - intact} frames): atoms/x" in text, text
+    assert f"{intact} of 600 trajectory frame(s)" in text and "damaged: trajectory/atoms/x/c/0" in text, text
+    status, text = run(capsys, "repair", "--dry-run", str(record))
+    assert status == 1 and f"'molrec-raw salvage {record} OUT'" in text, text  # repair points at salvage
+    assert validate(out) == []
+    with MrecReader(long_run) as whole, MrecReader(out) as saved:
+        assert len(saved) == intact and saved.schema == whole.schema
+        assert saved.step == whole.step[:intact] and saved.time == whole.time[:intact]
+        for i in range(intact):
+            _same_frame(saved[i], whole[i])
+    meta = read_mrec(out).meta
+    assert meta["modules"][SALVAGE_MODULE]["frames_lost"] == [[intact, 599]]
+    assert {k: v for k, v in meta.items() if k != "modules"} == \
+        {k: v for k, v in read_mrec(long_run).meta.items() if k != "modules"}
+    status, text = run(capsys, "salvage", str(record), str(out))
+    assert status == 2 and "safety#overwrite" in text, text
+    status, text = run(capsys, "salvage", str(record), str(out), "--force", "--json")
+    report = json.loads(text)
+    assert status == 1 and report["kept"] == intact
+    assert report["lost_frames"] == [{"first": intact, "last": 599, "nodes": ["atoms/x"]}]
+    status, text = run(capsys, "salvage", str(record), str(record), "--force")
+    assert status == 2 and "never over the damaged one" in text, text
+    status, text = run(capsys, "salvage", str(long_run), str(tmp_path / "whole.mrec"))
+    assert status == 0 and "600 of 600" in text, text  # nothing lost: exit 0
+
+
+@pytest.mark.parametrize("cell", ["truncated-shard", "index-flip", "section-chunk"])
+def test_damage_validate_and_repair_count_damage_alike(long_run: Path, tmp_path: Path, cell: str) -> None:
+    """issue 36: ``validate`` and ``repair`` report the damage of one survey, one entry per
+    damaged chunk, so they give the same count (validate used to count the frames a damaged
+    chunk costs, repair the chunks)."""
+    from molrec_raw.record.repair import repair_mrec
+
+    record = tmp_path / "d.mrec"
+    shutil.copytree(long_run, record)
+    if cell == "truncated-shard":
+        _cut_after_inner_chunks(record, "trajectory/atoms/x", keep=1)
+    elif cell == "index-flip":
+        shard = record / "trajectory/atoms/y/c/0"
+        data = bytearray(shard.read_bytes())
+        data[20] ^= 0x10  # inside the index: its crc32c fails
+        shard.write_bytes(bytes(data))
+    else:
+        chunk = record / "system/atoms/mass/c/0"
+        data = bytearray(chunk.read_bytes())
+        data[len(data) // 2] ^= 0x10
+        chunk.write_bytes(bytes(data))
+    found = validate(record)
+    damaged = repair_mrec(record, dry_run=True).damaged
+    assert len(found) == len(damaged) > 0, (found, damaged)
+    assert sorted(v.node.strip("/") for v in found) == sorted(d.node for d in damaged)
+    if cell == "truncated-shard":
+        assert len(damaged) == 3  # inner chunks 1, 2 and 3 of trajectory/atoms/x
+
+
+def test_damage_per_step_meta_shard_inspect_marks_it_and_cat_block_reads(pristine: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 36: a per-step meta shard cut short — ``inspect`` marks the meta key DAMAGED and
+    exits 1; ``cat --block B`` prints block B (it reads no meta: docs/guide/command-line.md),
+    while a whole frame, which carries its meta, refuses."""
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    shard = record / "trajectory/meta/pe/c/0"
+    shard.write_bytes(shard.read_bytes()[:INDEX_PAGE + 10])
+    status, out = run(capsys, "inspect", str(record))
+    assert status == 1 and "per-step meta pe: DAMAGED" in out, out
+    for block in ("atoms", "bonds"):
+        status, out = run(capsys, "cat", str(record), "--frame", "0", "--block", block)
+        assert status == 0 and f"[{block}]" in out, out
+    status, out = run(capsys, "cat", str(record), "--frame", "0")
+    assert status == 2 and "trajectory/meta/pe" in out, out
+
+
+def test_damage_cat_block_reads_when_another_blocks_shard_is_damaged(pristine: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 36: ``cat --block bonds`` prints bonds when a shard of atoms (bonds refer to its
+    rows) is cut short, and ``inspect`` marks the column and exits 1."""
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    shard = record / "trajectory/atoms/x/c/0"
+    shard.write_bytes(shard.read_bytes()[:INDEX_PAGE + 10])
+    status, out = run(capsys, "cat", str(record), "--frame", "-1", "--block", "bonds")
+    assert status == 0 and "[bonds]" in out, out
+    status, out = run(capsys, "inspect", str(record))
+    assert status == 1 and "column x: DAMAGED" in out, out
+
+
+def test_damage_salvage_leaves_out_a_section_that_does_not_read(pristine: Path, tmp_path: Path) -> None:
+    """issue 36: a damaged chunk of the system section — salvage keeps every frame and every
+    other section, leaves the system out and says so (its report, and OUT's meta)."""
+    from molrec_raw import salvage_mrec
+    from molrec_raw.record.molrec import read_mrec
+    from molrec_raw.record.salvage import SALVAGE_MODULE
+
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    chunk = record / "system/atoms/mass/c/0"
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    chunk.write_bytes(bytes(data))
+    out = tmp_path / "saved.mrec"
+    report = salvage_mrec(record, out)
+    assert list(report.sections_lost) == ["system"] and "zarr-v3-subset#5.5" in report.sections_lost["system"]
+    assert report.kept == list(range(12)) and not report.lost
+    assert [d.key for d in report.damaged] == ["system/atoms/mass/c/0"]
+    assert validate(out) == []
+    saved, whole = read_mrec(out), read_mrec(pristine)
+    assert saved.system is None and saved.forcefield == whole.forcefield
+    assert saved.section_names() == [n for n in whole.section_names() if n != "system"]
+    assert saved.meta["modules"][SALVAGE_MODULE]["sections_lost"] == ["system"]

@@ -467,3 +467,26 @@ def test_zarr_v3_subset_7_a_snapshot_too_large_for_a_reader_is_refused_when_writ
     wide = {f"n{i:07d}/zarr.json": b"" for i in range(50_000)}  # a directory line over 1 MiB
     with pytest.raises(ResourceLimitError):
         Snapshot(wide).to_bytes()
+
+
+class _ImmutableMemoryStore(MemoryStore):
+    immutable = True  # an archive's or a URL's reads: the shard index kept, checked once against the size
+
+
+@pytest.mark.parametrize("entries", [{"i1": 10**12}, {"i0": 2**64 - 10, "i1": 20}, {"i0": 2**63 - 1}])
+@pytest.mark.parametrize("immutable", [False, True])
+def test_zarr_v3_subset_7_an_entry_past_the_end_costs_only_its_inner_chunk(entries, immutable):
+    """issue 36: a shard index that decodes (its crc32c holds) with one entry past the end of
+    the shard — inner chunk 0 is refused under zarr-v3-subset#7 whenever a read needs it (the
+    whole array, or that chunk), the other inner chunks read; through a store that keeps the
+    checked index (immutable) and one that does not."""
+    lying = lying_shard_index(**entries)
+    store = _ImmutableMemoryStore() if immutable else MemoryStore()
+    store._values.update(lying._values)
+    a = open_array(store, "a")
+    np.testing.assert_array_equal(a[2:8], np.arange(3, 9, dtype="uint16"))
+    for selection in (slice(0, 8), slice(0, 2), slice(1, 3)):
+        with pytest.raises(CorruptDataError) as caught:
+            a[selection]
+        assert caught.value.rule == "zarr-v3-subset#7" and caught.value.key == "a/c/0"
+    np.testing.assert_array_equal(a[4:8], np.arange(5, 9, dtype="uint16"))  # and again, after the refusals

@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 import numpy as np
 
+from molrec_raw.errors import MolrecError
 from molrec_raw.record.model import Frame
 from molrec_raw.record.trajectory.assemble import Chunks, FrameRecipe, assemble, frames_in_order
 from molrec_raw.record.trajectory.chunk_cache import ChunkCache
@@ -186,7 +187,13 @@ class ReadEngine:
         taken: Set[Tuple[str, int]] = set()
         if missing:
             requests = [(axis, absent, self._trusted(arr)) for arr, axis, absent in missing]
-            decoded = read_chunks(requests, self.ranges, self.indexes, threads=READ_THREADS, each=self._each())
+            try:
+                decoded = read_chunks(requests, self.ranges, self.indexes, threads=READ_THREADS, each=self._each())
+            except MolrecError:
+                if not any(extra.values()):
+                    raise
+                # a chunk read ahead is damaged: that costs this read nothing (issue 36)
+                return self.load(needs, keep=keep, held=held, handover=handover)
             for (arr, axis, absent), chunks in zip(missing, decoded):
                 path = arr.path
                 may_take = bool(handover and handover.get(path))
@@ -220,12 +227,13 @@ class ReadEngine:
         return None if found is None else found.array
 
     # ------------------------------------------------------------ frames
-    def read(self, frames: np.ndarray, wanted: Wanted = None) -> List[Frame]:
+    def read(self, frames: np.ndarray, wanted: Wanted = None, meta: bool = True) -> List[Frame]:
         """Frames ``frames`` (in range; any order, duplicates allowed) as the caller's own
-        arrays, planned as one read per wave of :data:`WAVE_FRAMES` frames."""
+        arrays, planned as one read per wave of :data:`WAVE_FRAMES` frames (``meta`` False:
+        the per-step meta left out, its arrays not read)."""
         out: List[Frame] = []
         for first in range(0, int(frames.size), WAVE_FRAMES):
-            out.extend(self._read_wave(frames[first:first + WAVE_FRAMES], wanted))
+            out.extend(self._read_wave(frames[first:first + WAVE_FRAMES], wanted, meta))
         return out
 
     def read_one(self, i: int) -> Frame:
@@ -266,8 +274,8 @@ class ReadEngine:
         built: Frame = recipe.build(i, spans, found)
         return built
 
-    def _read_wave(self, frames: np.ndarray, wanted: Wanted) -> List[Frame]:
-        plan = FramePlan(self.layout, frames, wanted)
+    def _read_wave(self, frames: np.ndarray, wanted: Wanted, meta: bool = True) -> List[Frame]:
+        plan = FramePlan(self.layout, frames, wanted, meta)
         rows_of = self.rows_of(plan.arrays())
         needs = plan.needs(rows_of)
         # a frame that is one whole inner chunk takes it, when the chunk is read for it

@@ -111,6 +111,9 @@ class TrajectoryLayout:
         # block cannot be read at all; array path -> why its shard index pages fail
         self.damaged: Dict[str, MolrecError] = {}
         self.damaged_arrays: Dict[str, MolrecError] = {}
+        # array path -> why some of its inner chunks cannot be read (a shard cut short): the
+        # reads of those chunks refuse, every other read of the array reads
+        self.damaged_parts: Dict[str, MolrecError] = {}
 
     @property
     def has_damage(self) -> bool:
@@ -126,10 +129,11 @@ class TrajectoryLayout:
 
     def damage(self) -> Dict[str, MolrecError]:
         """Node path -> the damage found when the layout was loaded: whole blocks, columns,
-        arrays whose shard index pages fail."""
+        arrays whose shard index pages fail, arrays some of whose inner chunks are lost."""
         found: Dict[str, MolrecError] = {f"{TRAJ}/{name}": exc for name, exc in self.damaged.items()}
         for name, b in self.blocks.items():
             found.update((f"{TRAJ}/{name}/{c}", exc) for c, exc in b.damaged.items())
+        found.update(self.damaged_parts)
         found.update(self.damaged_arrays)
         return dict(sorted(found.items()))
 

@@ -75,9 +75,9 @@ class MetaPlan:
 
 class FramePlan:
     """What reading ``frames`` (in range, non-negative) with the ``wanted`` columns needs
-    (see the module docstring)."""
+    (see the module docstring); ``meta`` False: without the per-step meta."""
 
-    def __init__(self, layout: TrajectoryLayout, frames: np.ndarray, wanted: Wanted) -> None:
+    def __init__(self, layout: TrajectoryLayout, frames: np.ndarray, wanted: Wanted, meta: bool = True) -> None:
         self.layout, self.frames, self.wanted = layout, frames, wanted
         self.frame_list: List[int] = frames.tolist()
         nstep = layout.nstep
@@ -88,7 +88,7 @@ class FramePlan:
         self.blocks = [BlockPlan(name, b, list(b.spec.columns) if wanted is None else
                                  [c for c in b.spec.columns if c in wanted[name]], frames, nstep)
                        for name, b in layout.blocks.items() if wanted is None or name in wanted]
-        self.meta = [MetaPlan(key, tag, arr) for key, (tag, arr) in layout.meta.items()]
+        self.meta = [MetaPlan(key, tag, arr) for key, (tag, arr) in layout.meta.items()] if meta else []
         if layout.damaged_arrays:
             layout.refuse_damaged_arrays(mp.array for mp in self.meta if mp.array is not None)
         box = layout.box

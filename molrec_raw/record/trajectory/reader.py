@@ -236,15 +236,17 @@ class MrecReader(BlockArrays):
                 del frame.blocks[name]
         return frames
 
-    def read_columns(self, i: int, pairs: Iterable[Tuple[str, str]]) -> Frame:
+    def read_columns(self, i: int, pairs: Iterable[Tuple[str, str]], *, meta: bool = True) -> Frame:
         """Frame ``i`` with only the named ``(block, column)`` pairs decoded (its cell and
-        meta too), as arrays the caller owns.  A row reference among them is checked
-        against its target block's row count at that frame (``trajectory#R17``), whether
-        or not that block's columns are named."""
+        meta too; ``meta`` False: no per-step meta, its arrays not read — damage there
+        costs such a read nothing), as arrays the caller owns.  A row reference among them
+        is checked against its target block's row count at that frame (``trajectory#R17``),
+        whether or not that block's columns are named."""
         pairs = list(pairs)
         wanted = self._wanted(pairs)
         j = self._index(i)
-        found: List[Frame] = self._read_retrying(lambda: self._engine.read(np.asarray([j], np.int64), wanted))
+        found: List[Frame] = self._read_retrying(
+            lambda: self._engine.read(np.asarray([j], np.int64), wanted, meta))
         return self._named(found, self._requested(pairs))[0]
 
     @staticmethod
@@ -314,7 +316,8 @@ class MrecReader(BlockArrays):
         and the rows stored past the committed ones (an uncommitted tail, ``trajectory#N1``);
         the cell's updates and the per-step meta keys.  A block found damaged when the
         reader opened says so (``damaged``: column, or "" for the whole block -> why; its
-        reads refuse, the other blocks' read)."""
+        reads refuse, the other blocks' read), and so does a per-step meta key's array
+        (``meta_damaged``: key -> why, present only then)."""
         layout = self._layout
         n = layout.nstep
         blocks: Dict[str, Any] = {}
@@ -336,8 +339,7 @@ class MrecReader(BlockArrays):
             blocks[name] = {"layout": b.kind, "updates": updates, "last_rows": hi - lo if updates else None,
                             "uncommitted_rows": extra}
             damaged = {c: str(e) for c, e in b.damaged.items()}
-            damaged.update((a.basename, str(layout.damaged_arrays[a.path])) for a in b.columns.values()
-                           if a.path in layout.damaged_arrays)
+            damaged.update((c, str(found)) for c, found in _array_damage(layout, b.columns).items())
             if damaged:
                 blocks[name]["damaged"] = damaged
         series_lengths = [arr.shape[0] for _, arr in layout.meta.values() if arr is not None]
@@ -345,22 +347,33 @@ class MrecReader(BlockArrays):
         if isinstance(tgroup, Group):
             series_lengths += [a.shape[0] for a in (tgroup.get("step"), tgroup.get("time")) if isinstance(a, Array)]
         tail = tail or any(length > n for length in series_lengths)
-        return {"nstep": n, "steps": layout.steps.ends(),
-                "times": None if layout.times is None else layout.times.ends(),
-                "blocks": blocks, "box_updates": len(layout.box.cells), "meta_keys": list(layout.meta),
-                "uncommitted_tail": tail}
+        summary = {"nstep": n, "steps": layout.steps.ends(),
+                   "times": None if layout.times is None else layout.times.ends(),
+                   "blocks": blocks, "box_updates": len(layout.box.cells), "meta_keys": list(layout.meta),
+                   "uncommitted_tail": tail}
+        meta = {key: arr for key, (_, arr) in layout.meta.items() if arr is not None}
+        damaged_meta = _array_damage(layout, meta)
+        if damaged_meta:
+            summary["meta_damaged"] = {key: str(found) for key, found in damaged_meta.items()}
+        return summary
 
-    def verify(self, progress: Optional[Callable[[int, int], None]] = None) -> List[Violation]:
+    def verify(self, progress: Optional[Callable[[int, int], None]] = None,
+               damage: Optional[List[MolrecError]] = None) -> List[Violation]:
         """Check the whole committed trajectory, not only what opening checks: resolve every
         frame (every stored chunk a frame uses is decoded, so checksums are verified, and row
         references and alignments are checked, ``trajectory#R16``/``#R17``), every update of
         a block named like a system block (§8.8) and the step and time arrays.  One violation
         per rule and node, saying how many frames share it; ``progress(done, total)`` is
-        called as frames resolve."""
+        called as frames resolve.  ``damage`` (a list): a read refused for damaged bytes
+        (``CorruptDataError``) is put there instead, for a survey of the damaged chunks
+        (record/damage.py) to report."""
         found: Dict[Tuple[str, str], List[Any]] = {}
         layout = self._layout
 
         def note(exc: MolrecError) -> None:
+            if damage is not None and isinstance(exc, CorruptDataError):
+                damage.append(exc)
+                return
             key = (exc.rule or type(exc).__name__, exc.node or "/trajectory")
             found.setdefault(key, [exc.message, 0])[1] += 1
 
@@ -400,6 +413,47 @@ class MrecReader(BlockArrays):
                     progress(k + 1, total)
         return [Violation(rule, node, message if count == 1 else f"{message} (and {count - 1} more like it)")
                 for (rule, node), (message, count) in found.items()]
+
+    def frames_or_damage(self, start: int = 0, stop: Optional[int] = None) -> Iterator[Tuple[int, Any]]:
+        """``(i, frame)`` for every frame ``start:stop`` that reads intact, ``(i, error)`` for
+        one that is refused (damaged bytes it needs, or a rule it breaks; read once: damage is
+        not a commit in progress), in order; a batch of frames at a time, a batch that meets
+        a refusal read again frame by frame (salvage: record/salvage.py)."""
+        first, last, _ = slice(start, stop).indices(self._layout.nstep)
+        step = self._engine.batch_frames()
+        for lo in range(first, last, step):
+            hi = min(last, lo + step)
+            try:
+                yield from zip(range(lo, hi), self._engine.read(np.arange(lo, hi, dtype=np.int64)))
+                continue
+            except MolrecError:
+                pass
+            for i in range(lo, hi):
+                try:
+                    found: Any = self._engine.read(np.asarray([i], np.int64))[0]
+                except MolrecError as exc:
+                    found = exc
+                yield i, found
+
+    def frame_damage(self, i: int) -> List[str]:
+        """The nodes (relative to ``trajectory/``: ``atoms/x``, ``meta/pe``) that refuse frame
+        ``i``: each declared column read alone, then the per-step meta and the cell."""
+        j = self._index(i)
+        frame = np.asarray([j], np.int64)
+        schema = self._layout.schema
+        reads: List[Tuple[Dict[str, List[str]], bool]] = [
+            (self._wanted([(block, column)]), False) for block in schema.block_names()
+            for column in schema.column_names(block)]
+        reads.append(({}, True))
+        nodes: List[str] = []
+        for wanted, meta in reads:
+            try:
+                self._engine.read(frame, wanted, meta)
+            except MolrecError as exc:
+                node = refused_node(exc)
+                if node not in nodes:
+                    nodes.append(node)
+        return nodes
 
     def recovery_violations(self) -> List[Violation]:
         """``trajectory#10``: the live state is damaged (a power cut) and other readers would
@@ -537,6 +591,23 @@ class MrecReader(BlockArrays):
 
 
 _LIVE_ATTEMPTS = 5  # reads of a changing record before its error is believed
+
+
+def refused_node(exc: MolrecError) -> str:
+    """The node a read's refusal names, relative to ``trajectory/`` (``atoms/x``, ``meta/pe``)."""
+    node = (exc.node or TRAJ).strip("/")
+    return node[len(TRAJ) + 1:] if node.startswith(f"{TRAJ}/") else node
+
+
+def _array_damage(layout: TrajectoryLayout, arrays: Dict[str, Array]) -> Dict[str, MolrecError]:
+    """Name -> the damage found at opening in the array of that name (its shard index pages
+    fail: every read refuses; or entries past the end of a shard: the reads of those chunks)."""
+    found: Dict[str, MolrecError] = {}
+    for name, arr in arrays.items():
+        hit = layout.damaged_arrays.get(arr.path) or layout.damaged_parts.get(arr.path)
+        if hit is not None:
+            found[name] = hit
+    return found
 
 
 def _retry_pause(attempt: int) -> float:

@@ -176,7 +176,8 @@ def candidates(root: Group) -> List[Candidate]:
 
 def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array],
                  since: Optional[Dict[str, int]], strict: bool, ranges: Optional[RangeReader] = None,
-                 indexes: Optional[ShardIndexes] = None, damaged: Optional[Dict[str, MolrecError]] = None) -> None:
+                 indexes: Optional[ShardIndexes] = None, damaged: Optional[Dict[str, MolrecError]] = None,
+                 partial: Optional[Dict[str, MolrecError]] = None) -> None:
     """Check an opened state against its manifest (see the module docstring).  ``logical``:
     array path -> the rows the reader derived (``opened``: the arrays it opened for them);
     ``since``: the checkpoint's committed rows (the rows past them are decoded).  Raises
@@ -187,7 +188,9 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
     keeps them, trusted for the rows committed.  ``damaged`` (no other state to fall back
     on): an array whose index pages fail is noted there (path -> error) instead of refusing
     the whole state — every read of it checks its pages again and refuses (spec-notes/safety.md
-    "Damage costs only the reads that need it")."""
+    "Damage costs only the reads that need it"); an index page that is whole but has entries
+    past the end of its shard (a shard cut short) costs only those inner chunks, noted in
+    ``partial`` (path -> the error naming them)."""
     manifest = Manifest.from_attrs(dict(tgroup.attrs)) if strict else None
     for rel in manifest.groups if manifest is not None else []:
         if not isinstance(tgroup.get(rel), Group):
@@ -234,11 +237,14 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
             landed: Dict[str, Optional[int]] = dict.fromkeys(tail_shards(array, rows), tail)
             landed.update({f"{path}/{key}": end for key, end in ends.get(path[len(TRAJ) + 1:], {}).items()})
             try:
-                check_landed(array, landed, pages, indexes, trusted=rows)
+                cut = check_landed(array, landed, pages, indexes, trusted=rows, lenient=damaged is not None)
             except CorruptDataError as exc:
                 if damaged is None:
                     raise
                 damaged[path] = exc
+                continue
+            if cut and partial is not None:
+                partial[path] = _cut_short(array, cut)
     finally:
         if ranges is None:
             pages.close()
@@ -247,6 +253,23 @@ def verify_state(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array
     if since is not None:
         for rel, rows in manifest.arrays.items():
             _decode_rows(opened[f"{TRAJ}/{rel}"], since.get(rel, 0), rows)
+
+
+def _cut_short(array: Array, cut: Dict[str, List[int]]) -> CorruptDataError:
+    """The damage of an array whose shards hold index entries past their end (``cut``: shard
+    key -> those entries): the rows of each inner chunk lost, named."""
+    sharding = array.pipeline.sharding
+    assert sharding is not None
+    rows, per = int(sharding.chunk_shape[0]), int(sharding.chunks_per_shard[0])
+    named = []
+    for key, slots in sorted(cut.items()):
+        shard = int(key.rsplit("/c/", 1)[1].split("/")[0])
+        first, last = shard * per + slots[0], shard * per + slots[-1]
+        named.append(f"{key}: {len(slots)} inner chunk(s) from {first} to {last} (rows {first * rows} to "
+                     f"{min((last + 1) * rows, array.shape[0]) - 1})")
+    return CorruptDataError("shard index points past the end of the shard: " + "; ".join(named)
+                            + " - reads of those rows refuse, the other rows read", node=f"/{array.path}",
+                            key=sorted(cut)[0], rule="zarr-v3-subset#7")
 
 
 def _positional(tgroup: Group, logical: Dict[str, int], opened: Dict[str, Array]) -> bool:
@@ -385,7 +408,7 @@ def open_state(root: Group, verified: Optional[Dict[str, int]] = None,
                         since[rel] = max(since.get(rel, 0), rows)
                 last = n == len(attempts) - 1
                 verify_state(layout.tgroup, layout.logical, layout.arrays, since, attempt.strict, ranges, indexes,
-                             damaged=layout.damaged_arrays if last else None)
+                             damaged=layout.damaged_arrays if last else None, partial=layout.damaged_parts)
         except MolrecError as exc:
             ranges.close()
             if n == len(attempts) - 1:

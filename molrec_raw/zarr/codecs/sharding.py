@@ -43,6 +43,11 @@ from molrec_raw.zarr.indexing import DimSelection, Local, covers, project
 from molrec_raw.zarr.store import Store
 
 EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+# an entry a reader found past the end of its shard (:meth:`ShardingCodec.mark_past_end`): its
+# offset carries this bit (no shard is 8 EiB long), so that one test of ``offset >= PAST_END``
+# tells both it and an empty entry from a stored inner chunk
+PAST_END = np.uint64(1 << 63)
+_PAST_END, _EMPTY = int(PAST_END), int(EMPTY)
 SECTOR_ALIGN = 4096  # a 4Kn sector (and a 4 KiB page): the unit a power cut may tear whole
 MAX_NESTING = 8  # sharding_indexed inside sharding_indexed, at most this many levels in all
 DEFAULT_INDEX_CODECS = [
@@ -131,7 +136,7 @@ class ShardingCodec(ArrayBytesCodec):
     def _index_range(self) -> Tuple[int, int]:
         return (0, self.index_size) if self.index_location == "start" else (-self.index_size, self.index_size)
 
-    def _decode_index(self, raw: Buffer, shard_size: Optional[int]) -> np.ndarray:
+    def _decode_index(self, raw: Buffer, shard_size: Optional[int], lenient: bool = False) -> np.ndarray:
         """Decode and sanity-check the index; returns (n_chunks, 2) uint64."""
         if raw is None or len(raw) != self.index_size:
             raise CorruptDataError(
@@ -139,31 +144,70 @@ class ShardingCodec(ArrayBytesCodec):
             )
         index = self.index_pipeline.decode(raw).reshape(self.n_chunks, 2)
         if shard_size is not None:
+            if lenient:
+                return self.mark_past_end(index, shard_size)
             self.check_index(index, shard_size)
         return index
 
-    def decode_index(self, raw: Buffer, shard_size: Optional[int]) -> np.ndarray:
+    def decode_index(self, raw: Buffer, shard_size: Optional[int], lenient: bool = False) -> np.ndarray:
         """The index decoded from its ``index_size`` bytes, ``(n_chunks, 2)`` uint64 pairs
         (offset, nbytes) in C order of the inner chunks; checked against ``shard_size`` when
-        known (what the reader does; ``molrec-raw explain`` uses it too)."""
-        return self._decode_index(raw, shard_size)
+        known (what the reader does; ``molrec-raw explain`` uses it too): an entry past the
+        end refuses the whole index, or with ``lenient`` (readers) only its inner chunk
+        (:meth:`mark_past_end`)."""
+        return self._decode_index(raw, shard_size, lenient)
 
     def index_start(self, shard_size: int) -> int:
         """Where the index lies inside a shard of ``shard_size`` bytes."""
         return 0 if self.index_location == "start" else shard_size - self.index_size
 
+    @staticmethod
+    def _past_end(index: np.ndarray, shard_size: int) -> np.ndarray:
+        """Which entries are stored chunks whose byte range is not inside the shard."""
+        present = index[:, 0] != EMPTY
+        ends = index[:, 0] + index[:, 1]
+        return present & ((ends > shard_size) | (ends < index[:, 0]))  # type: ignore[no-any-return]
+
     def check_index(self, index: np.ndarray, shard_size: int) -> None:
         """Refuse an entry whose byte range is not inside the shard, naming the offset of
         that entry in the shard (zarr-v3-subset#7)."""
-        present = index[:, 0] != EMPTY
-        ends = index[:, 0] + index[:, 1]
-        bad = present & ((ends > shard_size) | (ends < index[:, 0]))
+        bad = self._past_end(index, shard_size)
         if np.any(bad):
             i = int(np.argmax(bad))
-            raise CorruptDataError(
-                f"shard index points past the end of the shard (entry {i}: {int(index[i, 1])} bytes at "
-                f"{int(index[i, 0])}, shard of {shard_size} bytes)", rule="zarr-v3-subset#7",
-                offset=self.index_start(shard_size) + 16 * i)
+            raise self._entry_error(i, int(index[i, 0]), int(index[i, 1]), shard_size)
+
+    def _entry_error(self, i: int, offset: int, nbytes: int, shard_size: Optional[int]) -> CorruptDataError:
+        size = "" if shard_size is None else f", shard of {shard_size} bytes"
+        return CorruptDataError(
+            f"shard index points past the end of the shard (entry {i}: {nbytes} bytes at {offset}{size})",
+            rule="zarr-v3-subset#7", offset=None if shard_size is None else self.index_start(shard_size) + 16 * i)
+
+    def mark_past_end(self, index: np.ndarray, shard_size: int) -> np.ndarray:
+        """``index`` (itself when every entry lies inside the shard), each entry past the end
+        marked with :data:`PAST_END` in a copy: a read of its inner chunk refuses
+        (:meth:`entry_error`), the other inner chunks read — a shard cut short loses only
+        the chunks past the cut (zarr-v3-subset#7; spec-notes/safety.md)."""
+        bad = self._past_end(index, shard_size)
+        if not bad.any():
+            return index
+        marked = index.copy()
+        offsets = marked[bad, 0]
+        flagged = offsets | PAST_END
+        flagged[flagged == EMPTY] = PAST_END  # never an empty entry: that would read as fill values
+        marked[bad, 0] = flagged
+        return marked
+
+    def entry_error(self, index: np.ndarray, slot: int, shard_size: Optional[int] = None) -> CorruptDataError:
+        """The refusal of a read of inner chunk ``slot`` whose entry :meth:`mark_past_end`
+        marked (its offset as stored, but for the mark bit)."""
+        offset, nbytes = (int(v) for v in index[slot])
+        return self._entry_error(slot, offset & ~int(PAST_END), nbytes, shard_size)
+
+    @staticmethod
+    def marked_slots(index: np.ndarray) -> List[int]:
+        """The entries :meth:`mark_past_end` marked, in C order."""
+        offsets = index[:, 0]
+        return [int(i) for i in np.flatnonzero((offsets >= PAST_END) & (offsets != EMPTY))]
 
     def _flat(self, coords: Tuple[int, ...]) -> int:
         if len(coords) == 1:
@@ -276,7 +320,7 @@ class ShardingCodec(ArrayBytesCodec):
         index = None
         if raw is not None:
             size = reader.size() if memo is not None else None  # type: ignore[attr-defined]
-            index = self._decode_index(raw, size)
+            index = self._decode_index(raw, size, lenient=True)
         if memo is not None:
             memo["index"] = index
         return index
@@ -294,27 +338,31 @@ class ShardingCodec(ArrayBytesCodec):
                 out[...] = self.spec.fill_value
                 return []
             start, length = self._index_range()
-            index = self._decode_index(_slice(whole, start, length), len(whole))
+            size: Optional[int] = len(whole)
+            index = self._decode_index(_slice(whole, start, length), size, lenient=True)
             fetch: Reader = lambda s, n: _slice(whole, s, n)  # noqa: E731
         else:
             found = self._read_index(reader)
             if found is None:
                 out[...] = self.spec.fill_value
                 return []
-            index = found
+            index, size = found, None
             fetch = reader
             many = getattr(reader, "many", None)
             if many is not None and len(touched) > 1:
                 pairs = index.tolist()
-                wanted = sorted({(o, n) for o, n in (pairs[self._flat(c)] for c, _, _ in touched) if o != int(EMPTY)})
+                wanted = sorted({(o, n) for o, n in (pairs[self._flat(c)] for c, _, _ in touched) if o < _PAST_END})
                 got = dict(zip(wanted, many(wanted)))
                 fetch = lambda s, n: got[(s, n or 0)]  # noqa: E731
         pairs = index.tolist()
         jobs = []
         for coords, inner_local, out_sel in touched:
-            offset, nbytes = pairs[self._flat(coords)]
+            slot = self._flat(coords)
+            offset, nbytes = pairs[slot]
             target = out[out_sel + (Ellipsis,)]
-            if offset == int(EMPTY):
+            if offset >= _PAST_END:
+                if offset != _EMPTY:  # an entry past the end of the shard: this chunk alone is lost
+                    raise self.entry_error(index, slot, size)
                 target[...] = self.spec.fill_value
                 continue
             data = fetch(offset, nbytes)
