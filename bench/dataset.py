@@ -31,7 +31,7 @@ Wall and CPU (process) time; the machine is shared and noisy — ratios are form
     python bench/dataset.py [--records 16000] [--atoms 32] [--shards 8] [--reads 4000] [--rounds 3]
     python bench/dataset.py --records 200 --reads 200 --open-shards 20 --rounds 1 --skip dask   # the smoke run
 
-No timing is asserted anywhere (tests/dataset/test_bench_smoke.py runs the small version).
+No timing is asserted anywhere (tests/dataset/test_dataset_bench_smoke.py runs the small version).
 """
 from __future__ import annotations
 
