@@ -62,6 +62,64 @@ MUTANTS: List[Mutant] = [
     M("quick: meta not checked to be an object", FB,
       'or "meta" in found and type(found["meta"]) is not dict or (', "or (",
       f"{QR}::test_lmdb_L17_a_quick_read_refuses_a_meta_that_is_not_an_object"),
+    M("quick: the header's zero padding unchecked", FB,
+      "if payload != stop and value.count(0, stop, payload) != payload - stop:\n            return None\n        strings",
+      "if False:\n            return None\n        strings", f"{QR}::test_lmdb_L17_a_quick_match_is_exactly_the_decoded_value"),
+    M("quick: buffers inside the value unchecked", FB,
+      "if payload + layout.need > end:\n            return None\n        return layout, head",
+      "if False:\n            return None\n        return layout, head",
+      f"{QR}::test_lmdb_L17_quick_reads_refuse_damage_as_the_general_reads"),
+    M("quick: unknown top keys accepted", FB, "not found.keys() <= _TOP_KEYS or ", "",
+      f"{QR}::test_lmdb_L17_a_quick_read_refuses_a_meta_that_is_not_an_object"),
+    M("quick: an update's meta keys unchecked", "molrec_raw/collection/reader.py",
+      "meta.keys() == self._meta_tags.keys():\n            return layout.makers",
+      "True:\n            return layout.makers",
+      f"{QR}::test_lmdb_L15_a_quick_read_refuses_an_update_with_other_meta_keys"),
+    # -- frame bytes ----------------------------------------------------------------------------------------
+    M("frame bytes: a bool byte other than 0/1 accepted", FB, "if count and int(flags.max()) > 1:", "if False:",
+      "tests/collection/test_frame_bytes.py::test_lmdb_L11_L13_refuses_a_bool_buffer_that_is_not_0_or_1"),
+    M("collection: a missing frame not refused", "molrec_raw/collection/reader.py",
+      "if raw is None:\n            raise _fail(CorruptDataError, f\"frame {k} of record {r}",
+      "if False:\n            raise _fail(CorruptDataError, f\"frame {k} of record {r}",
+      "tests/collection/test_collection_damage.py"),
+    # -- checksums --------------------------------------------------------------------------------------------
+    M("crc32c codec: a mismatch accepted", "molrec_raw/zarr/codecs/crc32c_codec.py",
+      "if actual != stored:", "if False:", "tests/zarr_layer/test_codecs_kat.py"),
+    M("chunk reads: the crc32c of a frame's chunk unchecked", "molrec_raw/zarr/chunkread.py",
+      "if stored != actual:\n            raise axis.array._context(ChecksumMismatchError(",
+      "if False:\n            raise axis.array._context(ChecksumMismatchError(",
+      "tests/trajectory/test_one_frame_path.py"),
+    M("zip: an entry's CRC-32 unchecked on a whole read", "molrec_raw/zarr/zipstore.py",
+      "if zlib.crc32(data) != entry.crc:", "if False:",
+      "tests/zarr_layer/test_zipstore.py::test_every_truncation_and_byte_flip_raises_only_own_errors"),
+    # -- range checks ---------------------------------------------------------------------------------------
+    M("shard index: an entry past the shard's end accepted", "molrec_raw/zarr/codecs/sharding.py",
+      "bad = present & ((ends > shard_size) | (ends < index[:, 0]))", "bad = present & (ends < index[:, 0])",
+      "tests/zarr_layer/test_hostile.py"),
+    M("sharding: a short inner chunk read accepted", "molrec_raw/zarr/codecs/sharding.py",
+      "if data is None or len(data) != nbytes:\n                raise CorruptDataError(",
+      "if data is None:\n                raise CorruptDataError(", "tests/zarr_layer/test_hostile.py"),
+    # -- the landed index (trajectory#10, zarr-v3-subset#7) -------------------------------------------------
+    M("landed index: an older index accepted", "molrec_raw/zarr/chunkread.py",
+      "if end is not None and sharding.index_end(index) < end:", "if False:",
+      "tests/powercut/test_landed_index.py"),
+    M("landed index: a landed shard that is not stored accepted", "molrec_raw/zarr/chunkread.py",
+      "if end is not None:\n                raise CorruptDataError(f\"shard {list(coords)} was landed in",
+      "if False:\n                raise CorruptDataError(f\"shard {list(coords)} was landed in",
+      "tests/powercut/test_landed_index.py"),
+    # -- fsyncs -------------------------------------------------------------------------------------------------
+    M("store: a durable value written without fsync", "molrec_raw/zarr/store.py",
+      "if durable:\n                    ops.fsync(fd)", "if False:\n                    ops.fsync(fd)",
+      "tests/zarr_layer/test_stores.py::test_zarr_durable_replace_fsyncs_the_new_bytes_before_the_rename_and_the_directory_after"),
+    M("fileops: a directory's entries not made durable", "molrec_raw/zarr/fileops.py",
+      "fd = os.open(path, os.O_RDONLY | getattr(os, \"O_DIRECTORY\", 0) | _CLOEXEC)\n        try:\n            os.fsync(fd)",
+      "fd = os.open(path, os.O_RDONLY | getattr(os, \"O_DIRECTORY\", 0) | _CLOEXEC)\n        try:\n            pass",
+      "tests/zarr_layer/test_stores.py::test_zarr_durable_replace_fsyncs_the_new_bytes_before_the_rename_and_the_directory_after"),
+    # -- the unit table -----------------------------------------------------------------------------------------
+    M("units: the angstrom a hundredth of a nm", "molrec_raw/record/units.py",
+      '"angstrom": 0.1, "nm": 1.0', '"angstrom": 0.01, "nm": 1.0', "tests/integrations/test_unit_matrix.py"),
+    M("units: kcal/mol as 4.0 kJ/mol", "molrec_raw/record/units.py",
+      '"kcal/mol": 4.184', '"kcal/mol": 4.0', "tests/integrations/test_unit_matrix.py"),
     # -- the drop-in's values -----------------------------------------------------------------------------
     M("drop-in: an f64 MetaValue rounded to 6 places", "molrec_raw/molrs/core.py",
       "self._value = _normalized(dtype, _thaw(value))",
@@ -116,7 +174,7 @@ class Worker:
                               env=self.env, capture_output=True, text=True, check=True).stdout.strip()
 
     def pytest(self, guards: Sequence[str], timeout: float) -> Tuple[Optional[int], str, float]:
-        command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
+        command = [sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-m", "", "--rootdir", str(ROOT),
                    "-c", str(ROOT / "pyproject.toml"), *[str(ROOT / g) for g in guards]]
         started = time.perf_counter()
         try:
@@ -124,7 +182,9 @@ class Worker:
         except subprocess.TimeoutExpired:
             return None, "timed out", time.perf_counter() - started
         lines = [line for line in done.stdout.splitlines() if line.strip()]
-        return done.returncode, lines[-1] if lines else done.stderr.strip()[-200:], time.perf_counter() - started
+        first = next((line.split(" - ")[0] for line in lines if line.startswith(("FAILED", "ERROR"))), "")
+        last = (lines[-1] if lines else done.stderr.strip()[-200:]) + (f"; {first}" if first else "")
+        return done.returncode, last, time.perf_counter() - started
 
     def run(self, m: Mutant, timeout: float) -> Tuple[str, str, float]:
         relative = m.file[len(PACKAGE) + 1:] if m.file.startswith(PACKAGE + "/") else None

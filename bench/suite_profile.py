@@ -7,9 +7,9 @@ covers multiprocessing's fork start method — and multiprocessing's spawn/forks
     python -m pytest -q -p suite_profile --durations=50          # with bench/ on PYTHONPATH
     PYTHONPATH=$PWD:$PWD/bench python -m pytest -q -p suite_profile [-n 2]
 
-The table is printed at the end of the run and written as JSON to ``$SUITE_PROFILE_JSON``
-when set.  With pytest-xdist each worker's figures are its own: the plugin then reports
-what the controller sees (run it without ``-n`` for the per-directory table).
+The table is printed at the end of the run (without xdist) and, when ``$SUITE_PROFILE_JSON``
+is set, kept there after every test (with ``-n``: one file per worker, ``<path>.gw0`` ...;
+add them up with ``python bench/suite_profile.py <path>.gw*``).
 """
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ import subprocess
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Dict, Generator
+from typing import Any, Dict, Generator, List
 
 import pytest
 
 _children = {"count": 0}
 _table: Dict[str, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
+_failed: List[str] = []
 
 
 def _count(*_: Any) -> None:
@@ -75,6 +76,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Generator[None,
     row["wall"] += time.perf_counter() - wall
     row["children"] += _children["count"] - kids
     row["tests"] += 1
+    _save()
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if report.failed:
+        _failed.append(report.nodeid)
+
+
+def _save() -> None:
+    """The table so far, to ``$SUITE_PROFILE_JSON`` (one file per xdist worker: ``.gw0`` ...)."""
+    out = os.environ.get("SUITE_PROFILE_JSON")
+    if out:
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        Path(out + (f".{worker}" if worker else "")).write_text(
+            json.dumps({"table": {k: dict(v) for k, v in _table.items()}, "failed": _failed}, indent=1),
+            encoding="utf-8")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -89,6 +106,27 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         for k, v in row.items():
             total[k] += v
     write(f"{'total':28} {total['tests']:6.0f} {total['cpu']:8.1f} {total['wall']:8.1f} {total['children']:9.0f}")
-    out = os.environ.get("SUITE_PROFILE_JSON")
-    if out:
-        Path(out).write_text(json.dumps({k: dict(v) for k, v in _table.items()}, indent=1), encoding="utf-8")
+
+
+def main(paths: List[str]) -> None:
+    """The per-directory table of one or more saved profiles (xdist workers' files added up)."""
+    total: Dict[str, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    failed: List[str] = []
+    for path in paths:
+        saved = json.loads(Path(path).read_text(encoding="utf-8"))
+        failed += saved["failed"]
+        for where, row in saved["table"].items():
+            for k, v in row.items():
+                total[where][k] += v
+    print(f"{'directory':28} {'tests':>6} {'CPU s':>8} {'wall s':>8} {'children':>9}")
+    for where, row in sorted(total.items(), key=lambda kv: -kv[1]["cpu"]):
+        print(f"{where:28} {row['tests']:6.0f} {row['cpu']:8.1f} {row['wall']:8.1f} {row['children']:9.0f}")
+    print(f"{'total':28} {sum(r['tests'] for r in total.values()):6.0f} {sum(r['cpu'] for r in total.values()):8.1f} "
+          f"{sum(r['wall'] for r in total.values()):8.1f} {sum(r['children'] for r in total.values()):9.0f}")
+    if failed:
+        print("failed:", *failed, sep="\n  ")
+
+
+if __name__ == "__main__":
+    import sys
+    main(sys.argv[1:])

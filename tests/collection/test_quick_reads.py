@@ -374,3 +374,15 @@ def test_lmdb_L17_a_quick_read_refuses_a_meta_that_is_not_an_object(path: Path, 
     got = _quick_refusals(path, read)
     assert [g[:3] for g in got] == [("refused", got[0][1], "lmdb#L17")] * 4, got
     assert len(set(got)) == 1, got
+
+
+@pytest.mark.parametrize("meta", [b'"meta":{"pf":2.0}', b'"meta":{"pe":2.0,"ke":1.0}'])
+def test_lmdb_L15_a_quick_read_refuses_an_update_with_other_meta_keys(path: Path, meta: bytes) -> None:
+    """A trajectory update whose meta keys are not the declared ones (one renamed, one
+    more), its blocks the text of a checked layout: refused by the quick path as by the
+    general one (lmdb#L15, collection#C2: every declared key and nothing else)."""
+    _write_three(path)
+    _damage(path, b"f" + (2).to_bytes(8, "big"), b'"meta":{"pe":2.0}', meta)
+    got = _quick_refusals(path, lambda rec: rec.trajectory[0].meta)
+    assert [g[0] for g in got] == ["refused"] * 4 and got[0][2] in ("lmdb#L15", "lmdb#L8", "collection#C2"), got
+    assert len(set(got)) == 1, got
