@@ -10,6 +10,7 @@ states; nothing is re-measured by a build.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -33,11 +34,11 @@ def draw(workload: Dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [row[0] for row in workload["rows"]]
+    labels = [textwrap.fill(row[0], 34) for row in workload["rows"]]
     values = [float(row[1]) for row in workload["rows"]]
     ratio = workload["unit"].startswith("ratio")
     colours = ["#1f77b4" if ratio or label.startswith("molrec_raw") else "#9e9e9e" for label in labels]
-    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(labels) + 1.1), dpi=100)
+    fig, ax = plt.subplots(figsize=(8.0, 0.5 * len(labels) + 1.3), dpi=100)
     ax.barh(range(len(labels)), values, color=colours)
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
@@ -49,7 +50,7 @@ def draw(workload: Dict[str, Any], path: Path) -> None:
         ax.axvline(1.0, color="black", linewidth=0.8, linestyle="--")
     better = "lower is better" if workload["better"] == "lower" else "higher is better"
     ax.set_xlabel(f"{workload['unit']} ({better})")
-    ax.set_title(workload["title"], fontsize=10)
+    fig.suptitle(textwrap.fill(workload["title"], 80), fontsize=10)
     ax.margins(x=0.15)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
