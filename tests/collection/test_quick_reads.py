@@ -386,3 +386,20 @@ def test_lmdb_L15_a_quick_read_refuses_an_update_with_other_meta_keys(path: Path
     got = _quick_refusals(path, lambda rec: rec.trajectory[0].meta)
     assert [g[0] for g in got] == ["refused"] * 4 and got[0][2] in ("lmdb#L15", "lmdb#L8", "collection#C2"), got
     assert len(set(got)) == 1, got
+
+
+def test_lmdb_L8_a_missing_frame_is_refused_naming_its_key(path: Path) -> None:
+    """A record whose frame value is gone (its key deleted): reading it is refused under
+    lmdb#L8 naming the frame, the record and the key — by a single read, a view and a batch."""
+    _write_three(path)
+    env = lmdb.open(str(path), subdir=False, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        assert txn.delete(b"f" + (2).to_bytes(8, "big"))
+    env.close()
+    c = mr.read_collection(path)
+    assert c[1].trajectory[0].meta == {"pe": 1.0}
+    for read in (lambda: c[2].trajectory[0], lambda: c.batch([0, 2])):
+        with pytest.raises(MolrecError) as caught:
+            read()
+        assert caught.value.rule == "lmdb#L8" and "frame 0 of record 2" in str(caught.value), caught.value
+    c.close()
