@@ -403,3 +403,19 @@ def test_lmdb_L8_a_missing_frame_is_refused_naming_its_key(path: Path) -> None:
             read()
         assert caught.value.rule == "lmdb#L8" and "frame 0 of record 2" in str(caught.value), caught.value
     c.close()
+
+
+@pytest.mark.parametrize("where", ["system", "frame"])
+def test_lmdb_L17_a_quick_read_refuses_an_unknown_top_key(path: Path, where: str) -> None:
+    """A header with a top key lmdb.md does not define (``"extra"``), its blocks the text of a
+    checked layout: refused under lmdb#L17 by the quick path as by the general one."""
+    _write_three(path)
+    if where == "system":
+        _damage(path, b"s" + (2).to_bytes(8, "big"), b'"meta":{}', b'"meta":{},"extra":1')
+        read: Callable[[Any], Any] = lambda rec: rec.system.meta
+    else:
+        _damage(path, b"f" + (2).to_bytes(8, "big"), b'"meta":{"pe":2.0}', b'"meta":{"pe":2.0},"extra":1')
+        read = lambda rec: rec.trajectory[0].meta  # noqa: E731
+    got = _quick_refusals(path, read)
+    assert [g[:3] for g in got] == [("refused", got[0][1], "lmdb#L17")] * 4, got
+    assert len(set(got)) == 1, got
