@@ -27,6 +27,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "myst_parser",
     "molrec_docs",
+    "molrec_perf",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"

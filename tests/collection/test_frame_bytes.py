@@ -321,9 +321,14 @@ def test_property_encode_then_decode_is_the_identity_bit_for_bit(given_blocks: d
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_property_any_mutation_of_valid_bytes_is_read_or_refused_with_a_molrec_error(data: st.DataObject) -> None:
+    """Flipped, cut, grown or re-digited bytes of a good value: refused under a frame-bytes
+    rule (lmdb#L9–#L17) naming the value's node, or read as a value whose every column
+    has ``count`` rows and which encodes back to what was read — the same verdict with a
+    layout cache, cold and warm."""
     block = Block({"x": np.arange(4.0), "s": np.array(list("abcd"), dtype=object), "b": np.array([1, 0, 1, 1], bool),
                    "m": np.arange(8, dtype=np.int16).reshape(4, 2)}, masks={"x": np.array([1, 1, 0, 1], bool)})
-    value = bytearray(encode_frame({"atoms": block}, meta={"pe": 1.5}, step=3, box=Box()))
+    original = encode_frame({"atoms": block}, meta={"pe": 1.5}, step=3, box=Box())
+    value = bytearray(original)
     for _ in range(data.draw(st.integers(1, 4))):
         kind = data.draw(st.sampled_from(["flip", "cut", "grow", "digit"]))
         if kind == "flip" and value:
@@ -337,12 +342,45 @@ def test_property_any_mutation_of_valid_bytes_is_read_or_refused_with_a_molrec_e
             digits = [i for i, ch in enumerate(value) if 48 <= ch <= 57]
             if digits:
                 value[data.draw(st.sampled_from(digits))] = data.draw(st.integers(48, 57))
+    value = bytes(value)
     cache = LayoutCache()
-    for use in (None, cache, cache):
-        try:
-            decode_frame(bytes(value), "", use)
-        except MolrecError:
-            pass
+    outcomes = [_read_or_refusal(value, use) for use in (None, cache, cache)]
+    assert outcomes[1] == outcomes[0] and outcomes[2] == outcomes[0]  # a cache changes no verdict
+    if outcomes[0][0] == "refused":  # under the frame-bytes rules, at the value's node
+        assert outcomes[0][1] in _FRAME_BYTES_RULES, outcomes[0]
+        assert outcomes[0][2] is not None and outcomes[0][2].startswith("/records/0/system"), outcomes[0]
+        return
+    decoded = decode_frame(value, "/records/0/system")
+    if value == original:
+        assert outcomes[0] == _read_or_refusal(original, None)
+    for name, got in decoded.blocks.items():  # every column is ``count`` rows; strings are str
+        for column, values in got.columns.items():
+            assert values.shape[:1] == (got.count,), (name, column, values.shape, got.count)
+            if values.dtype == object:
+                assert all(type(v) is str for v in values.ravel())
+        for column, mask in got.masks.items():
+            assert mask.shape == (got.count,) and mask.dtype == bool
+    again = encode_frame(decoded.blocks, meta=decoded.meta, meta_types=decoded.meta_types, step=decoded.step,
+                         time=decoded.time, box=decoded.box)
+    assert _read_or_refusal(again, None) == outcomes[0]  # what was read is a value: it round-trips
+
+
+_FRAME_BYTES_RULES = {f"lmdb#L{n}" for n in range(9, 18)} | {"frame-and-types#14.18"}
+
+
+def _read_or_refusal(value: bytes, cache: object) -> tuple:
+    """What ``decode_frame`` makes of ``value``: its blocks, meta, step and box as plain
+    values, or the refusal's rule, node and message."""
+    try:
+        got = decode_frame(value, "/records/0/system", cache)  # type: ignore[arg-type]
+    except MolrecError as exc:
+        return ("refused", exc.rule, exc.node, str(exc))
+    blocks = {name: (b.count, {c: (v.dtype.str, v.shape, v.tolist() if v.dtype == object else v.tobytes())
+                               for c, v in b.columns.items()},
+                     {c: m.tolist() for c, m in b.masks.items()}) for name, b in got.blocks.items()}
+    box = None if got.box is None else (np.asarray(got.box.vectors).tobytes(), np.asarray(got.box.origin).tobytes(),
+                                        tuple(got.box.boundary), got.box.defined)
+    return ("read", blocks, repr(got.meta), repr(got.meta_types), got.step, got.time, box)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -303,3 +303,119 @@ def test_lmdb_L16_quick_reads_of_updates_without_meta_keep_their_cell(path: Path
         assert _reads(quick, [0, 1, 2, 3]) == _reads(general, [0, 1, 2, 3])
     assert np.array_equal(quick[3].trajectory[0].box.vectors, np.eye(3) * 5) and quick[2].trajectory[0].box is None
     quick.close(), general.close()
+
+
+# -- one check each of the quick path, proved by a value that breaks it alone -----------------------
+def _reframed(value: bytes, old: bytes, new: bytes) -> bytes:
+    """``value`` with ``old`` in its header text (once) replaced by ``new``, re-framed with the
+    text's true length and zero padding: only the JSON changes."""
+    length = struct.unpack_from("<I", value, 4)[0]
+    text = value[8:8 + length]
+    assert text.count(old) == 1, (old, text)
+    text = text.replace(old, new)
+    return b"MRF1" + struct.pack("<I", len(text)) + text + bytes(-(8 + len(text)) % 8) + value[(8 + length + 7) & ~7:]
+
+
+def _write_three(path: Path) -> None:
+    """Three records of one layout (three atoms, named; x per frame, a per-step pe)."""
+    with mr.CollectionWriter(path, units=UNITS) as w:
+        for r in range(3):
+            w.add_record(system=mr.Frame({}, {"atoms": mr.Block({"element": np.array(["C", "H", "O"], dtype=object)})}),
+                         frames=[mr.Frame({"pe": float(r)}, {"atoms": mr.Block({"x": np.arange(3.0) + r})})])
+
+
+def _damage(path: Path, key: bytes, old: bytes, new: bytes) -> None:
+    env = lmdb.open(str(path), subdir=False, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        txn.put(key, _reframed(bytes(txn.get(key)), old, new))
+    env.close()
+
+
+def _quick_refusals(path: Path, read: Callable[[Any], Any]) -> List[Any]:
+    """Record 2 read by ``read`` after records 0 and 1 taught the reader their layout's text
+    (the quick path), by a view, and without the quick path: each outcome."""
+    out = []
+    for make in (lambda: mr.read_collection(path), lambda: _general(mr.read_collection(path))):
+        c = make()
+        read(c[0]), read(c[1])
+        out.append(_outcome(lambda: read(c[2])))
+        with c.view() as v:
+            read(v[0]), read(v[1])
+            out.append(_outcome(lambda: read(v[2])))
+        c.close()
+    return out
+
+
+@pytest.mark.parametrize("values", [b'["C","H"]', b'["C","H","O","N"]', b"[]"])
+def test_lmdb_L12_a_quick_read_refuses_a_string_column_of_another_count(path: Path, values: bytes) -> None:
+    """A system whose ``element`` values are not ``count`` strings (one fewer, one more, none),
+    its header otherwise the text of a checked layout: refused under lmdb#L12 by the quick
+    path as by the general one — never a column cut to ``count`` or an IndexError."""
+    _write_three(path)
+    _damage(path, b"s" + (2).to_bytes(8, "big"), b'["C","H","O"]', values)
+    got = _quick_refusals(path, lambda rec: rec.system["atoms"]["element"].tolist())
+    assert [g[:3] for g in got] == [("refused", got[0][1], "lmdb#L12")] * 4, got
+    assert len(set(got)) == 1, got  # the same error, rule, node and key on every path
+
+
+@pytest.mark.parametrize("meta", [b'"meta":[1.0]', b'"meta":[]', b'"meta":"pe"', b'"meta":1'])
+@pytest.mark.parametrize("where", ["system", "frame"])
+def test_lmdb_L17_a_quick_read_refuses_a_meta_that_is_not_an_object(path: Path, meta: bytes, where: str) -> None:
+    """A header whose ``meta`` is not a JSON object (an array, even an empty one; a string; a
+    number), its blocks the text of a checked layout: refused under lmdb#L17 by the quick
+    path as by the general one — never read as an empty meta."""
+    _write_three(path)
+    if where == "system":
+        _damage(path, b"s" + (2).to_bytes(8, "big"), b'"meta":{}', meta)
+        read: Callable[[Any], Any] = lambda rec: rec.system.meta
+    else:
+        _damage(path, b"f" + (2).to_bytes(8, "big"), b'"meta":{"pe":2.0}', meta)
+        read = lambda rec: rec.trajectory[0].meta  # noqa: E731
+    got = _quick_refusals(path, read)
+    assert [g[:3] for g in got] == [("refused", got[0][1], "lmdb#L17")] * 4, got
+    assert len(set(got)) == 1, got
+
+
+@pytest.mark.parametrize("meta", [b'"meta":{"pf":2.0}', b'"meta":{"pe":2.0,"ke":1.0}'])
+def test_lmdb_L15_a_quick_read_refuses_an_update_with_other_meta_keys(path: Path, meta: bytes) -> None:
+    """A trajectory update whose meta keys are not the declared ones (one renamed, one
+    more), its blocks the text of a checked layout: refused by the quick path as by the
+    general one (lmdb#L15, collection#C2: every declared key and nothing else)."""
+    _write_three(path)
+    _damage(path, b"f" + (2).to_bytes(8, "big"), b'"meta":{"pe":2.0}', meta)
+    got = _quick_refusals(path, lambda rec: rec.trajectory[0].meta)
+    assert [g[0] for g in got] == ["refused"] * 4 and got[0][2] in ("lmdb#L15", "lmdb#L8", "collection#C2"), got
+    assert len(set(got)) == 1, got
+
+
+def test_lmdb_L8_a_missing_frame_is_refused_naming_its_key(path: Path) -> None:
+    """A record whose frame value is gone (its key deleted): reading it is refused under
+    lmdb#L8 naming the frame, the record and the key — by a single read, a view and a batch."""
+    _write_three(path)
+    env = lmdb.open(str(path), subdir=False, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        assert txn.delete(b"f" + (2).to_bytes(8, "big"))
+    env.close()
+    c = mr.read_collection(path)
+    assert c[1].trajectory[0].meta == {"pe": 1.0}
+    for read in (lambda: c[2].trajectory[0], lambda: c.batch([0, 2])):
+        with pytest.raises(MolrecError) as caught:
+            read()
+        assert caught.value.rule == "lmdb#L8" and "frame 0 of record 2" in str(caught.value), caught.value
+    c.close()
+
+
+@pytest.mark.parametrize("where", ["system", "frame"])
+def test_lmdb_L17_a_quick_read_refuses_an_unknown_top_key(path: Path, where: str) -> None:
+    """A header with a top key lmdb.md does not define (``"extra"``), its blocks the text of a
+    checked layout: refused under lmdb#L17 by the quick path as by the general one."""
+    _write_three(path)
+    if where == "system":
+        _damage(path, b"s" + (2).to_bytes(8, "big"), b'"meta":{}', b'"meta":{},"extra":1')
+        read: Callable[[Any], Any] = lambda rec: rec.system.meta
+    else:
+        _damage(path, b"f" + (2).to_bytes(8, "big"), b'"meta":{"pe":2.0}', b'"meta":{"pe":2.0},"extra":1')
+        read = lambda rec: rec.trajectory[0].meta  # noqa: E731
+    got = _quick_refusals(path, read)
+    assert [g[:3] for g in got] == [("refused", got[0][1], "lmdb#L17")] * 4, got
+    assert len(set(got)) == 1, got

@@ -279,6 +279,16 @@ def test_hostile_case_raises_library_error_with_location(name):
     assert "store=<memory>" in text and "node=a" in text
 
 
+def test_zarr_v3_subset_7_a_shard_index_entry_past_the_end_is_refused_by_the_index_check():
+    """An index entry (its checksum fixed up) whose bytes end past the shard: refused when the
+    index is read, naming the entry and where it lies — not left to the chunk read (which a
+    shorter lie would pass) (zarr-v3-subset#7)."""
+    for entries in ({"i1": 10**12}, {"i0": 2**64 - 10, "i1": 20}):
+        with pytest.raises(CorruptDataError, match="shard index points past the end of the shard") as info:
+            read(lying_shard_index(**entries))
+        assert info.value.rule == "zarr-v3-subset#7" and info.value.key == "a/c/0", info.value
+
+
 def test_errors_name_the_chunk_key():
     store, _ = CASES["crc_mismatch"]()
     with pytest.raises(ChecksumMismatchError) as info:

@@ -131,3 +131,38 @@ def test_no_write_or_delete_through_a_symlink_leaving_the_store(tmp_path):
     os.symlink(inside, root / "alias")  # a link that stays inside the store is fine
     s.set("alias/k", b"v")
     assert (inside / "k").read_bytes() == b"v"
+
+
+def test_zarr_durable_replace_fsyncs_the_new_bytes_before_the_rename_and_the_directory_after(tmp_path, monkeypatch):
+    """``replace_durable``: the temporary file holding the new bytes is fsynced before it is
+    renamed over the key (a power cut leaves the old or the new value, never an empty one),
+    and ``sync`` then fsyncs the key's directory, so that the rename itself lasts."""
+    from molrec_raw.zarr.fileops import FileOps
+
+    events = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    class Recording(FileOps):
+        def replace(self, src, dst):
+            events.append(("replace", src, dst))
+            super().replace(src, dst)
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to name an fsynced descriptor")
+    store = DirectoryStore(tmp_path / "s", fileops=Recording())
+    store.set("a/zarr.json", b"old")
+    store.sync_all()
+    monkeypatch.setattr(os, "fsync", fsync)
+    events.clear()
+    store.replace_durable("a/zarr.json", b"new")
+    store.sync(["a/zarr.json"])
+    renames = [i for i, e in enumerate(events) if e[0] == "replace"]
+    assert len(renames) == 1, events
+    src = events[renames[0]][1]
+    assert ("fsync", src) in events[:renames[0]], events       # the new bytes, before the rename
+    assert ("fsync", str(tmp_path / "s" / "a")) in events[renames[0]:], events  # the directory, after
+    assert (tmp_path / "s" / "a" / "zarr.json").read_bytes() == b"new"

@@ -12,7 +12,10 @@ def run(molrs, out, show):
         "u64x3": MetaValue("u64x3", (2**63, 1, 0)), "f64x3": MetaValue("f64x3", (0.5, 1.5, 2.5)),
         "f64x6": MetaValue("f64x6", (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)),
         "f64x9": MetaValue("f64x9", (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)),
-        "nan": MetaValue("f64", float("nan")), "inf": MetaValue("f64", float("-inf")),
+        "nan": MetaValue("f64", float("nan")),
+        # full-precision doubles: a value rounded anywhere on its way prints otherwise
+        "pi": MetaValue("f64", 3.141592653589793), "third": MetaValue("f64", 1 / 3),
+        "tiny": MetaValue("f64", 1.2345678901234567e-300), "f64x3_full": MetaValue("f64x3", (0.1 + 0.2, 2 / 3, 1e-9)), "inf": MetaValue("f64", float("-inf")),
     }
     show("values", [(k, v.dtype, v.value) for k, v in typed.items()])
     f = molrs.Frame({"atoms": {"x": [0.0]}})
