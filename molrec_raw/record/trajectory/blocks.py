@@ -223,8 +223,8 @@ class BlockWriter:
         else:
             buffers = self.buffers
             for column, values in columns.items():
-                buffer = buffers.get(column)
-                columns[column] = values.copy() if buffer is None else buffer.add(values)
+                held = buffers.get(column)
+                columns[column] = values.copy() if held is None else held.add(values)
         update.tentative = tentative
         self.pending.append(update)
 

@@ -63,7 +63,7 @@ def meta_value(tag: str, raw: Any, where: str) -> Any:
 
 
 # per tag: the Python type whose values (in range, finite) are their own stored value
-_AS_GIVEN: Dict[str, Tuple[Optional[type], Any]] = {
+_AS_GIVEN: Dict[str, Tuple[Any, Any]] = {
     "f64": (float, None), "bool": (bool, None),
     **{tag: (int, bounds) for tag, bounds in typed_json.INT_RANGES.items()},
 }
@@ -75,6 +75,8 @@ class MetaWriter:
         self.array: Optional[Array] = None
         self.pending: List[Any] = []
         self.committed = 0
+        self._as_given: Any
+        self._bounds: Any
         self._as_given, self._bounds = _AS_GIVEN.get(spec.tag, (None, None))
 
     def cell(self, value: Any) -> Any:
