@@ -214,9 +214,11 @@ class BlockWriter:
             for column, buffer in shape.buffers:
                 start = buffer.used
                 end = start + rows
-                if end > buffer.data.shape[0]:
+                data = buffer.data
+                if end > len(data):
                     buffer.reserve(end)
-                view = buffer.data[start:end]
+                    data = buffer.data
+                view = data[start:end]
                 view[...] = columns[column]
                 buffer.used = end
                 columns[column] = view

@@ -139,7 +139,7 @@ class MrecWriter:
             self._first_durable_point()
         refuse_aligned_system_names(self._schema, self._root, "W13")
         self._section_rows = section_rows(self._root)
-        self._system = SystemCounterparts(self._schema, self._root)
+        self._set_system(SystemCounterparts(self._schema, self._root))
 
     # ------------------------------------------------------------------ construction
     def _init_common(self, flush_every: Optional[int], durable: bool, status: bool) -> None:
@@ -167,6 +167,12 @@ class MrecWriter:
         self._mgroup: Optional[Group] = None
         self._needs_resolved_check = any(
             self._schema.targets(b) or self._schema.aligned_with(b) for b in self._schema.block_names())
+
+    def _set_system(self, system: SystemCounterparts) -> None:
+        """The ``/system/`` counterparts an update is checked against (§8.8), and the names of
+        the blocks that have one (a set: an append asks once per block)."""
+        self._system = system
+        self._aligned = frozenset(name for name in self._schema.block_names() if name in system)
 
     def _take_lock(self, target: Path, lock: Optional[bool], fileops: Optional[FileOps]) -> None:
         """The trajectory lock first (record/locking.py), then the guard every mutation goes
@@ -225,7 +231,7 @@ class MrecWriter:
         self._setup_state()
         refuse_aligned_system_names(self._schema, root, "W13")
         self._section_rows = section_rows(root)
-        self._system = SystemCounterparts(self._schema, root)
+        self._set_system(SystemCounterparts(self._schema, root))
         nstep = read_nstep(tgroup, attrs)
         self._nstep = nstep
         self._reopen_series(attrs, nstep)
@@ -489,7 +495,7 @@ class MrecWriter:
             base = state.pending[-1] if state.pending else state.last
             verdict = CHANGED if base is None else compare(base, update, state.precise)
             if verdict != SAME:  # a tentative update is checked as a changed one
-                if name in self._system:
+                if name in self._aligned:
                     self._system.check(name, update.rows, update.columns.get("id"), f"trajectory frame {ordinal}")
                 updates.append((state, update, verdict == TENTATIVE))
         # -- the resolved frame: references and alignments (W27, W28)
