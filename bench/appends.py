@@ -14,9 +14,11 @@ round run in a fresh random order (the machine is shared), ``--rounds`` rounds. 
 molrs's time / the tree's (> 1: the tree faster), formed inside each round; the range over
 the rounds is reported, with the medians of the per-frame times.  ``--append-only`` also
 times the appends alone (``flush_every`` above the frame count, not durable, then
-``abort()``): the per-append Python without the commit.
+``abort()``): the per-append Python without the commit.  ``--profile``: each tree's cProfile
+of the durable appends without precision (the calls per append and the top 20 lines).
 
     python bench/appends.py [--tree after=. --tree before=/tmp/before] [--frames 20000] [--rounds 5] [--json out.json]
+    python bench/appends.py --profile [--tree ...]   # each tree's cProfile of the appends (no precision)
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -68,16 +71,29 @@ else:
         if prec:
             schema.declare_precision("atoms", c, q)
     schema.declare_meta("pe", "f64")
-    options = {} if mode == "durable" else {"flush_every": frames_n + 1, "durable": False}
+    options = {} if mode in ("durable", "profile") else {"flush_every": frames_n + 1, "durable": False}
+    if mode == "profile":
+        import cProfile
+        profile = cProfile.Profile()
+        profile.enable()
     c0, t0 = time.process_time(), time.perf_counter()
     writer = MrecWriter(path, schema, **options)
     for i, f in enumerate(frames):
         writer.append(f, step=i)
-    if mode == "durable":
-        writer.close()
-    else:
+    if mode == "append only":
         writer.abort()
+    else:
+        writer.close()
+    if mode == "profile":
+        import pstats
+        profile.disable()
+        stats = pstats.Stats(profile, stream=sys.stderr)
+        sys.stderr.write(f"{stats.total_calls / frames_n:.1f} function calls per append\n")
+        stats.sort_stats("tottime").print_stats(20)
 out = {"cpu": time.process_time() - c0, "wall": time.perf_counter() - t0}
+if side != "molrs":
+    import molrec_raw
+    out["package"] = molrec_raw.__file__
 shutil.rmtree(work, ignore_errors=True)
 print(json.dumps(out))
 '''
@@ -87,9 +103,17 @@ def run_case(side: str, tree: Optional[str], frames: int, prec: bool, mode: str)
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = tree
+    # ``python -c`` puts its working directory first on sys.path: run in the tree itself (ours)
+    # or in the temporary directory (molrs), never where another tree's package would be found
     out = subprocess.run([sys.executable, "-c", CASE, side, str(frames), "1" if prec else "0", mode],
-                         env=env, capture_output=True, text=True, check=True)
-    result: Dict[str, float] = json.loads(out.stdout)
+                         env=env, cwd=tree if tree is not None else tempfile.gettempdir(), capture_output=True,
+                         text=True, check=True)
+    if mode == "profile":
+        print(out.stderr)
+    measured = json.loads(out.stdout.splitlines()[-1]).get("package")
+    if tree is not None and not str(measured).startswith(str(Path(tree).resolve())):
+        raise SystemExit(f"the case for {tree} measured {measured}")
+    result: Dict[str, float] = {k: v for k, v in json.loads(out.stdout.splitlines()[-1]).items() if k != "package"}
     return result
 
 
@@ -99,9 +123,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--frames", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--append-only", action="store_true", help="also time the appends without any commit")
+    parser.add_argument("--profile", action="store_true",
+                        help="only print each tree's cProfile of the durable appends without precision")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     trees: Dict[str, str] = dict(t.split("=", 1) for t in args.tree) or {"this": str(HERE)}
+    if args.profile:
+        for name, tree in trees.items():
+            print(f"## {name}")
+            run_case("ours", tree, args.frames, False, "profile")
+        return 0
     try:
         import molrs.io.mrec  # noqa: F401
         have_molrs = True
