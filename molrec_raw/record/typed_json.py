@@ -48,6 +48,7 @@ _INT_RANGE = {
     "u32": (0, 2**32 - 1),
     "u64": (0, 2**64 - 1),
 }
+INT_RANGES = _INT_RANGE  # the integer tags' inclusive bounds (read-only by convention)
 _VECTORS = {
     "bool3": ("bool", 3), "i32x3": ("i32", 3), "i64x3": ("i64", 3), "u32x3": ("u32", 3),
     "u64x3": ("u64", 3), "f64x3": ("f64", 3), "f64x6": ("f64", 6), "f64x9": ("f64", 9),

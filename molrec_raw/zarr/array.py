@@ -22,6 +22,7 @@ from molrec_raw.errors import (
 )
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline
 from molrec_raw.zarr.codecs.base import Buffer
+from molrec_raw.zarr.codecs.gzip_codec import GzipCodec
 from molrec_raw.zarr.codecs.batch import (DecodeJob, EncodeScratch, Item, decode_batch, decode_each, encode_batch,
                                           join_item)
 from molrec_raw.zarr.codecs.sharding import ShardWrite
@@ -69,6 +70,15 @@ def _uses_zstd(pipeline: CodecPipeline) -> bool:
     return any(isinstance(codec, ZstdCodec) for codec in inner.bytes_codecs)
 
 
+def _compresses_without_batch(pipeline: CodecPipeline) -> bool:
+    """Does the chunk chain run a compressor other than zstd (gzip: no batch API)?  Only
+    such a chain is worth a Python pool for a write below :data:`POOL_BYTES`: a zstd chain
+    threads inside zstandard, and one without a compressor (``bytes`` + ``crc32c``, a
+    shuffle) is copies and one crc32c call per chunk, cheaper than starting a pool."""
+    inner = pipeline.sharding.inner if pipeline.sharding is not None else pipeline
+    return any(isinstance(codec, GzipCodec) for codec in inner.bytes_codecs)
+
+
 def _runs(count: int, parts: int) -> List[Tuple[int, int]]:
     """``count`` items as at most ``parts`` contiguous ``(start, stop)`` runs."""
     size = max(1, -(-count // max(1, parts)))
@@ -85,11 +95,11 @@ def _runs(count: int, parts: int) -> List[Tuple[int, int]]:
 POOL_BYTES = 16 * 1024 * 1024
 
 
-def _pooled(nbytes: int, threads: int, count: int, chained_zstd: bool) -> bool:
-    """Code ``count`` chunks of ``nbytes`` in all as runs on a Python pool?  Always for a
-    chain without zstd (gzip releases the GIL, but has no batch API), for zstd from
-    ``POOL_BYTES`` on."""
-    return threads > 1 and count > 1 and (not chained_zstd or nbytes >= POOL_BYTES)
+def _pooled(nbytes: int, threads: int, count: int, batched: bool) -> bool:
+    """Code ``count`` chunks of ``nbytes`` in all as runs on a Python pool?  From
+    ``POOL_BYTES`` on, or below it when the batch path is not ``batched`` (a read of a chain
+    without zstd; a write of a gzip chain, :func:`_compresses_without_batch`)."""
+    return threads > 1 and count > 1 and (not batched or nbytes >= POOL_BYTES)
 
 
 def _encode_groups(groups: List[Tuple[CodecPipeline, Any]], threads: int,
@@ -99,7 +109,7 @@ def _encode_groups(groups: List[Tuple[CodecPipeline, Any]], threads: int,
     per thread: per-chunk tasks measured no faster than one thread on 2 cores."""
     total = sum(len(chunks) for _, chunks in groups)
     nbytes = sum(len(chunks) * (pipeline.spec.nbytes or 0) for pipeline, chunks in groups)
-    if not _pooled(nbytes, threads, total, any(_uses_zstd(pipeline) for pipeline, _ in groups)):
+    if not _pooled(nbytes, threads, total, not any(_compresses_without_batch(pipeline) for pipeline, _ in groups)):
         return encode_batch(groups, threads, scratch=scratch)
     pieces = [(g, lo, hi) for g, (_, chunks) in enumerate(groups) for lo, hi in _runs(len(chunks), threads)]
     spans = _runs(len(pieces), threads)

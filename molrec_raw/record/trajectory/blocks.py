@@ -21,13 +21,15 @@ from molrec_raw.zarr import Array, Group
 
 class CheckedShape:
     """A block shape ``prepare_update`` checked whole and took as given: per declared column
-    (in declaration order) its name, dtype and full shape (rows included).  Compared by
-    identity: one object per shape a block's writer state has taken."""
+    (in declaration order) its name, dtype and full shape (rows included), and the commit
+    buffer each column's rows are copied into (``buffers``).  Compared by identity: one
+    object per shape a block's writer state has taken."""
 
-    __slots__ = ("columns", "rows")
+    __slots__ = ("columns", "rows", "buffers")
 
-    def __init__(self, columns: Tuple[Tuple[str, np.dtype, Tuple[int, ...]], ...], rows: int) -> None:
-        self.columns, self.rows = columns, rows
+    def __init__(self, columns: Tuple[Tuple[str, np.dtype, Tuple[int, ...]], ...], rows: int,
+                 buffers: Tuple[Tuple[str, "ColumnBuffer"], ...]) -> None:
+        self.columns, self.rows, self.buffers = columns, rows, buffers
 
 
 class Update:
@@ -67,7 +69,11 @@ def compare(base: Update, update: Update, precise: AbstractSet[str] = frozenset(
     """Bitwise change detection (§6, ``trajectory#I15``) of ``update`` against ``base``:
     ``SAME``, ``CHANGED``, or ``TENTATIVE`` when only the ``precise`` (precision) columns
     differ as given — their stored values are rounded, and the rounded ones may not differ.
-    Rows, values and masks (absent = all-true) count."""
+    Rows, values and masks (absent = all-true) count.  Two updates of the same checked shape
+    (``prepare_update``: same columns, dtypes and shapes, no masks) compare by values alone."""
+    shape = update.shape
+    if shape is not None and base.shape is shape:
+        return _compare_values(base.columns, update.columns, precise)
     if base.rows != update.rows:
         return CHANGED
     before = base.columns
@@ -87,6 +93,27 @@ def compare(base: Update, update: Update, precise: AbstractSet[str] = frozenset(
                 verdict = TENTATIVE
         elif not _same_bits(before[c], x):
             return CHANGED
+    return verdict
+
+
+def _compare_values(before: Dict[str, np.ndarray], after: Dict[str, np.ndarray], precise: AbstractSet[str]) -> int:
+    """:func:`compare` of two updates of one checked shape: values only, bitwise (the first
+    value of each column first: moving coordinates differ there at once).  A checked shape
+    holds no string column (``BlockWriter.plain``), so bytes are the values."""
+    verdict = SAME
+    for c, x in after.items():
+        if verdict and c in precise:  # TENTATIVE already: only a non-precision column can say more
+            continue
+        y = before[c]
+        if x.size:
+            a = x.item(0)
+            differs = a != y.item(0) and a == a or x.tobytes() != y.tobytes()
+        else:
+            differs = False
+        if differs:
+            if c not in precise:
+                return CHANGED
+            verdict = TENTATIVE
     return verdict
 
 
@@ -180,9 +207,26 @@ class BlockWriter:
     def accept(self, update: Update, tentative: bool) -> None:
         """Buffer a checked update: its values are copied into the commit buffers (strings
         copied as they are), so the caller may reuse its arrays."""
-        for column, values in update.columns.items():
-            buffer = self.buffers.get(column)
-            update.columns[column] = values.copy() if buffer is None else buffer.add(values)
+        columns = update.columns
+        shape = update.shape
+        if shape is not None:  # every column native, buffered, of the shape's rows: copied in place
+            rows = shape.rows
+            for column, buffer in shape.buffers:
+                start = buffer.used
+                end = start + rows
+                data = buffer.data
+                if end > len(data):
+                    buffer.reserve(end)
+                    data = buffer.data
+                view = data[start:end]
+                view[...] = columns[column]
+                buffer.used = end
+                columns[column] = view
+        else:
+            buffers = self.buffers
+            for column, values in columns.items():
+                held = buffers.get(column)
+                columns[column] = values.copy() if held is None else held.add(values)
         update.tentative = tentative
         self.pending.append(update)
 
@@ -360,7 +404,7 @@ def _prepare_whole(state: BlockWriter, blk: Block, ordinal: int) -> Update:
         if shape is None:
             if len(state.shapes) >= 1024:
                 state.shapes.clear()
-            shape = state.shapes[key] = CheckedShape(key, rows)
+            shape = state.shapes[key] = CheckedShape(key, rows, tuple((c, state.buffers[c]) for c in columns))
         state.shape = shape
         return Update(ordinal, rows, columns, masks, False, shape)
     return Update(ordinal, rows, columns, masks)

@@ -62,12 +62,40 @@ def meta_value(tag: str, raw: Any, where: str) -> Any:
     return value if plain else MetaValue(tag, value)
 
 
+# per tag: the Python type whose values (in range, finite) are their own stored value
+_AS_GIVEN: Dict[str, Tuple[Any, Any]] = {
+    "f64": (float, None), "bool": (bool, None),
+    **{tag: (int, bounds) for tag, bounds in typed_json.INT_RANGES.items()},
+}
+
+
 class MetaWriter:
     def __init__(self, key: str, spec: MetaSpec) -> None:
         self.key, self.spec = key, spec
         self.array: Optional[Array] = None
         self.pending: List[Any] = []
         self.committed = 0
+        self._as_given: Any
+        self._bounds: Any
+        self._as_given, self._bounds = _AS_GIVEN.get(spec.tag, (None, None))
+
+    def cell(self, value: Any) -> Any:
+        """:func:`meta_cell` of ``value`` under this key's tag: a finite ``float`` for
+        ``f64``, an ``int`` in range for an integer tag or a ``bool`` for ``bool`` is its own
+        stored value (what ``meta_cell`` returns for it, without the typed-JSON round trip of
+        every append); anything else goes through ``meta_cell`` (``trajectory#W23``)."""
+        kind = self._as_given
+        if kind is not None and type(value) is kind:
+            if kind is float:
+                if value - value == 0.0:  # finite
+                    return value
+            elif kind is int:
+                lo, hi = self._bounds
+                if lo <= value <= hi:
+                    return value
+            else:
+                return value
+        return meta_cell(self.spec.tag, self.key, value)
 
     def ensure(self, mgroup: Group) -> None:
         if self.array is None:

@@ -37,7 +37,10 @@ class Series:
         return float_bits(a) == float_bits(b) if self.is_float else a == b
 
     def push(self, v: Any) -> None:
-        if self.prog:
+        if self.prog and self.n >= 2 and not self.is_float:  # an integer progression: exact steps
+            if v != self.last + self.stride:
+                self.prog = False
+        elif self.prog:
             if self.is_float and not math.isfinite(v):
                 self.prog = False  # not JSON: always the array form
             elif self.n == 0:

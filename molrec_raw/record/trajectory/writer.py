@@ -47,7 +47,7 @@ from molrec_raw.record.trajectory.blocks import (CHANGED, MARKERS, SAME, TENTATI
                                                  block_layout, check_column_array, compare, prepare_update)
 from molrec_raw.record.trajectory.cell import BoxReader, BoxWriter, prepare_cell
 from molrec_raw.record.trajectory.common import I64, TRAJ, is_int, numpy_dtype, spec_error
-from molrec_raw.record.trajectory.meta import MetaWriter, meta_cell, open_meta_array
+from molrec_raw.record.trajectory.meta import MetaWriter, open_meta_array
 from molrec_raw.record.trajectory.progressions import Series, check_progression
 from molrec_raw.record.trajectory.reader import Trajectory
 from molrec_raw.record.trajectory.references import (SystemCounterparts, check_resolved, refuse_aligned_system_names,
@@ -142,7 +142,7 @@ class MrecWriter:
             self._first_durable_point()
         refuse_aligned_system_names(self._schema, self._root, "W13")
         self._section_rows = section_rows(self._root)
-        self._system = SystemCounterparts(self._schema, self._root)
+        self._set_system(SystemCounterparts(self._schema, self._root))
 
     # ------------------------------------------------------------------ construction
     def _init_common(self, flush_every: Optional[int], durable: bool, status: bool) -> None:
@@ -170,6 +170,12 @@ class MrecWriter:
         self._mgroup: Optional[Group] = None
         self._needs_resolved_check = any(
             self._schema.targets(b) or self._schema.aligned_with(b) for b in self._schema.block_names())
+
+    def _set_system(self, system: SystemCounterparts) -> None:
+        """The ``/system/`` counterparts an update is checked against (§8.8), and the names of
+        the blocks that have one (a set: an append asks once per block)."""
+        self._system = system
+        self._aligned = frozenset(name for name in self._schema.block_names() if name in system)
 
     def _take_lock(self, target: Path, lock: Optional[bool], fileops: Optional[FileOps]) -> None:
         """The trajectory lock first (record/locking.py), then the guard every mutation goes
@@ -228,7 +234,7 @@ class MrecWriter:
         self._setup_state()
         refuse_aligned_system_names(self._schema, root, "W13")
         self._section_rows = section_rows(root)
-        self._system = SystemCounterparts(self._schema, root)
+        self._set_system(SystemCounterparts(self._schema, root))
         nstep = read_nstep(tgroup, attrs)
         self._nstep = nstep
         self._reopen_series(attrs, nstep)
@@ -449,18 +455,23 @@ class MrecWriter:
     def append(self, frame: Frame, step: Optional[int] = None, time: Optional[float] = None) -> None:
         """Buffer one frame (validated against the pin first: a refused frame changes
         nothing, ``trajectory#W16``–``#W29``); commit when ``flush_every`` are buffered."""
-        self._check_open()
-        if not isinstance(frame, Frame):
+        if self._closed or self._guard.poisoned is not None:
+            self._check_open()
+        if type(frame) is not Frame and not isinstance(frame, Frame):
             raise InvalidValueError(f"append needs a Frame, got {type(frame).__name__}")
         ordinal = self._nstep + self._buffered
         # -- step / time (W16, W17)
+        steps = self._step
         if step is None:
-            step = 0 if self._step.n == 0 else self._step.last + 1
-        if type(step) is not int and not is_int(step) or not I64[0] <= int(step) <= I64[1]:
+            step = 0 if steps.n == 0 else steps.last + 1
+        elif type(step) is not int:
+            if not is_int(step):
+                raise spec_error("W16", f"step {step!r} is not an integer in the i64 range")
+            step = int(step)
+        if not I64[0] <= step <= I64[1]:
             raise spec_error("W16", f"step {step!r} is not an integer in the i64 range")
-        step = int(step)
-        if self._step.n and step <= self._step.last:
-            raise spec_error("W16", f"step numbers must increase strictly: {step} follows {self._step.last}")
+        if steps.n and step <= steps.last:
+            raise spec_error("W16", f"step numbers must increase strictly: {step} follows {steps.last}")
         if time is not None and type(time) is not float:
             if isinstance(time, (bool, np.bool_)) or not isinstance(time, (int, float, np.integer, np.floating)):
                 raise InvalidValueError(f"time must be a number, got {time!r}")
@@ -475,19 +486,7 @@ class MrecWriter:
             last_cell = self._box.pending[-1] if self._box.pending else self._box.last
             if last_cell is not None and last_cell.same(cell):
                 cell = None
-        meta_values: List[Tuple[MetaWriter, Any]] = []
-        for key in frame.meta:
-            if key not in self._meta and key not in ("step", "time"):
-                raise spec_error("W18", f"trajectory frame {ordinal}: meta key {key!r} is not declared in the "
-                                 "sequence schema", f"/trajectory/meta/{key}")
-        for key, m in self._meta.items():
-            if key in frame.meta:
-                meta_values.append((m, meta_cell(m.spec.tag, key, frame.meta[key])))
-            elif m.spec.has_fill:
-                meta_values.append((m, meta_cell(m.spec.tag, key, m.spec.fill)))
-            else:
-                raise spec_error("W22", f"trajectory frame {ordinal} omits meta key {key!r}, which is declared "
-                                 "without a fill", f"/trajectory/meta/{key}")
+        meta_values = self._meta_values(frame.meta, ordinal) if self._meta or frame.meta else ()
         # -- blocks
         updates: List[Tuple[BlockWriter, Update, bool]] = []
         for name, blk in frame.blocks.items():
@@ -496,10 +495,11 @@ class MrecWriter:
                 raise spec_error("W18", f"trajectory frame {ordinal}: block {name!r} is not declared in the "
                                  "sequence schema", f"/trajectory/{name}")
             update = prepare_update(state, blk, ordinal)
-            base = state.base()
+            base = state.pending[-1] if state.pending else state.last
             verdict = CHANGED if base is None else compare(base, update, state.precise)
             if verdict != SAME:  # a tentative update is checked as a changed one
-                self._system.check(name, update.rows, update.columns.get("id"), f"trajectory frame {ordinal}")
+                if name in self._aligned:
+                    self._system.check(name, update.rows, update.columns.get("id"), f"trajectory frame {ordinal}")
                 updates.append((state, update, verdict == TENTATIVE))
         # -- the resolved frame: references and alignments (W27, W28)
         if self._needs_resolved_check:
@@ -522,13 +522,33 @@ class MrecWriter:
             self._box.defined = cell.defined
         for m, value in meta_values:
             m.pending.append(value)
-        self._step.push(step)
+        steps.push(step)
         if timed:
             self._time.push(time)
         self._timed = timed
         self._buffered += 1
-        if self._buffered >= self.flush_every:
+        if self._buffered >= (self._flush_every or self.flush_every):
             self._guarded_commit(False)
+
+    def _meta_values(self, given: Dict[str, Any], ordinal: int) -> List[Tuple[MetaWriter, Any]]:
+        """Each declared key's stored value for this frame (its fill when omitted), checked
+        (``trajectory#W18``, ``#W22``, ``#W23``); nothing is buffered here."""
+        declared = self._meta
+        if given.keys() != declared.keys():  # else every key is declared and none omitted
+            for key in given:
+                if key not in declared and key not in ("step", "time"):
+                    raise spec_error("W18", f"trajectory frame {ordinal}: meta key {key!r} is not declared in the "
+                                     "sequence schema", f"/trajectory/meta/{key}")
+        values: List[Tuple[MetaWriter, Any]] = []
+        for key, m in declared.items():
+            if key in given:
+                values.append((m, m.cell(given[key])))
+            elif m.spec.has_fill:
+                values.append((m, m.cell(m.spec.fill)))
+            else:
+                raise spec_error("W22", f"trajectory frame {ordinal} omits meta key {key!r}, which is declared "
+                                 "without a fill", f"/trajectory/meta/{key}")
+        return values
 
     # ------------------------------------------------------------------ commit
     def _ensure_block(self, block: BlockWriter) -> None:
