@@ -20,8 +20,8 @@ from molrec_raw.record.columns import column_dtype_of
 from molrec_raw.record.model import Block, Box
 from molrec_raw.record.trajectory.meta import META_STORAGE
 from molrec_raw.collection.binding import FRAME, SYSTEM, key, key_name
-from molrec_raw.collection.frame_bytes import (_OBJECT, LayoutCache, _strings, frame_layout, joined_text, made_block,
-                                              string_lists)
+from molrec_raw.collection.frame_bytes import _OBJECT, _strings, frame_layout, made_block
+from molrec_raw.collection.layout_cache import LayoutCache, joined_text, string_lists
 from molrec_raw.collection.model import C2, C9, C10
 from molrec_raw.collection.records import RecordTrajectory, _check_pair
 from molrec_raw.collection.transaction import Getter, _Reading

@@ -41,7 +41,8 @@ from molrec_raw.record.trajectory.schema import ColumnSpec, SequenceSchema
 from molrec_raw.record.violations import Violation
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, key, key_name
-from molrec_raw.collection.frame_bytes import _OBJECT, DecodedFrame, LayoutCache, decode_frame, read_box
+from molrec_raw.collection.frame_bytes import _OBJECT, DecodedFrame, decode_frame, read_box
+from molrec_raw.collection.layout_cache import LayoutCache
 from molrec_raw.collection.model import BINDING_COLUMNS, C1, C2, C9, C10, C11, check_units
 from molrec_raw.collection.batch import _NO_META, _Batch
 from molrec_raw.collection.records import Record, RecordTrajectory, _Update, _frame
