@@ -26,7 +26,8 @@ import orjson
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, key, key_name
 from molrec_raw.collection.frame_bytes import ALIGN, MAGIC, decode_frame, header_of
-from molrec_raw.collection.reader import CollectionReader, _merged
+from molrec_raw.collection.reader import CollectionReader
+from molrec_raw.collection.records import _merged
 from molrec_raw.errors import InvalidValueError, MolrecError
 from molrec_raw.record.columns import COLUMN_NUMPY
 from molrec_raw.record.model import Frame

@@ -16,7 +16,8 @@ from typing import Any, Dict, Iterable, Iterator, Optional
 
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, INDEX_BLOCK, INDEX_KEY, META_KEY
-from molrec_raw.collection.frame_bytes import LayoutCache, decode_frame
+from molrec_raw.collection.frame_bytes import decode_frame
+from molrec_raw.collection.layout_cache import LayoutCache
 from molrec_raw.collection.model import BINDING_COLUMNS, check_units
 from molrec_raw.errors import MolrecError, SpecViolationError
 from molrec_raw.record.columns import column_dtype_of

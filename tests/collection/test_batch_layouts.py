@@ -15,7 +15,8 @@ import pytest
 
 import molrec_raw as mr
 from collection_helpers import UNITS, XYZF, hand_frame, u64be
-from molrec_raw.collection.reader import _Batch, _Reading
+from molrec_raw.collection.batch import _Batch
+from molrec_raw.collection.transaction import _Reading
 from molrec_raw.errors import MolrecError
 
 

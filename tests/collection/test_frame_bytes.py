@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collection_helpers import Columns, hand_block, hand_frame
-from molrec_raw.collection.frame_bytes import ALIGN, EncodeCache, LayoutCache, decode_frame, encode_frame, header_of
+from molrec_raw.collection.frame_bytes import ALIGN, EncodeCache, decode_frame, encode_frame, header_of
+from molrec_raw.collection.layout_cache import LayoutCache
 from molrec_raw.errors import CorruptDataError, MolrecError, SpecViolationError
 from molrec_raw.record.model import Block, Box
 

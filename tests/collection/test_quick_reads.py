@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import molrec_raw as mr
 from collection_helpers import UNITS
-from molrec_raw.collection.frame_bytes import (LayoutCache, decode_frame, encode_frame, joined_strings, string_list,
-                                               string_lists)
+from molrec_raw.collection.frame_bytes import decode_frame, encode_frame
+from molrec_raw.collection.layout_cache import LayoutCache, joined_strings, string_list, string_lists
 from molrec_raw.errors import MolrecError
 
 

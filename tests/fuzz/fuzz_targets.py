@@ -844,7 +844,7 @@ def _run_frame_bytes(cache: Any, payload: bytes) -> None:
 
 
 def _frame_bytes_target() -> Target:
-    from molrec_raw.collection.frame_bytes import LayoutCache
+    from molrec_raw.collection.layout_cache import LayoutCache
     return Target("frame_bytes", [Slot("mrf1", LayoutCache(64), _frame_bytes_seeds())], _run_frame_bytes,
                   slotted=False, edits=(lambda rng, data, slot, donors: edit_frame_bytes(rng, data, donors),),
                   structured=0.85)
