@@ -362,7 +362,7 @@ class _Check:
         if wrong.size:
             i = int(wrong[0])
             raise self.bad(f"a node at {int(pointer[i])} runs past the page's end", int(pages[page_of[i]]), psize)
-        return page_of, base, lo, hi, node_flags, key_start, ksize, node[:, NODE_HEADER:]
+        return page_of, base, lo, hi, node_flags, key_start, ksize, node
 
     def _keys(self, data: "np.ndarray[Any, Any]", start: "np.ndarray[Any, Any]", size: "np.ndarray[Any, Any]",
               pages: "np.ndarray[Any, Any]", page_of: "np.ndarray[Any, Any]", psize: int,
@@ -460,16 +460,18 @@ class _Keys:
     @staticmethod
     def gather(data: "np.ndarray[Any, Any]", start: "np.ndarray[Any, Any]", size: "np.ndarray[Any, Any]",
                longest: int, ahead: Optional["np.ndarray[Any, Any]"] = None) -> "_Keys":
-        """The keys at ``start`` of ``size`` bytes (at most ``longest``): one gather of
-        ``8 * words`` bytes per key (or its first bytes already read, ``ahead``), the bytes past a
-        key's end zeroed, read as big-endian words."""
-        width = 8 * max(1, (longest + 7) // 8)
-        raw = np.ascontiguousarray(ahead[:, :width]) if ahead is not None and ahead.shape[1] >= width \
-            else _gather(data, start, width)
-        words = raw.view(">u8").astype(np.uint64)
-        keep = np.minimum(np.maximum(size[:, None] - np.arange(0, width, 8), 0), 8).astype(np.uint64)  # key bytes
-        drop = (np.uint64(8) - keep) * np.uint64(8)
-        words = np.where(keep > 0, (words >> drop) << drop, np.uint64(0))  # (a shift by 64 is no shift)
+        """The keys at ``start`` of ``size`` bytes (at most ``longest``) as big-endian words, the
+        bytes past a key's end zeroed: one gather of ``8 * words`` bytes per key, or taken from
+        ``ahead``, the bytes already read from each key's node (its header, then the key)."""
+        count = max(1, (longest + 7) // 8)
+        if ahead is not None and ahead.shape[1] >= NODE_HEADER + 8 * count:
+            words = ahead.view(">u8")[:, NODE_HEADER // 8:NODE_HEADER // 8 + count].astype(np.uint64)
+        else:
+            words = _gather(data, start, 8 * count).view(">u8").astype(np.uint64)
+        keep = np.clip(np.arange(8 * count + 1)[:, None] - np.arange(0, 8 * count, 8), 0, 8)  # bytes per word
+        masks = np.array([[((1 << 8 * k) - 1) << 8 * (8 - k) for k in row] for row in keep.tolist()],
+                         dtype=np.uint64)  # by key size: each word's key bytes
+        words &= masks[size]
         return _Keys(words, size, np.ones(len(size), dtype=bool))
 
     @staticmethod
