@@ -26,9 +26,10 @@ only to allocate pages in a write transaction, and a collection is never opened 
 once written: its writer creates the file).  Overflow runs are bounds-checked, never read (not
 even their first page's header: a reader takes a big value's length from its leaf node and its
 bytes from after that header, and never looks at the rest): the cost grows with the tree's
-pages, not with the values' bytes.  Each level of the tree is read with one ``preadv`` per run
-of adjacent pages and parsed together with numpy; only the keys become Python objects, for
-the order check.
+pages, not with the values' bytes.  Once the size is checked the file is mapped read-only and each level
+of the tree is parsed in blocks of pages with numpy: one gather of fixed-width byte windows
+per pass (page headers; each node's header with its key; big values' page numbers), the keys
+compared as rows of big-endian words, no Python object per page or node.
 
 The layout is the platform's own (liblmdb's files are not portable across word sizes or byte
 orders): 64-bit page numbers and a 16-byte page header on a 64-bit build, 32-bit and 12 bytes
