@@ -268,7 +268,7 @@ class _Check:
         walked = [pages]
         for level in range(1, depth + 1):
             leaf = level == depth
-            tree = np.sort(np.concatenate(walked)) if leaf else pages  # every tree page, for the overflow runs
+            runs: List[Tuple["np.ndarray[Any, Any]", ...]] = []  # the leaf level's overflow runs: first, end, owner
             children: List["np.ndarray[Any, Any]"] = []
             next_bounds: List[_Keys] = []
             previous: Optional[_Keys] = None  # the last key of the block before
@@ -290,7 +290,7 @@ class _Check:
                 previous = keys.rows(len(keys) - 1, len(keys))
                 if leaf:
                     summary[2] += self._values(data, (page_of, base, lo, hi, node_flags, key_start, ksize), block,
-                                               psize, meta, tree)
+                                               psize, meta, runs)
                     summary[3] += len(page_of)
                     continue
                 child = lo.astype(np.int64) | hi.astype(np.int64) << 16
@@ -307,6 +307,7 @@ class _Check:
                 next_bounds.append(_Keys.interleave(inherit, first, keys, len(page_of)))
             if leaf:
                 summary[1] += len(pages)
+                self._overflow_runs(runs, np.sort(np.concatenate(walked)), psize)
                 return
             summary[0] += len(pages)
             pages = np.concatenate(children)
@@ -395,10 +396,11 @@ class _Check:
                            int(pages[int(wrong[0])]), psize)
 
     def _values(self, data: "np.ndarray[Any, Any]", nodes: Tuple["np.ndarray[Any, Any]", ...],
-                pages: "np.ndarray[Any, Any]", psize: int, meta: _Meta, tree: "np.ndarray[Any, Any]") -> int:
+                pages: "np.ndarray[Any, Any]", psize: int, meta: _Meta,
+                runs: List[Tuple["np.ndarray[Any, Any]", ...]]) -> int:
         """Leaf values: plain ones inside their page; big ones (``F_BIGDATA``) in overflow runs
-        inside the snapshot, overlapping no other run and no tree page (bounds only: a reader
-        takes the value's length from its node and its bytes from the run's first page on).
+        inside the snapshot (bounds only: a reader takes the value's length from its node and
+        its bytes from the run's first page on), added to ``runs`` for :meth:`_overflow_runs`.
         Returns the overflow pages the values need."""
         page_of, base, lo, hi, node_flags, key_start, ksize = nodes
         size = lo.astype(np.int64) | hi.astype(np.int64) << 16
@@ -430,17 +432,25 @@ class _Check:
             raise self.bad(f"a value's overflow run (page {int(first[i])}, {int(needed[i])} pages) is not inside the "
                            f"file (pages {NUM_METAS}..{meta.last_page}, transaction {meta.txnid})",
                            int(pages[page_of[owners[i]]]), psize)
-        # no two runs share a page, no run holds a tree page (runs of other blocks: the counts check)
+        runs.append((start, end, pages[page_of[owners]]))
+        return int(needed.sum())
+
+    def _overflow_runs(self, runs: List[Tuple["np.ndarray[Any, Any]", ...]], tree: "np.ndarray[Any, Any]",
+                       psize: int) -> None:
+        """No two overflow runs of the whole tree share a page and no run holds a tree page
+        (``tree``: sorted): one sort of every run by its first page."""
+        if not runs:
+            return
+        start, end, owner = (np.concatenate(part) for part in zip(*runs))
         order = np.argsort(start, kind="stable")
-        start, end = start[order], end[order]
+        start, end, owner = start[order], end[order], owner[order]
         overlap = np.flatnonzero(start[1:] < end[:-1])
         inside = np.flatnonzero(np.searchsorted(tree, end) != np.searchsorted(tree, start))
         if overlap.size or inside.size:
             i = int(overlap[0] + 1) if overlap.size else int(inside[0])
             raise self.bad(f"the overflow run at page {int(start[i])} overlaps "
                            f"{'another run' if overlap.size else 'a tree page'} (a page reached twice)",
-                           int(pages[page_of[owners[order[i]]]]), psize)
-        return int(needed.sum())
+                           int(owner[i]), psize)
 
 
 class _Keys:
