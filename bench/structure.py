@@ -14,13 +14,19 @@ fy fz`` f64 and ``pe``; about 8 KiB a record on disk, values mostly in overflow 
   training loader reads; and ``--single`` records through ``c[r].system`` and
   ``c[r].trajectory[0]``), and the check's share of it.
 
+``--baseline OLD.py`` (another version of molrec_raw/collection/structure.py, e.g. from
+``git show REV:molrec_raw/collection/structure.py``) also times its ``check_file`` in each run,
+next to this one's (``check_baseline``), and the ratio within each run; both must find the same.
+
 The file is removed afterwards unless ``--keep``.  No timing is asserted anywhere.
 
     python bench/structure.py [--gb 1.0] [--atoms 64] [--runs 5] [--dir DIR] [--keep] [--json out.json]
+                              [--baseline OLD.py]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -73,6 +79,7 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--dir", default=None)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--baseline", default=None, help="another structure.py to time next to this one")
     args = parser.parse_args(argv)
     import molrec_raw as mr
     from molrec_raw.collection import structure
@@ -91,7 +98,18 @@ def main(argv: Any = None) -> int:
                    overflow_pages=found.overflow_pages, entries=found.entries)
         runs: Dict[str, List[float]] = {k: [] for k in ("check", "open", "open_unchecked", "epoch_batch",
                                                         "epoch_single")}
+        baseline = None
+        if args.baseline:
+            spec = importlib.util.spec_from_file_location("structure_baseline", args.baseline)
+            assert spec is not None and spec.loader is not None
+            baseline = importlib.util.module_from_spec(spec)
+            sys.modules["structure_baseline"] = baseline
+            spec.loader.exec_module(baseline)
+            assert repr(baseline.check_file(str(path))) == repr(found), "the baseline finds something else"
+            runs["check_baseline"] = []
         for _ in range(args.runs):
+            if baseline is not None:
+                runs["check_baseline"].append(cpu(lambda: baseline.check_file(str(path))))
             runs["check"].append(cpu(lambda: structure.check_file(str(path))))
             runs["open"].append(cpu(lambda: mr.read_collection(path).close()))
             runs["open_unchecked"].append(cpu(lambda: mr.read_collection(path, check_structure=False).close()))
@@ -119,6 +137,10 @@ def main(argv: Any = None) -> int:
             print(f"  {name:15} median {statistics.median(values):7.3f} s  range {min(values):.3f}..{max(values):.3f}")
         check = runs["check"]
         print(f"  check per GiB  {statistics.median(check) / gib:.3f} s")
+        if baseline is not None:
+            ratios = [b / a for b, a in zip(runs["check_baseline"], check)]
+            print(f"  check_baseline / check  median {statistics.median(ratios):.2f}x  range "
+                  f"{min(ratios):.2f}..{max(ratios):.2f}x")
         for epoch in ("epoch_batch", "epoch_single"):
             shares = [a / b * 100 for a, b in zip(check, runs[epoch])]
             print(f"  check / {epoch:12} median {statistics.median(shares):.2f} %  range {min(shares):.2f}..{max(shares):.2f} %")

@@ -26,9 +26,10 @@ only to allocate pages in a write transaction, and a collection is never opened 
 once written: its writer creates the file).  Overflow runs are bounds-checked, never read (not
 even their first page's header: a reader takes a big value's length from its leaf node and its
 bytes from after that header, and never looks at the rest): the cost grows with the tree's
-pages, not with the values' bytes.  Each level of the tree is read with one ``preadv`` per run
-of adjacent pages and parsed together with numpy; only the keys become Python objects, for
-the order check.
+pages, not with the values' bytes.  Once the size is checked the file is mapped read-only and each level
+of the tree is parsed in blocks of pages with numpy: one gather of fixed-width byte windows
+per pass (page headers; each node's header with its key; big values' page numbers), the keys
+compared as rows of big-endian words, no Python object per page or node.
 
 The layout is the platform's own (liblmdb's files are not portable across word sizes or byte
 orders): 64-bit page numbers and a 16-byte page header on a 64-bit build, 32-bit and 12 bytes
@@ -60,7 +61,8 @@ F_BIGDATA = 0x01
 NODE_HEADER = 8  # mn_lo, mn_hi, mn_flags, mn_ksize (u16 each)
 MAX_DEPTH = 32  # liblmdb's CURSOR_STACK
 MAX_KEY = 64  # a collection's keys have at most 9 bytes (lmdb#L2); longer ones are not a collection's
-_BLOCK = 2048  # pages parsed together
+_BLOCK = 4096  # pages parsed together
+_NODE_READ = 32  # bytes read at each node: its header and, for keys of at most 24 bytes, its key
 PAGE_SIZES = frozenset(1 << n for n in range(9, 17))  # 512 .. 65536 (liblmdb writes the OS page size, <= 32 KiB)
 
 _WORD = struct.calcsize("P")
@@ -78,6 +80,22 @@ _PGNO_AT = struct.Struct(f"={_PGNO}")
 _HEADER = PAGE_HEADER.size
 _HEADER_DTYPE = np.dtype([("pgno", f"={_PGNO}"), ("pad", "=u2"), ("flags", "=u2"), ("lower", "=u2"), ("upper", "=u2")])
 _META_READ = _HEADER + META.size
+
+
+def _gather(data: "np.ndarray[Any, Any]", start: "np.ndarray[Any, Any]", width: int) -> "np.ndarray[Any, Any]":
+    """The ``width`` bytes at each offset of ``start`` as rows of a (len(start), width) u8
+    matrix: one gather of ``width``-byte windows (a void dtype over the bytes, stride 1);
+    bytes past the file's end read as 0 (callers bounds-check what they use)."""
+    last = len(data) - width
+    rows = np.empty((len(start), width), dtype=np.uint8)
+    if last >= 0:
+        windows = np.ndarray((last + 1,), dtype=f"V{width}", buffer=data, strides=(1,))
+        rows.view(f"V{width}").ravel()[:] = windows[np.minimum(start, last)]
+    near_end = np.flatnonzero(start > last)  # fewer than width bytes left in the file: byte by byte
+    if near_end.size:
+        at = start[near_end, None] + np.arange(width)
+        rows[near_end] = np.where(at < len(data), data[np.minimum(at, len(data) - 1)], 0)
+    return rows
 
 
 @dataclass(frozen=True)
@@ -250,28 +268,29 @@ class _Check:
         walked = [pages]
         for level in range(1, depth + 1):
             leaf = level == depth
+            runs: List[Tuple["np.ndarray[Any, Any]", ...]] = []  # the leaf level's overflow runs: first, end, owner
             children: List["np.ndarray[Any, Any]"] = []
             next_bounds: List[_Keys] = []
             previous: Optional[_Keys] = None  # the last key of the block before
             for at in range(0, len(pages), _BLOCK):
                 block = pages[at:at + _BLOCK]
-                page_of, base, lo, hi, node_flags, key_start, ksize = self._nodes(data, block, psize, leaf, level,
-                                                                                  depth)
+                page_of, base, lo, hi, node_flags, key_start, ksize, ahead = self._nodes(data, block, psize, leaf,
+                                                                                         level, depth)
                 first = np.searchsorted(page_of, np.arange(len(block)))
                 if leaf:
                     rows = first
-                    keys = self._keys(data, key_start, ksize, block, page_of, psize)
+                    keys = self._keys(data, key_start, ksize, block, page_of, psize, ahead)
                 else:  # a branch page's first key is never compared (liblmdb leaves it empty)
                     separator = np.ones(len(page_of), dtype=bool)
                     separator[first] = False
                     rows = first - np.arange(len(block))
                     keys = self._keys(data, key_start[separator], ksize[separator], block, page_of[separator],
-                                      psize)
+                                      psize, ahead[separator])
                 self._in_order(keys, previous, rows, bounds.rows(at, at + len(block) + 1), block, psize)
                 previous = keys.rows(len(keys) - 1, len(keys))
                 if leaf:
                     summary[2] += self._values(data, (page_of, base, lo, hi, node_flags, key_start, ksize), block,
-                                               psize, meta, walked)
+                                               psize, meta, runs)
                     summary[3] += len(page_of)
                     continue
                 child = lo.astype(np.int64) | hi.astype(np.int64) << 16
@@ -288,6 +307,7 @@ class _Check:
                 next_bounds.append(_Keys.interleave(inherit, first, keys, len(page_of)))
             if leaf:
                 summary[1] += len(pages)
+                self._overflow_runs(runs, np.sort(np.concatenate(walked)), psize)
                 return
             summary[0] += len(pages)
             pages = np.concatenate(children)
@@ -305,7 +325,7 @@ class _Check:
         file, mn_lo, mn_hi, mn_flags, key offset, key size)."""
         n = len(pages)
         page_base = pages * psize
-        head = data[page_base[:, None] + np.arange(_HEADER)].view(_HEADER_DTYPE).ravel()
+        head = _gather(data, page_base, _HEADER).view(_HEADER_DTYPE).ravel()
         wrong = np.flatnonzero(head["pgno"].astype(np.int64) != pages)
         if wrong.size:
             j = int(wrong[0])
@@ -336,24 +356,26 @@ class _Check:
             raise self.bad(f"node pointer {int(pointer[i])} is not inside the page's nodes "
                            f"({int(upper[page_of[i]])}..{psize})", int(pages[page_of[i]]), psize)
         base = node_base + pointer
-        at = base // 2
-        lo, hi, node_flags, ksize = words[at], words[at + 1], words[at + 2], words[at + 3].astype(np.int64)
+        node = _gather(data, base, _NODE_READ)  # header and (most) keys in one pass over the nodes
+        header = node[:, :NODE_HEADER].view("=u2")
+        lo, hi, node_flags, ksize = header[:, 0], header[:, 1], header[:, 2], header[:, 3].astype(np.int64)
         key_start = base + NODE_HEADER
         wrong = np.flatnonzero(key_start + ksize > node_base + psize)
         if wrong.size:
             i = int(wrong[0])
             raise self.bad(f"a node at {int(pointer[i])} runs past the page's end", int(pages[page_of[i]]), psize)
-        return page_of, base, lo, hi, node_flags, key_start, ksize
+        return page_of, base, lo, hi, node_flags, key_start, ksize, node
 
     def _keys(self, data: "np.ndarray[Any, Any]", start: "np.ndarray[Any, Any]", size: "np.ndarray[Any, Any]",
-              pages: "np.ndarray[Any, Any]", page_of: "np.ndarray[Any, Any]", psize: int) -> "_Keys":
+              pages: "np.ndarray[Any, Any]", page_of: "np.ndarray[Any, Any]", psize: int,
+              ahead: "np.ndarray[Any, Any]") -> "_Keys":
         longest = int(size.max()) if size.size else 0
         if longest > MAX_KEY:
             i = int(np.argmax(size))
             raise CorruptDataError(f"{self.where}: not a collection: page {int(pages[page_of[i]])} holds a key of "
                                    f"{longest} bytes (a collection's keys have at most {MAX_KEY}, lmdb#L2)",
                                    store=self.where, rule=PAGES, offset=int(pages[page_of[i]]) * psize)
-        return _Keys.gather(data, start, size, longest)
+        return _Keys.gather(data, start, size, longest, ahead)
 
     def _in_order(self, keys: "_Keys", previous: Optional["_Keys"], rows: "np.ndarray[Any, Any]", bounds: "_Keys",
                   pages: "np.ndarray[Any, Any]", psize: int) -> None:
@@ -374,10 +396,11 @@ class _Check:
                            int(pages[int(wrong[0])]), psize)
 
     def _values(self, data: "np.ndarray[Any, Any]", nodes: Tuple["np.ndarray[Any, Any]", ...],
-                pages: "np.ndarray[Any, Any]", psize: int, meta: _Meta, walked: List["np.ndarray[Any, Any]"]) -> int:
+                pages: "np.ndarray[Any, Any]", psize: int, meta: _Meta,
+                runs: List[Tuple["np.ndarray[Any, Any]", ...]]) -> int:
         """Leaf values: plain ones inside their page; big ones (``F_BIGDATA``) in overflow runs
-        inside the snapshot, overlapping no other run and no tree page (bounds only: a reader
-        takes the value's length from its node and its bytes from the run's first page on).
+        inside the snapshot (bounds only: a reader takes the value's length from its node and
+        its bytes from the run's first page on), added to ``runs`` for :meth:`_overflow_runs`.
         Returns the overflow pages the values need."""
         page_of, base, lo, hi, node_flags, key_start, ksize = nodes
         size = lo.astype(np.int64) | hi.astype(np.int64) << 16
@@ -397,7 +420,7 @@ class _Check:
         if not big.any():
             return 0
         owners = np.flatnonzero(big)
-        first = data[key_end[big][:, None] + np.arange(_WORD)].view(f"={_PGNO}").ravel().astype(np.uint64)
+        first = _gather(data, key_end[big], _WORD).view(f"={_PGNO}").ravel().astype(np.uint64)
         needed = (_HEADER - 1 + size[big]) // psize + 1
         wrong = np.flatnonzero((first < NUM_METAS) | (first > np.uint64(meta.last_page)))
         start = first.astype(np.int64) if not wrong.size else first.astype(np.int64) * 0
@@ -409,18 +432,25 @@ class _Check:
             raise self.bad(f"a value's overflow run (page {int(first[i])}, {int(needed[i])} pages) is not inside the "
                            f"file (pages {NUM_METAS}..{meta.last_page}, transaction {meta.txnid})",
                            int(pages[page_of[owners[i]]]), psize)
-        # no two runs share a page, no run holds a tree page (runs of other blocks: the counts check)
+        runs.append((start, end, pages[page_of[owners]]))
+        return int(needed.sum())
+
+    def _overflow_runs(self, runs: List[Tuple["np.ndarray[Any, Any]", ...]], tree: "np.ndarray[Any, Any]",
+                       psize: int) -> None:
+        """No two overflow runs of the whole tree share a page and no run holds a tree page
+        (``tree``: sorted): one sort of every run by its first page."""
+        if not runs:
+            return
+        start, end, owner = (np.concatenate(part) for part in zip(*runs))
         order = np.argsort(start, kind="stable")
-        start, end = start[order], end[order]
-        tree = np.sort(np.concatenate(walked))
+        start, end, owner = start[order], end[order], owner[order]
         overlap = np.flatnonzero(start[1:] < end[:-1])
         inside = np.flatnonzero(np.searchsorted(tree, end) != np.searchsorted(tree, start))
         if overlap.size or inside.size:
             i = int(overlap[0] + 1) if overlap.size else int(inside[0])
             raise self.bad(f"the overflow run at page {int(start[i])} overlaps "
                            f"{'another run' if overlap.size else 'a tree page'} (a page reached twice)",
-                           int(pages[page_of[owners[order[i]]]]), psize)
-        return int(needed.sum())
+                           int(owner[i]), psize)
 
 
 class _Keys:
@@ -440,25 +470,19 @@ class _Keys:
 
     @staticmethod
     def gather(data: "np.ndarray[Any, Any]", start: "np.ndarray[Any, Any]", size: "np.ndarray[Any, Any]",
-               longest: int) -> "_Keys":
-        """The keys at ``start`` of ``size`` bytes (at most ``longest``), eight bytes at a time:
-        rows of a sliding 8-byte view read as big-endian words, the bytes past a key's end
-        shifted out."""
+               longest: int, ahead: Optional["np.ndarray[Any, Any]"] = None) -> "_Keys":
+        """The keys at ``start`` of ``size`` bytes (at most ``longest``) as big-endian words, the
+        bytes past a key's end zeroed: one gather of ``8 * words`` bytes per key, or taken from
+        ``ahead``, the bytes already read from each key's node (its header, then the key)."""
         count = max(1, (longest + 7) // 8)
-        window = np.lib.stride_tricks.as_strided(data, shape=(max(len(data) - 7, 0), 8), strides=(1, 1))
-        last = len(window) - 1
-        words = np.empty((len(size), count), dtype=np.uint64)
-        for word in range(count):
-            at = start + 8 * word
-            rows = window[np.minimum(at, last)]
-            near_end = np.flatnonzero(at > last)  # fewer than 8 bytes left in the file: byte by byte
-            if near_end.size:
-                rows[near_end] = data[np.minimum(at[near_end, None] + np.arange(8), len(data) - 1)]
-            value = rows.view(">u8").ravel().astype(np.uint64)
-            keep = np.clip(size - 8 * word, 0, 8)  # bytes of this word inside the key
-            drop = ((8 - keep) * 8).astype(np.uint64)
-            value = np.where(keep > 0, (value >> drop) << drop, np.uint64(0))
-            words[:, word] = value
+        if ahead is not None and ahead.shape[1] >= NODE_HEADER + 8 * count:
+            words = ahead.view(">u8")[:, NODE_HEADER // 8:NODE_HEADER // 8 + count].astype(np.uint64)
+        else:
+            words = _gather(data, start, 8 * count).view(">u8").astype(np.uint64)
+        keep = np.clip(np.arange(8 * count + 1)[:, None] - np.arange(0, 8 * count, 8), 0, 8)  # bytes per word
+        masks = np.array([[((1 << 8 * k) - 1) << 8 * (8 - k) for k in row] for row in keep.tolist()],
+                         dtype=np.uint64)  # by key size: each word's key bytes
+        words &= masks[size]
         return _Keys(words, size, np.ones(len(size), dtype=bool))
 
     @staticmethod

@@ -210,6 +210,59 @@ def test_lmdb_L19_keys_in_the_file_s_last_bytes_are_read_whole(tmp_path: Path) -
         _stat_agrees(env_path)
 
 
+@needs_64
+@pytest.mark.parametrize("size", [24, 25, 40, 64])
+def test_lmdb_L19_long_keys_are_read_past_the_node_s_first_bytes(tmp_path: Path, size: int) -> None:
+    """Keys longer than the bytes read with each node's header (24) are read by a second pass:
+    a tree of them passes with liblmdb's counts, and one key changed is refused naming its page."""
+    path = tmp_path / f"long{size}.mrec.lmdb"
+    env = lmdb.open(str(path), subdir=False, map_size=1 << 24)
+    with env.begin(write=True) as txn:
+        for i in range(1500):
+            txn.put(b"p" * (size - 8) + i.to_bytes(8, "big"), b"v")
+    env.close()
+    assert _stat_agrees(path).branch_pages >= 1
+    data = bytearray(path.read_bytes())
+    page_size = _page_size(data)
+    leaf = min(p for p in _tree_pages(data) if struct.unpack_from("=H", data, p * page_size + 10)[0] == 2)
+    node = leaf * page_size + struct.unpack_from("=H", data, leaf * page_size + 16)[0]
+    data[node + 8 + size - 1] = 0xFF  # the leaf's first key's last byte: now after its second key
+    damaged = tmp_path / f"damaged{size}.mrec.lmdb"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataError) as caught:
+        structure.check_file(str(damaged))
+    assert caught.value.rule == "lmdb#L19" and f"page {leaf}: keys out of order" in caught.value.message
+
+
+@needs_64
+def test_lmdb_L19_two_values_sharing_an_overflow_page_are_refused(tmp_path: Path) -> None:
+    """Two big values of different leaves given the same overflow run: refused under lmdb#L19
+    as a page reached twice, naming a leaf that holds one of them."""
+    path = tmp_path / "big.mrec.lmdb"
+    env = lmdb.open(str(path), subdir=False, map_size=1 << 24)
+    with env.begin(write=True) as txn:
+        for i in range(400):
+            txn.put(b"v" + i.to_bytes(8, "big"), bytes([i % 251]) * 5000)
+    env.close()
+    _stat_agrees(path)
+    data = bytearray(path.read_bytes())
+    size = _page_size(data)
+    big = []  # (leaf, offset of the page number) of each leaf's first big value
+    for page in _tree_pages(data):
+        if struct.unpack_from("=H", data, page * size + 10)[0] == 2:
+            at = page * size + struct.unpack_from("=H", data, page * size + 16)[0]
+            big.append((page, at + 8 + struct.unpack_from("=H", data, at + 6)[0]))
+    assert len(big) >= 2
+    (_, first), (_, last) = big[0], big[-1]
+    data[last:last + 8] = data[first:first + 8]
+    damaged = tmp_path / "shared.mrec.lmdb"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataError) as caught:
+        structure.check_file(str(damaged))
+    assert caught.value.rule == "lmdb#L19" and "overlaps another run" in caught.value.message
+    assert any(f"page {leaf}: " in caught.value.message for leaf, _ in (big[0], big[-1]))
+
+
 def test_lmdb_L18_a_file_of_an_empty_database_passes(tmp_path: Path) -> None:
     path = tmp_path / "empty-db.mrec.lmdb"
     env = lmdb.open(str(path), subdir=False, map_size=1 << 20)
