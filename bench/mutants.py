@@ -52,24 +52,25 @@ def M(name: str, file: str, old: str, new: str, *guards: str) -> Mutant:
 
 
 FB = "molrec_raw/collection/frame_bytes.py"
+LC = "molrec_raw/collection/layout_cache.py"  # LayoutCache.quick (the quick decode)
 QR = "tests/collection/test_quick_reads.py"
 
 MUTANTS: List[Mutant] = [
     # -- the collection's quick read path (LayoutCache.quick) -------------------------------------------
-    M("quick: a string column's count unchecked", FB,
+    M("quick: a string column's count unchecked", LC,
       "if strings is None or len(strings) != strung.count:", "if strings is None:",
       f"{QR}::test_lmdb_L12_a_quick_read_refuses_a_string_column_of_another_count"),
-    M("quick: meta not checked to be an object", FB,
+    M("quick: meta not checked to be an object", LC,
       'or "meta" in found and type(found["meta"]) is not dict or (', "or (",
       f"{QR}::test_lmdb_L17_a_quick_read_refuses_a_meta_that_is_not_an_object"),
-    M("quick: the header's zero padding unchecked", FB,
+    M("quick: the header's zero padding unchecked", LC,
       "if payload != stop and value.count(0, stop, payload) != payload - stop:\n            return None\n        strings",
       "if False:\n            return None\n        strings", f"{QR}::test_lmdb_L17_a_quick_match_is_exactly_the_decoded_value"),
-    M("quick: buffers inside the value unchecked", FB,
+    M("quick: buffers inside the value unchecked", LC,
       "if payload + layout.need > end:\n            return None\n        return layout, head",
       "if False:\n            return None\n        return layout, head",
       f"{QR}::test_lmdb_L17_quick_reads_refuse_damage_as_the_general_reads"),
-    M("quick: unknown top keys accepted", FB, "not found.keys() <= _TOP_KEYS or ", "",
+    M("quick: unknown top keys accepted", LC, "not found.keys() <= _TOP_KEYS or ", "",
       f"{QR}::test_lmdb_L17_a_quick_read_refuses_an_unknown_top_key"),
     M("quick: an update's meta keys unchecked", "molrec_raw/collection/reader.py",
       "meta.keys() == self._meta_tags.keys():\n            return layout.makers",
@@ -98,7 +99,7 @@ MUTANTS: List[Mutant] = [
       "tests/zarr_layer/test_zipstore.py::test_hostile_names_refused_at_open"),
     # -- range checks ---------------------------------------------------------------------------------------
     M("shard index: an entry past the shard's end accepted", "molrec_raw/zarr/codecs/sharding.py",
-      "bad = present & ((ends > shard_size) | (ends < index[:, 0]))", "bad = present & (ends < index[:, 0])",
+      "return present & ((ends > shard_size) | (ends < index[:, 0]))", "return present & (ends < index[:, 0])",
       "tests/zarr_layer/test_hostile.py::test_zarr_v3_subset_7_a_shard_index_entry_past_the_end_is_refused_by_the_index_check"),
     # (not listed: sharding.py's "a short inner chunk read" check — the index check above
     # already refuses every entry past the shard's end, so no test can reach it alone)
@@ -123,6 +124,11 @@ MUTANTS: List[Mutant] = [
       '"angstrom": 0.1, "nm": 1.0', '"angstrom": 0.01, "nm": 1.0', "tests/integrations/test_conventions.py::test_derived_units_stated_directly_convert_13_5"),
     M("units: kcal/mol as 4.0 kJ/mol", "molrec_raw/record/units.py",
       '"kcal/mol": 4.184', '"kcal/mol": 4.0', "tests/integrations/test_conventions.py::test_derived_units_stated_directly_convert_13_5"),
+    # -- opening a collection file (lmdb#L18, lmdb#L19): the structure check before liblmdb maps it --------
+    M("structure: the check before the map skipped", "molrec_raw/collection/binding.py",
+      "if not writable and check_structure:", "if False:",
+      "tests/collection/test_structure.py::test_lmdb_L18_a_copy_cut_short_is_refused_not_a_sigbus",
+      "tests/fuzz/test_fuzz.py::test_fixed_seed_fuzz_run_raises_only_molrec_errors[1-lmdb_file]"),
     # -- the drop-in's values -----------------------------------------------------------------------------
     M("drop-in: an f64 MetaValue rounded to 6 places", "molrec_raw/molrs/core.py",
       "self._value = _normalized(dtype, _thaw(value))",
