@@ -42,7 +42,12 @@ _TAKES_VALUE = {"--index-url", "-i", "--extra-index-url", "-r", "--requirement",
 
 
 def _install_lines() -> list:
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    # the pages as written: not the build's output (docs/generated/ holds the command-line
+    # reference made from the parser's help, whose `molrec-raw[X]` hints speak to an installed
+    # package, where pip takes the extras from its own metadata; docs/_build/ is the site)
+    built = {ROOT / "docs" / "generated", ROOT / "docs" / "_build"}
+    pages = [ROOT / "README.md", *sorted(page for page in (ROOT / "docs").rglob("*.md")
+                                         if not built.intersection(page.parents))]
     return [(page.relative_to(ROOT).as_posix(), m.group(1)) for page in pages
             for m in _PIP.finditer(page.read_text(encoding="utf-8"))]
 
