@@ -65,6 +65,18 @@ class MolrecError(Exception):
                 setattr(self, name, value)
         return self
 
+    def detached(self) -> "MolrecError":
+        """Self without its traceback (nor those of the errors it was raised from): an error
+        kept in a list after its read — a survey of damage — would otherwise keep every
+        frame of that read alive, with the chunks it had decoded."""
+        seen = set()
+        exc: Optional[BaseException] = self
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            exc.__traceback__ = None
+            exc = exc.__cause__ or exc.__context__
+        return self
+
     def __str__(self) -> str:
         where = []
         if self.store is not None:

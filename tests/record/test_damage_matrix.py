@@ -165,6 +165,24 @@ def test_damage_truncated_shard_costs_only_its_reads(pristine: Path, tmp_path: P
         assert "trajectory/atoms/x" in str(caught.value)
 
 
+
+def test_damage_survey_keeps_no_traceback_alive(pristine: Path, tmp_path: Path) -> None:
+    """``verify(damage=...)`` keeps the refusals it meets for validate's survey; each is kept
+    without its traceback (nor its causes'), whose frames would hold every chunk that read had
+    decoded — a record with many damaged frames would hold that many reads' chunks."""
+    record = tmp_path / "d.mrec"
+    shutil.copytree(pristine, record)
+    damage(record, "chunk", "flip")
+    faults: List[Exception] = []
+    with MrecReader(record) as reader:
+        reader.verify(damage=faults)
+    assert faults
+    for exc in faults:
+        chain = exc
+        while chain is not None:
+            assert chain.__traceback__ is None, repr(chain)
+            chain = chain.__cause__ or chain.__context__
+
 # The same kinds of node outside the trajectory: a section's group, an array's metadata, an
 # unsharded chunk (a deleted one reads as its fill value, as Zarr says a missing chunk does:
 # nothing outside a trajectory's commit says it was written, so it is not a cell here), and

@@ -372,7 +372,7 @@ class MrecReader(BlockArrays):
 
         def note(exc: MolrecError) -> None:
             if damage is not None and isinstance(exc, CorruptDataError):
-                damage.append(exc)
+                damage.append(exc.detached())
                 return
             key = (exc.rule or type(exc).__name__, exc.node or "/trajectory")
             found.setdefault(key, [exc.message, 0])[1] += 1
