@@ -6,14 +6,18 @@ own.  This module is the only place that knows how the two meet, so no integrati
 
 - **Units** (frame-and-types §13.5).  A writer records the unit system it wrote in the ``units``
   meta key (tag ``json``) of the record's ``system`` section — or of ``frame`` for a frame-only
-  record — as an object with the quantities ``length``, ``time``, ``energy``, ``mass`` and
-  ``charge`` spelled out (``{"length": "nm", "time": "ps", ...}``; a ``preset`` such as
+  record — as an object with the quantities ``length``, ``time``, ``energy``, ``mass``,
+  ``charge`` and ``temperature`` (kelvin: every tool here uses it) spelled out (``{"length": "nm", "time": "ps", ...}``; a ``preset`` such as
   ``"openmm"`` is understood on read).  Velocities are length/time, forces energy/length.  A
   reader converts from the record's units to its tool's through the package's one table
   (:mod:`molrec_raw.record.units`).  A unit the record does not state is never guessed: a
   reader that would hand over a value of that quantity refuses, naming the unit, unless the
   caller states it (``assume`` units, e.g. ``assume_units={"length": "nm"}``).  A unit the
-  table does not know is refused unless source and target spell it the same way.
+  table does not know is refused unless source and target spell it the same way.  One
+  exception (:data:`UNSTATED_AS_STORED`): a per-step temperature (``temp``) whose unit the
+  record does not state is handed over as stored with one warning, not refused — it is no
+  quantity of the tools' own, and records written before writers stated a temperature unit
+  stay readable.
 - **Cell** (frame-and-types §10).  ``Box.vectors[:, k]`` is lattice vector k; tools hold
   ``rows[k]``: ``rows = vectors.T``.  ``Box.boundary`` is the tools' per-axis ``pbc``; an undefined
   cell (``Box.defined`` false, or no box) is "no cell".
@@ -47,7 +51,7 @@ __all__ = [
     "POSITIONS", "VELOCITIES", "FORCES", "ENERGY_KEYS", "COLUMN_QUANTITIES", "trajectory_schema", "atoms_frame",
     "xyz_of",
     "units_meta", "refuse_units_change", "META_QUANTITIES", "as_units", "renumbered_res_ids", "runs_of",
-    "RESIDUE_KEYS", "stated_factors", "UNITS_BELONG",
+    "RESIDUE_KEYS", "stated_factors", "UNITS_BELONG", "UNSTATED_AS_STORED", "unstated_warning",
 ]
 
 UNITS_KEY = "units"
@@ -89,6 +93,7 @@ class Units:
     energy: Optional[str] = None
     mass: Optional[str] = "dalton"    # the spec's default (§13.5)
     charge: Optional[str] = "e"       # the spec's default (§13.5)
+    temperature: Optional[str] = None  # kelvin only converts (molrec_raw.record.units.SCALE)
     #: Derived quantities stated directly (``("velocity", "angstrom/fs")``, …), sorted by name;
     #: one wins over the unit its base units spell.
     derived: Tuple[Tuple[str, str], ...] = ()
@@ -126,13 +131,14 @@ class Units:
                      derived=derived)
 
 
-#: MDAnalysis's base units (Å, ps, kJ/mol).
-MDANALYSIS_UNITS = Units("angstrom", "ps", "kJ/mol")
-#: No length, time or energy unit: the spec's defaults only (mass dalton, charge e, §13.5).
+#: MDAnalysis's base units (Å, ps, kJ/mol); temperatures in K, as its readers that report one
+#: (GROMACS EDR auxiliaries) give them.
+MDANALYSIS_UNITS = Units("angstrom", "ps", "kJ/mol", temperature="K")
+#: No length, time, energy or temperature unit: the spec's defaults only (mass dalton, charge e, §13.5).
 NO_UNITS = Units()
-MDTRAJ_UNITS = Units("nm", "ps", "kJ/mol")
-OPENMM_UNITS = Units("nm", "ps", "kJ/mol")
-ASE_UNITS = Units("angstrom", ASE_TIME, "eV")
+MDTRAJ_UNITS = Units("nm", "ps", "kJ/mol", temperature="K")
+OPENMM_UNITS = Units("nm", "ps", "kJ/mol", temperature="K")
+ASE_UNITS = Units("angstrom", ASE_TIME, "eV", temperature="K")
 
 
 def units_of(*sections: Optional[Frame]) -> Optional[Units]:
@@ -181,8 +187,25 @@ def as_units(value: Any, default: Units = NO_UNITS) -> Units:
 
 
 #: The quantity each canonical per-step key carries (§13.4) and its power, where Units converts
-#: it: energies and the volume (length³); ``temp``, ``press`` and a producer's own keys pass as stored.
+#: it: energies, the volume (length³) and ``temp`` (kelvin); ``press`` (no tool here has a
+#: pressure unit) and a producer's own keys pass as stored.
 META_QUANTITIES: Dict[str, Tuple[str, int]] = {k: q for k, q in META_KEY_QUANTITIES.items() if q[0] in _BASE}
+#: Quantities of per-step keys a door hands over as stored, with one warning, when the record
+#: states no unit for them (instead of refusing the whole record, §13.5): ``temp`` is no
+#: quantity of the tools' own, and records written before the writers stated ``temperature``
+#: (OpenMM's reporter until issue 36) stay readable; a caller silences it by stating the unit.
+UNSTATED_AS_STORED: Dict[str, str] = {"temperature": "K"}  # quantity -> the unit the warning suggests
+
+
+def unstated_warning(where: str, keys: Mapping[str, str]) -> str:
+    """The warning of a door handing per-step ``keys`` (key -> quantity) over as stored because
+    the record states no unit for them (:data:`UNSTATED_AS_STORED`)."""
+    quantities = sorted(set(keys.values()))
+    named = ", ".join(repr(k) for k in sorted(keys))
+    units = ", ".join(f"{q!r}: {UNSTATED_AS_STORED[q]!r}" for q in quantities)
+    return (f"{where}: the record states no {' or '.join(quantities)} unit: per-step {named} handed over as stored, "
+            f"in a unit nobody stated (frame-and-types §13.5); state it in the record's 'units' ({{{units}}}) or "
+            f"when reading (assume_units={{{units}}})")
 
 
 # -- cell ---------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ import numpy as np
 from molrec_raw.errors import InvalidValueError, SpecViolationError, UnsupportedFeatureError
 from molrec_raw.integrations.conventions import (
     FORCES, NO_UNITS, POSITIONS, VELOCITIES, Topology, Units, atoms_frame, box_from_rows, cell_rows,
-    META_QUANTITIES, start_trajectory, stated_factors, trajectory_schema, units_of,
+    META_QUANTITIES, UNSTATED_AS_STORED, start_trajectory, stated_factors, trajectory_schema, units_of,
+    unstated_warning,
 )
 from molrec_raw.record.doors import check_record_path, read_mrec_frame, read_mrec_system, section_names
 from molrec_raw.record.model import Box, Frame, MetaValue
@@ -91,7 +92,9 @@ class TrajectorySource:
     leaves unstated taken from ``assume`` (default: none but the spec's mass and charge
     defaults).  A unit needed to convert what the caller reads — ``groups`` (default: every
     vector group present), the times, ``meta`` per-step keys — and stated nowhere is refused
-    when the source opens, naming it (frame-and-types §13.5: never guessed).
+    when the source opens, naming it (frame-and-types §13.5: never guessed); a per-step ``temp``
+    whose unit is stated nowhere is handed over as stored, with one warning per source when it
+    is first handed over (conventions.UNSTATED_AS_STORED).
     """
 
     def __init__(self, path: Any, to: Optional[Units] = None, *, assume: Units = NO_UNITS,
@@ -110,6 +113,7 @@ class TrajectorySource:
         self._batch_resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = {}  # the last read's frames
         self._warned_boundary = False
         self._warned_orientation = False
+        self._warned_unstated = False
         if "trajectory" in sections:
             reader = MrecReader(self.path)
             if len(reader) or (self.frame is None and not self._has_positions(self.system)):
@@ -131,9 +135,12 @@ class TrajectorySource:
                        and (groups is None or g in groups or g == "positions")]
         self.n_frames, self.n_atoms = self._extent()
         meta_keys = [] if self._reader is None or not meta else [k for k, _ in self._reader.schema.meta_keys()]
+        quantities = {k: META_QUANTITIES[k][0] for k in meta_keys if k in META_QUANTITIES}
+        #: per-step keys handed over as stored, with a warning: their unit is stated nowhere
+        self._unstated = {k: q for k, q in quantities.items()
+                          if self._convert and q in UNSTATED_AS_STORED and getattr(self.units, q) is None}
         if self._convert:  # every unit the tool needs and the record leaves unstated, named at once
-            needed = [GROUPS[g][1] for g in self.groups] + [META_QUANTITIES[k][0] for k in meta_keys
-                                                            if k in META_QUANTITIES]
+            needed = [GROUPS[g][1] for g in self.groups] + [q for k, q in quantities.items() if k not in self._unstated]
             if self._reader is not None and self._reader.time is not None:
                 needed.append("time")
             stated_factors(needed, self.units, self.to, str(self.path), _HINT, self.path)
@@ -151,7 +158,7 @@ class TrajectorySource:
 
     def _meta_factor(self, key: str) -> float:
         quantity = META_QUANTITIES.get(key)
-        return 1.0 if quantity is None else self.factor(quantity[0]) ** quantity[1]
+        return 1.0 if quantity is None or key in self._unstated else self.factor(quantity[0]) ** quantity[1]
 
     # -- what the record holds --------------------------------------------------------------
     @staticmethod
@@ -250,6 +257,9 @@ class TrajectorySource:
 
     def _converted_meta(self, resolved: Frame) -> Dict[str, Any]:
         """A resolved frame's per-step meta as plain values in the tool's units."""
+        if self._unstated and not self._warned_unstated and any(k in resolved.meta for k in self._unstated):
+            self._warned_unstated = True
+            warnings.warn(unstated_warning(str(self.path), self._unstated), stacklevel=4)
         meta: Dict[str, Any] = {}
         for key, value in resolved.meta.items():
             plain = value.value if isinstance(value, MetaValue) else value

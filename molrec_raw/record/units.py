@@ -14,11 +14,13 @@ Per-step keys (frame-and-types §13.4) take: ``pe``/``ke``/``etotal`` the energy
 trajectory's ``time`` takes the time unit.  Any other key has no stated unit.
 
 **The package's one conversion table** (:data:`SCALE`, :func:`unit_factor`): each base quantity's
-known spellings with their size in one reference unit (nm, ps, kJ/mol, dalton, e); derived
+known spellings with their size in one reference unit (nm, ps, kJ/mol, dalton, e, K); derived
 quantities (:data:`DERIVED`: velocity, force, stress, volume, dipole, polarization) are products
 of base ones, spelled ``"<energy>/<length>"`` and so on, or stated directly in a ``units``
 object (``{"force": "eV/angstrom"}``).  Every door converts through it; a unit it does not know
-is refused, naming it, unless source and target spell it the same way.
+is refused, naming it, unless source and target spell it the same way.  Temperature converts
+as a factor only, so kelvin is its one unit: an affine scale (°C, °F: an offset from kelvin) is
+refused, naming the rule (:data:`AFFINE_TEMPERATURES`).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from molrec_raw.zarr import Group
 
 __all__ = ["declared_units", "parse_units", "unit_of_meta_key", "META_KEY_QUANTITIES", "SCALE", "BASE", "DERIVED",
            "ASE_TIME", "spelling", "unit_of", "unit_factor", "unit_factors", "MissingUnitError", "UNITS_BELONG",
-           "refuse_units_in_meta"]
+           "refuse_units_in_meta", "AFFINE_TEMPERATURES"]
 
 _RULE = "frame-and-types#13.5"
 _SECTIONS = ("system", "frame")  # system first: where writers state the run's units
@@ -117,9 +119,10 @@ _ASE_AMU_KG = 1.660539040e-27
 _ASE_E_C = 1.6021766208e-19
 #: ASE's time unit, Å·sqrt(amu/eV) ≈ 10.18 fs, spelled so pint parses it.
 ASE_TIME = "angstrom * (dalton / eV) ** 0.5"
-BASE = ("length", "time", "energy", "mass", "charge")
+BASE = ("length", "time", "energy", "mass", "charge", "temperature")
 #: Each base quantity's known spellings and their size in one reference unit (nm, ps, kJ/mol,
-#: dalton, e).  Energies per mole and per particle convert through Avogadro's number.
+#: dalton, e, K).  Energies per mole and per particle convert through Avogadro's number.
+#: Temperature has kelvin only: every tool here uses it, and a factor cannot carry an offset.
 SCALE: Dict[str, Dict[str, float]] = {
     "length": {"angstrom": 0.1, "nm": 1.0, "nanometer": 1.0, "pm": 1e-3, "bohr": 0.0529177210903,
                "m": 1e9, "meter": 1e9, "cm": 1e7, "micrometer": 1e3, "um": 1e3},
@@ -131,7 +134,12 @@ SCALE: Dict[str, Dict[str, float]] = {
                "J/mol": 1e-3, "erg": 1e-10 * _AVOGADRO / 1e3},
     "mass": {"dalton": 1.0, "amu": 1.0, "g/mol": 1.0, "kg": 1.0 / _AMU_KG, "g": 1e-3 / _AMU_KG},
     "charge": {"e": 1.0, "C": 1.0 / _E_C},
+    "temperature": {"K": 1.0, "kelvin": 1.0},
 }
+#: Temperature scales with an offset from kelvin (compared lower-case, without spaces): a factor
+#: table cannot convert them, so they are refused by name rather than as unknown (§13.5).
+AFFINE_TEMPERATURES = frozenset(("degc", "°c", "℃", "celsius", "degreecelsius", "degreescelsius", "degf", "°f",
+                                 "℉", "fahrenheit", "degreefahrenheit", "degreesfahrenheit"))
 _ALIASES = {"a": "angstrom", "å": "angstrom", "ang": "angstrom", "angstroms": "angstrom",
             "kj/mol": "kJ/mol", "kcal/mol": "kcal/mol", "ev": "eV", "u": "dalton", "da": "dalton",
             "å·sqrt(amu/ev)": ASE_TIME, "angstrom*sqrt(amu/ev)": ASE_TIME, "ase time": ASE_TIME}
@@ -258,12 +266,22 @@ def unit_factor(quantity: str, source: Mapping[str, Optional[str]], target: Mapp
         return 1.0
     sizes = {unit: _size(quantity, unit) for unit in (have, want)}
     unknown = [unit for unit, size in sizes.items() if size is None]
+    affine = [unit for unit in (have, want) if quantity == "temperature" and _is_affine(unit)]
+    if affine:
+        raise UnsupportedFeatureError(f"{where}: cannot convert temperature from {have!r} to {want!r}: {affine[0]!r} "
+                                      "is a scale with an offset from kelvin, which a factor table cannot carry; only "
+                                      "kelvin converts (state temperatures in 'K')", rule=_RULE)
     if unknown:
         known = ", ".join(sorted(SCALE[quantity])) if quantity in SCALE else \
             " / ".join(", ".join(sorted(SCALE[b])) for b, _ in DERIVED[quantity])
         raise UnsupportedFeatureError(f"{where}: cannot convert {quantity} from {have!r} to {want!r}: unknown unit "
                                       f"{unknown[0]!r} (known: {known})", rule=_RULE)
     return float(sizes[have]) / float(sizes[want])  # type: ignore[arg-type]
+
+
+def _is_affine(unit: str) -> bool:
+    """Whether ``unit`` names a temperature scale with an offset (:data:`AFFINE_TEMPERATURES`)."""
+    return "".join(unit.split()).lower() in AFFINE_TEMPERATURES
 
 
 def unit_factors(quantities: Iterable[str], source: Mapping[str, Optional[str]],
