@@ -4,7 +4,8 @@ Each writer states its units in the record; each reader hands values over in its
 (ASE Å, eV, eV/Å, Å per ASE time unit, dalton, e; MDAnalysis Å, ps, kJ/mol, Å/ps; mdtraj nm,
 ps), as stored with the units beside them (xarray attributes, the torch dataset's ``units``),
 or converted to the units asked for (the torch dataset's ``units=``).  Positions, cells,
-energies, forces, velocities, masses, charges and times are compared with the values the
+energies, forces, velocities, masses, charges, times and per-step temperatures (``temp``,
+kelvin: the one temperature unit the table converts) are compared with the values the
 writer was given, converted with constants written out here (not the package's table):
 exactly where the conversion is the identity, to float rounding otherwise.
 
@@ -25,7 +26,7 @@ import pytest
 import molrec_raw as mr
 from molrec_raw.errors import MolrecError
 
-QUANTITIES = ("positions", "cell", "energy", "forces", "velocities", "masses", "charges", "time")
+QUANTITIES = ("positions", "cell", "energy", "forces", "velocities", "masses", "charges", "time", "temperature")
 WRITERS = ("openmm", "ase", "mdanalysis", "mdtraj", "convert", "demo", "stated")
 READERS = ("ase", "mdanalysis", "mdtraj", "xarray", "torch", "torch-converted")
 
@@ -51,6 +52,13 @@ CANNOT: Dict[tuple, str] = {
     ("mdtraj", "*", "charges"): "save_mrec writes what an mdtraj Topology holds: no charges",
     ("convert", "*", "charges"): "convert reads a PDB topology here, which holds no charges",
     ("demo", "*", "velocities"): "the demo run records no velocities",
+    ("*", "ase", "temperature"): "an ASE image holds calculator results, momenta and arrays: no temperature "
+                                 "(ASE derives one from the momenta)",
+    ("*", "mdtraj", "temperature"): "an mdtraj Trajectory holds no per-step values",
+    ("*", "xarray", "temperature"): "the xarray backend opens one block; per-step meta is no block",
+    ("ase", "*", "temperature"): "an ASE image holds no temperature, so the ASE writer records none",
+    ("mdtraj", "*", "temperature"): "save_mrec writes what an mdtraj Trajectory holds: no temperature",
+    ("convert", "*", "temperature"): "convert goes through MDAnalysis from a TRR file, which holds no temperature",
     **{("ase", r, "charges"): "the ASE writer records initial charges per frame (column initial_charge), "
                               "which only ASE reads back; the others read charges from system/atoms"
        for r in ("mdanalysis", "xarray", "torch", "torch-converted")},
@@ -68,6 +76,10 @@ ENERGY_IN_KJ_PER_MOL = {"kJ/mol": 1.0, "kcal/mol": 4.184, "eV": 96.4853321233100
 TIME_IN_FS = {"fs": 1.0, "ps": 1000.0, "ase": 10.180505671156725,
               "(angstrom * (dalton / eV) ** 0.5)": 10.180505671156725}  # ASE's, as the record spells it
 MASS_IN_DALTON = {"dalton": 1.0}
+TEMPERATURE_IN_K = {"K": 1.0, "kelvin": 1.0}  # a factor table: kelvin only (°C, °F are refused)
+#: The molar gas constant, kJ/(mol·K) (CODATA 2018, exact: k_B · N_A): OpenMM's temperature is
+#: 2·KE / (dof·R), as its StateDataReporter computes it.
+R_KJ_PER_MOL_K = 0.00831446261815324
 CHARGE_IN_E = {"e": 1.0}
 
 
@@ -103,6 +115,8 @@ def factor(quantity: str, source: Dict[str, str], target: Dict[str, str]) -> flo
             return MASS_IN_DALTON[units.get("mass", "dalton")]
         if quantity == "charges":
             return CHARGE_IN_E[units.get("charge", "e")]
+        if quantity == "temperature":
+            return TEMPERATURE_IN_K[units["temperature"]]
         if quantity == "velocities":
             if "velocity" in units:
                 length, time = units["velocity"].split("/", 1)
@@ -160,7 +174,8 @@ def write_openmm(path: Path) -> Frames:
     sim = app.Simulation(top, system, integrator, mm.Platform.getPlatformByName("Reference"))
     sim.context.setPositions(grid * u.nanometer)
     sim.context.setVelocitiesToTemperature(120 * u.kelvin, 3)
-    seen = Frames({"length": "nm", "energy": "kJ/mol", "time": "ps"})
+    seen = Frames({"length": "nm", "energy": "kJ/mol", "time": "ps", "temperature": "K"})
+    dof = 3 * 8  # 8 massive particles, no constraint, no CMMotionRemover
 
     class Capturing(MrecReporter):  # the state each report hands the reporter, as OpenMM gave it
         def report(self, simulation: Any, state: Any) -> None:
@@ -171,7 +186,9 @@ def write_openmm(path: Path) -> Frames:
                 "forces": state.getForces(asNumpy=True).value_in_unit(u.kilojoule_per_mole / u.nanometer),
                 "velocities": state.getVelocities(asNumpy=True).value_in_unit(u.nanometer / u.picosecond),
                 "masses": np.full(8, 39.948), "charges": np.array(charges),
-                "time": state.getTime().value_in_unit(u.picosecond)})
+                "time": state.getTime().value_in_unit(u.picosecond),
+                "temperature": 2.0 * state.getKineticEnergy().value_in_unit(u.kilojoule_per_mole)
+                / (dof * R_KJ_PER_MOL_K)})
             super().report(simulation, state)
 
     with Capturing(str(path), 2, forces=True, velocities=True) as reporter:
@@ -224,7 +241,7 @@ def write_mdanalysis(path: Path) -> Frames:
 
     rng = np.random.default_rng(2)
     u = _mda_universe(5)
-    seen = Frames({"length": "angstrom", "energy": "kJ/mol", "time": "ps"}, single=True)
+    seen = Frames({"length": "angstrom", "energy": "kJ/mol", "time": "ps", "temperature": "K"}, single=True)
     with mda.Writer(str(path), n_atoms=5) as w:
         for i in range(3):
             u.atoms.positions = rng.uniform(0, 9, (5, 3))
@@ -232,13 +249,14 @@ def write_mdanalysis(path: Path) -> Frames:
             u.atoms.velocities = rng.normal(size=(5, 3))
             u.dimensions = [10.0 + i, 11.0, 12.0, 80.0, 90.0, 100.0]
             u.trajectory.ts.data["pe"] = float(rng.normal() * 100)
+            u.trajectory.ts.data["temp"] = 300.0 + float(rng.normal())
             u.trajectory.ts.time = 0.25 * i
             w.write(u.atoms)
             seen.frames.append({"positions": u.atoms.positions.astype(float), "forces": u.atoms.forces.astype(float),
                                 "cell": triclinic_vectors(np.asarray(u.dimensions, float), dtype=np.float64),
                                 "energy": u.trajectory.ts.data["pe"], "velocities": u.atoms.velocities.astype(float),
                                 "masses": u.atoms.masses.astype(float), "charges": u.atoms.charges.astype(float),
-                                "time": float(u.trajectory.ts.time)})
+                                "time": float(u.trajectory.ts.time), "temperature": u.trajectory.ts.data["temp"]})
     return seen
 
 
@@ -299,14 +317,15 @@ def write_demo(path: Path) -> Frames:
     from molrec_raw.demo import write_demo as demo
 
     demo(path, frames=6, molecules=3)
-    seen = Frames({"length": "angstrom", "energy": "kcal/mol", "time": "fs"})  # the demo's preset "real"
+    seen = Frames({"length": "angstrom", "energy": "kcal/mol", "time": "fs", "temperature": "K"})  # "real", K
     system = mr.read_mrec_system(path).blocks["atoms"].columns
     with mr.MrecReader(path) as r:
         for frame, time in zip(r, r.time):
             atoms = frame.blocks["atoms"].columns
             seen.frames.append({"positions": np.stack([atoms[c] for c in "xyz"], 1),
                                 "cell": np.asarray(frame.box.vectors).T, "energy": float(frame.meta["pe"]),
-                                "masses": system["mass"], "charges": system["charge"], "time": time})
+                                "masses": system["mass"], "charges": system["charge"], "time": time,
+                                "temperature": float(frame.meta["temp"])})
     return seen
 
 
@@ -315,7 +334,7 @@ def write_stated(path: Path) -> Frames:
     from molrec_raw.integrations.conventions import start_trajectory
 
     rng = np.random.default_rng(6)
-    units = {"length": "bohr", "energy": "hartree", "time": "fs"}
+    units = {"length": "bohr", "energy": "hartree", "time": "fs", "temperature": "kelvin"}
     masses, charges = np.array([15.999, 1.008, 1.008]), np.array([-0.8, 0.4, 0.4])
     system = mr.Frame({"units": mr.MetaValue("json", units)},
                       {"atoms": mr.Block({"element": np.array(["O", "H", "H"], dtype=object), "mass": masses,
@@ -327,12 +346,13 @@ def write_stated(path: Path) -> Frames:
         # rows a, b, c with a along x and b in the xy plane: the orientation MDAnalysis and mdtraj
         # keep (they hold lengths and angles only, so any other orientation comes back rotated)
         cell = np.diag([12.0, 13.0, 14.0]) + np.tril(rng.normal(size=(3, 3)), -1) * 0.5
-        energy = float(rng.normal()) - 76.0
-        frames.append(mr.Frame({"pe": energy}, {"atoms": mr.Block(cols)}, mr.Box(cell.T.copy())))
+        energy, temperature = float(rng.normal()) - 76.0, 250.0 + float(rng.normal())
+        frames.append(mr.Frame({"pe": energy, "temp": temperature}, {"atoms": mr.Block(cols)}, mr.Box(cell.T.copy())))
         seen.frames.append({"positions": np.stack([cols[c] for c in "xyz"], 1), "cell": cell, "energy": energy,
                             "forces": np.stack([cols[c] for c in ("fx", "fy", "fz")], 1),
                             "velocities": np.stack([cols[c] for c in ("vx", "vy", "vz")], 1),
-                            "masses": masses, "charges": charges, "time": 1.5 * len(frames)})
+                            "masses": masses, "charges": charges, "time": 1.5 * len(frames),
+                            "temperature": temperature})
     with start_trajectory(path, system, mr.SequenceSchema.from_frame(frames[0])) as w:
         for k, frame in enumerate(frames):
             w.append(frame, time=1.5 * (k + 1))
@@ -367,8 +387,11 @@ def read_mdanalysis(path: Path, tmp: Path) -> Frames:
     import molrec_raw.integrations.mdanalysis  # noqa: F401
     from MDAnalysis.lib.mdamath import triclinic_vectors
 
-    out = Frames({"length": "angstrom", "energy": "kJ/mol", "time": "ps"}, single=True)
-    u = mda.Universe(str(path), to_guess=())
+    out = Frames({"length": "angstrom", "energy": "kJ/mol", "time": "ps", "temperature": "K"}, single=True)
+    with warnings.catch_warnings():  # every writer of the matrix states its temperature unit
+        warnings.filterwarnings("error", message=".*states no temperature unit")
+        u = mda.Universe(str(path), to_guess=())
+        u.trajectory[0]
     masses = u.atoms.masses.copy() if hasattr(u.atoms, "masses") else None
     charges = u.atoms.charges.copy() if hasattr(u.atoms, "charges") else None
     for ts in u.trajectory:
@@ -376,7 +399,8 @@ def read_mdanalysis(path: Path, tmp: Path) -> Frames:
                            "forces": ts.forces.copy() if ts.has_forces else None,
                            "velocities": ts.velocities.copy() if ts.has_velocities else None,
                            "cell": None if ts.dimensions is None else triclinic_vectors(ts.dimensions),
-                           "masses": masses, "charges": charges, "time": ts.time if "time" in ts.data else None})
+                           "masses": masses, "charges": charges, "time": ts.time if "time" in ts.data else None,
+                           "temperature": ts.data.get("temp")})
     return out
 
 
@@ -452,7 +476,8 @@ def _torch_frames(ds: Any, energy_key: bool) -> List[Dict[str, Any]]:
                        "forces": item["forces"].numpy() if "forces" in item else None,
                        "velocities": np.stack([item[c].numpy() for c in vxyz], 1) if vxyz[0] in item else None,
                        "masses": item["atoms/mass"].numpy() if "atoms/mass" in item else None,
-                       "charges": item["atoms/charge"].numpy() if "atoms/charge" in item else None})
+                       "charges": item["atoms/charge"].numpy() if "atoms/charge" in item else None,
+                       "temperature": float(item["temp"]) if "temp" in item else None})
     return frames
 
 
@@ -462,7 +487,7 @@ def _torch_keys(collection: Path) -> List[str]:
 
     ds = MrecDataset(collection)
     try:
-        columns = [f"atoms/{c}" for c in ("vx", "vy", "vz", "mass", "charge")]
+        columns = [f"atoms/{c}" for c in ("vx", "vy", "vz", "mass", "charge")] + ["temp"]
         return list(ds.keys) + [c for c in columns if _has_key(collection, c)]
     finally:
         ds.close()
@@ -490,7 +515,8 @@ def read_torch(path: Path, tmp: Path) -> Frames:
                  **({"force": ds.units["forces"]} if "forces" in ds.units else {}),
                  **({"velocity": ds.units["atoms/vx"]} if "atoms/vx" in ds.units else {}),
                  **({"mass": ds.units["atoms/mass"]} if "atoms/mass" in ds.units else {}),
-                 **({"charge": ds.units["atoms/charge"]} if "atoms/charge" in ds.units else {})}
+                 **({"charge": ds.units["atoms/charge"]} if "atoms/charge" in ds.units else {}),
+                 **({"temperature": ds.units["temp"]} if "temp" in ds.units else {})}
         assert ds.units["cell"] == units["length"]
         return Frames(units, _torch_frames(ds, "energy" in ds.keys))
     finally:
@@ -503,12 +529,14 @@ def read_torch_converted(path: Path, tmp: Path) -> Frames:
     from molrec_raw.integrations.torch import MrecDataset
 
     collection = _collection(path, tmp)
-    ds = MrecDataset(collection, keys=_torch_keys(collection), units={"length": "nm", "energy": "kJ/mol", "time": "ps"})
+    ds = MrecDataset(collection, keys=_torch_keys(collection),
+                     units={"length": "nm", "energy": "kJ/mol", "time": "ps", "temperature": "K"})
     try:
         assert ds.units["positions"] == ds.units["cell"] == "nm"
         assert ds.units.get("energy", "kJ/mol") == "kJ/mol" and ds.units.get("forces", "kJ/mol/nm") == "kJ/mol/nm"
-        assert ds.units.get("atoms/vx", "nm/ps") == "nm/ps"
-        return Frames({"length": "nm", "energy": "kJ/mol", "time": "ps"}, _torch_frames(ds, "energy" in ds.keys))
+        assert ds.units.get("atoms/vx", "nm/ps") == "nm/ps" and ds.units.get("temp", "K") == "K"
+        return Frames({"length": "nm", "energy": "kJ/mol", "time": "ps", "temperature": "K"},
+                      _torch_frames(ds, "energy" in ds.keys))
     finally:
         ds.close()
 
@@ -585,12 +613,14 @@ def test_unit_matrix_values_in_the_readers_units_13_5(written: Any, writer: str,
 
 def test_the_matrix_covers_every_quantity_a_door_converts() -> None:
     """Every base and derived quantity the doors convert per atom or per frame (velocity,
-    mass, charge, time beside length, energy and force) has a column in the matrix."""
-    from molrec_raw.integrations.conventions import COLUMN_QUANTITIES
+    mass, charge, time, temperature beside length, energy and force) has a column in the matrix."""
+    from molrec_raw.integrations.conventions import COLUMN_QUANTITIES, META_QUANTITIES
     covered = {"positions": "length", "cell": "length", "energy": "energy", "forces": "force",
-               "velocities": "velocity", "masses": "mass", "charges": "charge", "time": "time"}
+               "velocities": "velocity", "masses": "mass", "charges": "charge", "time": "time",
+               "temperature": "temperature"}
     assert set(covered) == set(QUANTITIES)
     assert set(COLUMN_QUANTITIES.values()) <= set(covered.values())
+    assert {q for q, _ in META_QUANTITIES.values()} <= set(covered.values())  # pe ke etotal volume temp
 
 
 def test_every_impossible_combination_names_a_reason() -> None:
