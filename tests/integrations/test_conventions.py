@@ -45,6 +45,8 @@ def test_units_json_forms_13_5():
     assert Units.from_json("openmm").temperature is None                         # no preset names a temperature
     assert Units.from_json({"preset": "openmm", "temperature": "K"}).same_as(OPENMM_UNITS)
     assert Units.from_json("openmm").with_defaults(OPENMM_UNITS).same_as(OPENMM_UNITS)
+    for tool in (OPENMM_UNITS, MDANALYSIS_UNITS, MDTRAJ_UNITS, ASE_UNITS):  # every tool here uses kelvin
+        assert tool.temperature == "K" and tool.to_json()["temperature"] == "K"
     assert Units.from_json({"preset": "real", "time": "ps"}).time == "ps"          # stated beats preset
     assert Units.from_json({"length": "Å"}).same_as(Units(length="angstrom"))
     assert Units.from_json(MDANALYSIS_UNITS.to_json()) == MDANALYSIS_UNITS

@@ -820,3 +820,101 @@ def test_the_torch_dataset_names_every_missing_unit_at_once_13_5(tmp_path: Path)
     with pytest.raises(MolrecError, match=r"states no energy or length unit.*\(energy: energy, force; "
                                           r"length: force, length;"):
         MrecDataset(tmp_path / "n.mrec.lmdb")
+
+
+# -- temperature: kelvin only, stated by every writer that stores it -----------------------------
+@pytest.mark.parametrize("writer", WRITERS)
+def test_every_writer_storing_temp_states_its_temperature_unit_13_5(written: Any, writer: str) -> None:
+    """frame-and-types#13.5: a writing door that stores per-step ``temp`` states a temperature
+    unit (kelvin) in the record; one that stores none is listed as unable to."""
+    from molrec_raw.record.units import declared_units
+    from molrec_raw.zarr import open_group
+
+    path, _, _ = written(writer)
+    with mr.MrecReader(path) as r:
+        stores = "temp" in dict(r.schema.meta_keys())
+    assert stores == (not writer_cannot(writer, "temperature")), writer
+    if stores:
+        assert declared_units(open_group(path))["temperature"] in TEMPERATURE_IN_K
+
+
+@pytest.mark.parametrize("unit", ["degC", "°C", "℃", "celsius", "degF", "°F", "fahrenheit", "degree Celsius"])
+def test_a_temperature_scale_with_an_offset_is_refused_naming_the_rule_13_5(unit: str) -> None:
+    """frame-and-types#13.5: the table converts by a factor, so kelvin is the one temperature
+    unit; °C and °F are refused by name (never treated as a factor, nor as unknown)."""
+    from molrec_raw.record.units import unit_factor
+    assert unit_factor("temperature", {"temperature": "kelvin"}, {"temperature": "K"}) == 1.0
+    with pytest.raises(MolrecError, match=r"x\.mrec: cannot convert temperature .* a scale with an offset from "
+                                          r"kelvin, which a factor table cannot carry; only kelvin converts") as info:
+        unit_factor("temperature", {"temperature": unit}, {"temperature": "K"}, "x.mrec")
+    assert info.value.rule == "frame-and-types#13.5"
+    with pytest.raises(MolrecError, match="offset from kelvin"):
+        unit_factor("temperature", {"temperature": "K"}, {"temperature": unit})
+
+
+def _with_temp(path: Path, units: Dict[str, str]) -> Path:
+    atoms = mr.Block({"x": np.ones(2), "y": np.zeros(2), "z": np.zeros(2), "element": np.array(["H", "H"], dtype=object)})
+    frames = [mr.Frame({"pe": 1.0, "temp": 300.0 + k}, {"atoms": atoms}) for k in range(3)]
+    mr.write_mrec_trajectory(path, frames, system=mr.Frame({"units": mr.MetaValue("json", units)}))
+    return path
+
+
+def test_the_mdanalysis_door_refuses_temp_stated_in_celsius_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5: a door carrying ``temp`` converts it or refuses: a record stating
+    its temperatures in °C is refused when it opens, naming the record and the rule."""
+    _needs("MDAnalysis")
+    import MDAnalysis as mda
+    import molrec_raw.integrations.mdanalysis  # noqa: F401
+    path = _with_temp(tmp_path / "c.mrec", {"length": "nm", "energy": "kJ/mol", "temperature": "degC"})
+    with pytest.raises(MolrecError, match=r"c\.mrec: cannot convert temperature from 'degC' to 'K'.*only kelvin"):
+        mda.Universe(str(path), to_guess=())
+    atoms = mr.Block({"x": np.ones(1), "y": np.zeros(1), "z": np.zeros(1)})
+    units = mr.Frame({"units": mr.MetaValue("json", {"length": "nm", "temperature": "degC"})})
+    mr.write_mrec_trajectory(tmp_path / "no-temp.mrec", [mr.Frame({}, {"atoms": atoms})], system=units)
+    u = mda.Universe(str(tmp_path / "no-temp.mrec"), to_guess=())  # no temp: the unit converts nothing
+    assert u.trajectory[0].positions[0, 0] == pytest.approx(10.0)
+
+
+def test_a_temp_whose_unit_is_stated_nowhere_is_handed_over_with_one_warning_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5 (spec-notes/integrations.md, "Units"): a record holding ``temp`` and
+    stating no temperature unit (written before the writers stated one) stays readable: the
+    MDAnalysis door hands ``temp`` over as stored with ONE warning per Universe, naming the
+    record, the key and how to state the unit; stated when reading, no warning and no change."""
+    _needs("MDAnalysis")
+    import MDAnalysis as mda
+    import molrec_raw.integrations.mdanalysis  # noqa: F401
+    path = _with_temp(tmp_path / "old.mrec", {"length": "nm", "energy": "kJ/mol"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        u = mda.Universe(str(path), to_guess=())
+        temps = [ts.data["temp"] for ts in u.trajectory] + [u.trajectory[1].data["temp"]]
+    assert temps == [300.0, 301.0, 302.0, 301.0]
+    said = [str(w.message) for w in caught if "temperature" in str(w.message)]
+    assert len(said) == 1, said
+    assert said[0].startswith(f"{path}: the record states no temperature unit: per-step 'temp' handed over as stored")
+    assert "assume_units={'temperature': 'K'}" in said[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        u = mda.Universe(str(path), to_guess=(), assume_units={"temperature": "K"})
+        assert [ts.data["temp"] for ts in u.trajectory] == [300.0, 301.0, 302.0]
+    assert not [w for w in caught if "temperature" in str(w.message)]
+
+
+def test_the_torch_dataset_refuses_temp_whose_unit_is_stated_nowhere_13_5(tmp_path: Path) -> None:
+    """frame-and-types#13.5, collection#C1: the torch dataset hands a key only when asked for it;
+    asked for ``temp`` of a collection stating no temperature unit it refuses, naming the unit;
+    stated, it hands kelvin over and names it in ``ds.units``."""
+    _needs_torch()
+    from molrec_raw.integrations.torch import MrecDataset
+    atoms = mr.Block({c: np.zeros(2) for c in ("x", "y", "z")})
+    system = mr.Frame({}, {"atoms": mr.Block({"element": np.array(["H", "H"], dtype=object)})})
+    for name, units in (("none", {"length": "nm"}), ("k", {"length": "nm", "temperature": "K"})):
+        with mr.CollectionWriter(tmp_path / f"{name}.mrec.lmdb", units=units) as w:
+            w.add_record(system=system, frames=[mr.Frame({"temp": 310.0}, {"atoms": atoms})])
+    with pytest.raises(MolrecError, match="states no temperature unit"):
+        MrecDataset(tmp_path / "none.mrec.lmdb", keys=["positions", "temp"])
+    ds = MrecDataset(tmp_path / "k.mrec.lmdb", keys=["positions", "temp"])
+    try:
+        assert ds.units["temp"] == "K" and float(ds[0]["temp"]) == 310.0
+    finally:
+        ds.close()
