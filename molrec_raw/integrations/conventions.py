@@ -7,8 +7,9 @@ own.  This module is the only place that knows how the two meet, so no integrati
 - **Units** (frame-and-types §13.5).  A writer records the unit system it wrote in the ``units``
   meta key (tag ``json``) of the record's ``system`` section — or of ``frame`` for a frame-only
   record — as an object with the quantities ``length``, ``time``, ``energy``, ``mass``,
-  ``charge`` and ``temperature`` (kelvin: every tool here uses it) spelled out (``{"length": "nm", "time": "ps", ...}``; a ``preset`` such as
-  ``"openmm"`` is understood on read).  Velocities are length/time, forces energy/length.  A
+  ``charge`` and ``temperature`` (kelvin: every tool here uses it) spelled out
+  (``{"length": "nm", "time": "ps", ...}``; a ``preset`` such as ``"openmm"`` is understood on
+  read).  Velocities are length/time, forces energy/length.  A
   reader converts from the record's units to its tool's through the package's one table
   (:mod:`molrec_raw.record.units`).  A unit the record does not state is never guessed: a
   reader that would hand over a value of that quantity refuses, naming the unit, unless the

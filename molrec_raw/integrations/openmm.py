@@ -7,7 +7,7 @@ every report appends one frame: step and time, ``x y z`` (``vx vy vz``, ``fx fy 
 asked), the periodic box as lattice vectors (stored once while it does not change), and the
 per-step meta ``pe ke temp`` (with ``energies``) and ``volume`` (periodic systems).
 
-Units are OpenMM's (nm, ps, kJ/mol, dalton, e), recorded in ``system``'s ``units`` meta key;
+Units are OpenMM's (nm, ps, kJ/mol, dalton, e; ``temp`` in K), recorded in ``system``'s ``units`` meta key;
 conversions, cell orientation and vocabulary all come from
 :mod:`molrec_raw.integrations.conventions`.  Commits follow the writer's cadence
 (trajectory §14); ``flush()``, ``close()`` and leaving a ``with`` block commit durably

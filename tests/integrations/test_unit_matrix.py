@@ -853,7 +853,8 @@ def test_a_temperature_scale_with_an_offset_is_refused_naming_the_rule_13_5(unit
 
 
 def _with_temp(path: Path, units: Dict[str, str]) -> Path:
-    atoms = mr.Block({"x": np.ones(2), "y": np.zeros(2), "z": np.zeros(2), "element": np.array(["H", "H"], dtype=object)})
+    atoms = mr.Block({"x": np.ones(2), "y": np.zeros(2), "z": np.zeros(2),
+                      "element": np.array(["H", "H"], dtype=object)})
     frames = [mr.Frame({"pe": 1.0, "temp": 300.0 + k}, {"atoms": atoms}) for k in range(3)]
     mr.write_mrec_trajectory(path, frames, system=mr.Frame({"units": mr.MetaValue("json", units)}))
     return path
