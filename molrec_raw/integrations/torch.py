@@ -496,7 +496,7 @@ def _units_of_keys(keys: Sequence[str], stated: Mapping[str, str], target: Any,
     if target is None:
         goal = source
     else:
-        goal = {"mass": "dalton", "charge": "e",
+        goal = {"mass": "dalton", "charge": "e", "temperature": "K",  # K: every preset's temperature (§13.5)
                 **(target.to_json() if isinstance(target, Units) else parse_units(target, "units"))}
     hint = "; the collection's units (collection#C1) must state it" if target is None else ""
     quantities = {name: q for name in keys if (q := _quantity(name)) is not None and (q in SCALE or q in DERIVED)}

@@ -919,3 +919,9 @@ def test_the_torch_dataset_refuses_temp_whose_unit_is_stated_nowhere_13_5(tmp_pa
         assert ds.units["temp"] == "K" and float(ds[0]["temp"]) == 310.0
     finally:
         ds.close()
+    # a target whose units name no temperature (LAMMPS' "metal"): its temperatures are kelvin
+    ds = MrecDataset(tmp_path / "k.mrec.lmdb", keys=["positions", "temp"], units="metal")
+    try:
+        assert ds.units["temp"] == "K" and float(ds[0]["temp"]) == 310.0
+    finally:
+        ds.close()
