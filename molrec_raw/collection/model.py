@@ -7,7 +7,7 @@ per-record columns, an optional force field, and the records (``meta`` + ``syste
 ``trajectory``).  Nothing here touches storage: the LMDB binding (``binding.py``) stores what
 these functions check and build.
 
-Rule ids (``collection#C1`` .. ``C12``; the binding's are ``lmdb#L1`` .. ``L17``; the catalogue
+Rule ids (``collection#C1`` .. ``C13``; the binding's are ``lmdb#L1`` .. ``L17``; the catalogue
 ``molrec_raw/rules/collection.py`` and ``lmdb.py`` defines them):
 
 - ``C1``  the collection document carries ``units``: an object of quantity → unit string.
@@ -32,6 +32,8 @@ Rule ids (``collection#C1`` .. ``C12``; the binding's are ``lmdb#L1`` .. ``L17``
 - ``C11`` an aligned trajectory block never shares a name with a ``system`` block, and holds
   its target's row count at every resolved frame.
 - ``C12`` record order is the order the writer appended them in.
+- ``C13`` many records given as columns (``add_records``): per block, one row count per
+  record; each column the records' rows concatenated; per-record columns one value each.
 """
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ __all__ = [
     "index_column_spec",
 ]
 
-C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12 = (f"collection#C{n}" for n in range(1, 13))
+C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12, C13 = (f"collection#C{n}" for n in range(1, 14))
 
 #: The index columns the binding owns (lmdb.md "index"); a collection's own may not take them (C5).
 BINDING_COLUMNS: Tuple[str, ...] = ("first_frame", "n_frames", "n_atoms", "has_trajectory")

@@ -31,7 +31,7 @@ import numpy as np
 import orjson
 
 from molrec_raw.errors import (InvalidValueError, IOFailureError, MolrecError, NodeExistsError, RecordExistsError,
-                               SpecViolationError, StoreError)
+                               SpecViolationError, StoreError, brief)
 from molrec_raw.record import typed_json
 from molrec_raw.record.forcefield import ForceFieldSection, prepare_forcefield
 from molrec_raw.record.frame_io import prepare_frame
@@ -47,8 +47,8 @@ from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, SUFFIX, key
 from molrec_raw.collection.frame_bytes import EncodeCache, encode_frame, made_block
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
-from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, IndexColumns, IndexRow, check_record_meta,
-                                         collection_document)
+from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, C13, IndexColumns, IndexRow,
+                                         check_record_meta, collection_document)
 
 __all__ = ["CollectionWriter"]
 
@@ -289,6 +289,152 @@ class CollectionWriter:
             return self._add(meta, system, frames, steps, times, schema, index, where)
         except MolrecError as exc:
             raise _relocated(exc, str(self._path), where, _DERIVED_RULES if self._derived else _GIVEN_RULES) from None
+
+    def add_records(self, rows: Mapping[str, Any], system: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                    frame: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                    frame_meta: Optional[Mapping[str, Any]] = None, meta: Optional[Sequence[Any]] = None,
+                    index: Optional[Mapping[str, Any]] = None) -> range:
+        """Add many records given as columns (``collection#C13``); their numbers.
+
+        ``rows``: ``{block: per-record row counts}`` (R non-negative integers: R records).
+        ``system`` / ``frame``: ``{block: {column: values}}``, each column the records' rows
+        concatenated in record order along its first axis (``sum(rows[block])`` rows) — the
+        records' systems, and one trajectory frame each (``frame=None``: no trajectory).
+        ``frame_meta``: ``{key: R values}``, each record's per-step meta; ``meta``: R record
+        meta documents (or None); ``index``: ``{column: R values}``.
+
+        Record ``r`` is exactly ``add_record(meta=meta[r], system=Frame({}, {b: Block({c:
+        col[lo:hi]})}), frames=[Frame({k: v[r]}, {...})], index={c: v[r]})`` with ``lo:hi`` its
+        rows: the same checks, the same refusals, a byte-identical store.  Input whose columns
+        do not hold their records' rows is refused before any record is added (``C13``,
+        naming the block or column and the record); a record refused by add_record's checks
+        raises naming it, and the records before it stay added (``n_records`` says how many).
+        A record of a shape (row counts, dtypes) already accepted under the same declaration
+        is encoded straight from the columns, without ``Frame``/``Block`` objects."""
+        self._check_open()
+        where = str(self._path)
+        columns = _RecordColumns(rows, system, frame, frame_meta, meta, index, where)
+        first = self._records
+        for r in range(columns.n):
+            if not self._add_columnar(columns, r):
+                self.add_record(**columns.record(r))
+        return range(first, self._records)
+
+    def _add_columnar(self, cols: "_RecordColumns", r: int) -> bool:
+        """Record ``r`` of ``cols`` straight from the columns when every check it needs is one
+        its shape already passed under this declaration (the memos :meth:`_system`,
+        :meth:`_check_system_names` and ``prepare_update`` keep); False (nothing changed) for
+        anything else, which :meth:`add_record` then checks whole."""
+        if self._resolved_check or self._guard.poisoned is not None:
+            return False
+        shape = cols.shapes(r)
+        fast = cols.fast.get((self._version, shape))
+        if fast is None:
+            fast = self._columnar_plan(cols, r)
+            if fast is None:  # (not kept: add_record checks it now, and the next one of its shape is planned)
+                return False
+            cols.fast[(self._version, shape)] = fast
+        system_plan, frame_plan, n_atoms = fast
+        number = self._records
+        bounds = cols.bounds
+        try:
+            system_value = None
+            if system_plan is not None:
+                assert cols.system is not None
+                blocks = {name: made_block({c: v[bounds[name][r]:bounds[name][r + 1]] for c, v in columns.items()},
+                                           {}, {}, {}, None, {}, cols.counts[name][r])
+                          for name, columns in cols.system.items()}
+                system_value = encode_frame(blocks, meta={}, cache=self._encodes, shape=system_plan)
+            frame_value = None
+            if frame_plan is not None:
+                assert self._meta_specs is not None
+                frame_value = encode_frame(self._columnar_blocks(cols, r), meta=cols.meta_json(r, self._meta_specs),
+                                           step=0, cache=self._encodes, shape=frame_plan)
+            doc = b"{}" if cols.meta is None else orjson.dumps(check_record_meta(cols.meta[r], f"/records/{number}/meta"),
+                                                              option=orjson.OPT_SERIALIZE_NUMPY)
+            values = self._index.prepare(None if cols.index is None else cols.index_row(r), number)
+        except MolrecError:  # a value its shape does not vouch for: add_record names the rule
+            return False
+        if frame_value is not None:
+            self._pending.append((key(FRAME, self._frames), frame_value))
+            self._pending_bytes += len(frame_value)
+            if self._pending_bytes >= self._commit_bytes:
+                self._commit()
+        self._queue(key(RECORD_META, number), doc)
+        if system_value is not None:
+            self._queue(key(SYSTEM, number), system_value)
+        n_frames = 0 if frame_plan is None else 1
+        self._index.append(IndexRow(n_frames, n_atoms, frame_plan is not None), values)
+        self._records += 1
+        self._frames += n_frames
+        self._pending_records += 1
+        if self._pending_records >= self._commit_every:
+            self._commit()
+        return True
+
+    def _columnar_plan(self, cols: "_RecordColumns", r: int) -> Any:
+        """What a record of the shape of record ``r`` is encoded by — ``(the system's plan key,
+        the frame's plan key, n_atoms)`` — when this declaration already checked that shape
+        whole; None when it did not (or the record is of a kind only add_record takes)."""
+        system_plan: Any = None
+        if cols.system is not None:
+            shape: List[Any] = []
+            for name, columns in cols.system.items():
+                n = cols.counts[name][r]
+                shape += (name, n)
+                for column, values in columns.items():
+                    shape += (column, values.dtype, (n, *values.shape[1:]))
+                shape.append(None)
+            system_shape = tuple(shape)
+            system_plan = self._system_shapes.get(system_shape)
+            passed = self._names_passed.get((self._version, system_shape))
+            if system_plan is None or passed is None or passed[1] is None:
+                return None
+        else:
+            passed = self._names_passed.get((self._version, ()))
+            if passed is None or passed[1] is None:
+                return None
+        frame_plan: Any = None
+        if cols.frame is not None:
+            if self._meta_specs is None or cols.frame_meta.keys() != self._meta_specs.keys():
+                return None
+            frame_plan = _FRAME_PLAN
+            for name, columns in cols.frame.items():
+                state = self._states.get(name)
+                if state is None:
+                    return None
+                n = cols.counts[name][r]
+                given = []
+                for column in state.spec.columns:
+                    found = columns.get(column)
+                    if found is None:
+                        return None
+                    given.append((column, found.dtype, (n, *found.shape[1:])))
+                checked = state.shapes.get(tuple(given)) if len(given) == len(columns) else None
+                if checked is None:
+                    return None
+                frame_plan = (frame_plan, name, checked, state.spec.structural_shape)
+        n_atoms = cols.counts["atoms"][r] if "atoms" in cols.counts else 0
+        return system_plan, frame_plan, n_atoms
+
+    def _columnar_blocks(self, cols: "_RecordColumns", r: int) -> Dict[str, Block]:
+        """Record ``r``'s trajectory blocks: its rows of each column, in the declaration's
+        column order (as ``prepare_update`` hands them), precision columns rounded."""
+        assert cols.frame is not None
+        bounds = cols.bounds
+        blocks: Dict[str, Block] = {}
+        for name, columns in cols.frame.items():
+            state = self._states[name]
+            lo, hi = bounds[name][r], bounds[name][r + 1]
+            picked = {}
+            for column in state.spec.columns:
+                values = columns[column]
+                precision = state.spec.columns[column].precision
+                if precision is not None:
+                    values = cols.rounded(name, column, precision)
+                picked[column] = values[lo:hi]
+            blocks[name] = made_block(picked, {}, {}, {}, state.spec.structural_shape, {}, hi - lo)
+        return blocks
 
     def _add(self, meta: Any, system: Any, frames: Any, steps: Any, times: Any, schema: Any, index: Any,
              where: str) -> int:
@@ -822,6 +968,139 @@ class CollectionWriter:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"CollectionWriter({str(self._path)!r}, {self._records} records, {self._frames} frames, {state})"
+
+
+class _RecordColumns:
+    """The input of :meth:`CollectionWriter.add_records`, checked to hold its records' rows
+    (``collection#C13``), and each record's part of it."""
+
+    def __init__(self, rows: Any, system: Any, frame: Any, frame_meta: Any, meta: Any, index: Any,
+                 where: str) -> None:
+        def refuse(message: str, node: str, rule: str = C13) -> NoReturn:
+            raise SpecViolationError(message, store=where, node=node, rule=rule)
+
+        if not isinstance(rows, Mapping) or not rows:
+            refuse(f"rows must map each block to its records' row counts, got {brief(rows)}", "/records")
+        if system is None and frame is None:
+            refuse("records have a system, a trajectory or both: add_records was given neither", "/records", C8)
+        self.counts: Dict[str, List[int]] = {}
+        self.bounds: Dict[str, List[int]] = {}
+        n: Optional[int] = None
+        for name, raw in rows.items():
+            counts = np.asarray(raw)
+            if counts.ndim != 1 or counts.dtype.kind not in "iu":
+                refuse(f"rows[{name!r}] must be one integer row count per record, got {counts.dtype}"
+                       f"{list(counts.shape)}", f"/records/{name}")
+            if n is not None and len(counts) != n:
+                refuse(f"rows[{name!r}] holds {len(counts)} counts, rows[{next(iter(rows))!r}] {n} (one per record)",
+                       f"/records/{name}")
+            n = len(counts)
+            negative = np.flatnonzero(counts < 0)
+            if len(negative):
+                r = int(negative[0])
+                refuse(f"rows[{name!r}] of record {r} is {int(counts[r])}, not a row count", f"/records/{r}/{name}")
+            self.counts[name] = counts.tolist()
+            self.bounds[name] = [0, *np.cumsum(counts, dtype=np.int64).tolist()]
+        assert n is not None
+        self.n = n
+        used: Set[str] = set()
+        self.system = None if system is None else self._blocks(system, "system", used, refuse)
+        self.frame = None if frame is None else self._blocks(frame, "trajectory", used, refuse)
+        unused = [name for name in self.counts if name not in used]
+        if unused:
+            refuse(f"rows names block {unused[0]!r}, which no system or frame column uses", f"/records/{unused[0]}")
+        self.frame_meta: Dict[str, List[Any]] = {}
+        if frame_meta is not None:
+            if frame is None:
+                refuse("frame_meta is per-step meta: it needs a frame", "/records/trajectory/meta")
+            for name, values in frame_meta.items():
+                listed = values.tolist() if isinstance(values, np.ndarray) else list(values)
+                self._one_each(listed, f"frame_meta[{name!r}]", f"/records/trajectory/meta/{name}", refuse)
+                self.frame_meta[name] = listed
+        self.meta = None if meta is None else list(meta)
+        if self.meta is not None:
+            self._one_each(self.meta, "meta", "/records/meta", refuse)
+        self.index: Optional[Dict[str, Any]] = None
+        if index is not None:
+            self.index = dict(index)
+            for name, values in self.index.items():
+                self._one_each(values, f"index[{name!r}]", f"/index/records/{name}", refuse)
+        self.fast: Dict[Any, Any] = {}  # (declaration, row counts) -> _columnar_plan
+        self._rounded: Dict[Tuple[str, str, float], np.ndarray] = {}
+        self._shapes = list(self.counts.values())
+
+    def _blocks(self, given: Any, section: str, used: Set[str], refuse: Any) -> Dict[str, Dict[str, np.ndarray]]:
+        """``{block: {column: array}}`` of one section, each column holding its block's rows."""
+        if not isinstance(given, Mapping):
+            refuse(f"{section} must map block -> column -> values, got {brief(given)}", f"/records/{section}")
+        out: Dict[str, Dict[str, np.ndarray]] = {}
+        for name, columns in given.items():
+            node = f"/records/{section}/{name}"
+            if name not in self.counts:
+                refuse(f"block {name!r} has no row counts: rows[{name!r}] is missing", node)
+            if not isinstance(columns, Mapping):
+                refuse(f"block {name!r} must map column -> values, got {brief(columns)}", node)
+            used.add(name)
+            total, bounds = self.bounds[name][-1], self.bounds[name]
+            out[name] = {}
+            for column, raw in columns.items():
+                values = np.asarray(raw)
+                if values.dtype.kind == "U":  # strings: a string column's object array
+                    values = values.astype(object)
+                values = np.ascontiguousarray(values)
+                if values.ndim == 0 or len(values) != total:
+                    have = 0 if values.ndim == 0 else len(values)
+                    r = next((r for r in range(self.n) if bounds[r + 1] > have), self.n - 1)
+                    refuse(f"column {column!r} of block {name!r} has {have} rows; the records' counts sum to "
+                           f"{total} (record {r}'s rows are {bounds[r]}:{bounds[r + 1]})", f"{node}/{column}")
+                out[name][column] = values
+        return out
+
+    def _one_each(self, values: Any, what: str, node: str, refuse: Any) -> None:
+        if not hasattr(values, "__len__") or len(values) != self.n:
+            have = len(values) if hasattr(values, "__len__") else brief(values)
+            refuse(f"{what} must hold one value per record ({self.n}), got {have}", node)
+
+    def shapes(self, r: int) -> Tuple[int, ...]:
+        """Record ``r``'s row counts, block by block."""
+        return tuple([counts[r] for counts in self._shapes])
+
+    def rounded(self, block: str, column: str, precision: float) -> np.ndarray:
+        """A trajectory column rounded to ``precision`` whole (rounding is per value: each
+        record's rows are its rows rounded)."""
+        found = self._rounded.get((block, column, precision))
+        if found is None:
+            assert self.frame is not None
+            found = self._rounded[(block, column, precision)] = round_to_precision(self.frame[block][column], precision)
+        return found
+
+    def meta_json(self, r: int, specs: Dict[str, MetaSpec]) -> Dict[str, Any]:
+        """Record ``r``'s per-step meta in typed JSON form (the keys are ``specs``'s)."""
+        out: Dict[str, Any] = {}
+        for name, spec in specs.items():
+            value = self.frame_meta[name][r]
+            if type(value) is float and spec.tag == "f64" and -_MAX_F64 <= value <= _MAX_F64:
+                out[name] = value  # a finite float is its own typed JSON form (trajectory#W23)
+                continue
+            if isinstance(value, MetaValue):
+                value = value.value
+            out[name] = typed_json.encode_value(spec.tag, value, f"/trajectory/meta/{name}")
+        return out
+
+    def index_row(self, r: int) -> Dict[str, Any]:
+        assert self.index is not None
+        return {name: values[r] for name, values in self.index.items()}
+
+    def record(self, r: int) -> Dict[str, Any]:
+        """Record ``r`` as :meth:`CollectionWriter.add_record`'s arguments."""
+        def blocks(section: Dict[str, Dict[str, np.ndarray]]) -> Dict[str, Block]:
+            return {name: Block({c: v[self.bounds[name][r]:self.bounds[name][r + 1]] for c, v in columns.items()})
+                    for name, columns in section.items()}
+        frame_meta = {name: values[r] for name, values in self.frame_meta.items()}
+        return {"meta": None if self.meta is None else self.meta[r],
+                "system": None if self.system is None else Frame({}, blocks(self.system)),
+                "frames": None if self.frame is None else [Frame(frame_meta, blocks(self.frame))],
+                "index": None if self.index is None else self.index_row(r)}
 
 
 def _next(it: Optional[Iterator[Any]], name: str, k: int, where: str) -> Any:
