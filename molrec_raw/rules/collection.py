@@ -70,6 +70,6 @@ RULES = (
          "concatenation of its records' rows in record order (as many rows as the counts sum to), and every "
          "per-record column (per-step meta, record meta, index values) one value per record. Input that breaks "
          "this is refused before any record is added, naming the block or column and the record; the records "
-         "are then the ones add_record would add, one by one.", "this project (spec-notes/collection.md, "
-         "add_records)"),
+         "are then the ones add_record would add, one by one.",
+         f"{_C} (Model, records); the columnar door is this project's (spec-notes/collection.md, add_records)"),
 )
