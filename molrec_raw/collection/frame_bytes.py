@@ -48,7 +48,8 @@ from molrec_raw.record.precision import check_precision
 if TYPE_CHECKING:
     from molrec_raw.collection.layout_cache import LayoutCache
 
-__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "compile_layout", "encode_frame", "decode_frame",
+__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "compile_layout", "encode_frame", "encode_planned",
+           "header_rest", "decode_frame",
            "box_header", "read_box", "header_of", "made_block", "frame_layout"]
 
 MAGIC = b"MRF1"
@@ -186,31 +187,58 @@ class EncodeCache:
 
 
 def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], rest: bytes) -> Optional[bytes]:
-    """The value through ``plan``; None when a column does not fit it (a string column holding
-    a non-string or a string JSON cannot hold, a buffer that is not C-order): the general path
-    then encodes it, or names the rule it breaks."""
+    """The value through ``plan``; None when a block has masks or a column does not fit it
+    (:func:`_encode_columns`): the general path then encodes it, or names the rule it breaks."""
+    columns: List[np.ndarray] = []
+    for block in blocks.values():
+        if block.masks:
+            return None
+        columns += block.columns.values()
+    return _encode_columns(plan, columns, rest)
+
+
+def encode_planned(cache: EncodeCache, shape: Any, columns: List[np.ndarray], rest: bytes) -> Optional[bytes]:
+    """A frame's value through the plan ``cache`` keeps for ``shape`` (the caller's key, as
+    :func:`encode_frame`'s): ``columns`` its columns' arrays in the header's order (no masks),
+    ``rest`` the :func:`header_rest` text of its other members — the bytes
+    :func:`encode_frame` gives.  None when no plan is kept yet or a column does not fit it;
+    :func:`encode_frame` then encodes it (and names what is wrong)."""
+    plan = cache.plans.get(shape)
+    return None if plan is None else _encode_columns(plan, columns, rest)
+
+
+def header_rest(meta: Any = None, meta_types: Any = None, step: Any = None, time: Any = None,
+                box: Optional[Box] = None) -> bytes:
+    """The JSON text of a header's members after ``blocks`` (those given, in their order)."""
+    try:
+        return orjson.dumps(_header_rest(meta, meta_types, step, time, box), option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError as exc:
+        raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
+
+
+def _encode_columns(plan: _Plan, columns: List[np.ndarray], rest: bytes) -> Optional[bytes]:
+    """The value through ``plan`` of ``columns`` (in its order); None when a column does not
+    fit it (a string column holding a non-string or a string JSON cannot hold, a buffer that
+    is not C-order)."""
     parts: List[Any] = [b"", b"", b""]  # the prefix, the header, its padding; then the buffers
     pads, texts = plan.pads, plan.texts
     pieces: List[bytes] = [plan.head]
     i = 0
-    for block in blocks.values():
-        if block.masks:
-            return None
-        for values in block.columns.values():
-            pad = pads[i]
-            if pad is None:  # a string column: its values in the header (lmdb#L12)
-                items = values.ravel().tolist()
-                try:
-                    "".join(items)  # a C loop that fails on any element that is not a str (lmdb#L11)
-                    pieces.append(orjson.dumps(items))
-                except TypeError:
-                    return None
-                pieces.append(texts[len(pieces) >> 1])
-            else:
-                parts.append(values)
-                if pad:
-                    parts.append(pad)
-            i += 1
+    for values in columns:
+        pad = pads[i]
+        if pad is None:  # a string column: its values in the header (lmdb#L12)
+            items = values.ravel().tolist()
+            try:
+                "".join(items)  # a C loop that fails on any element that is not a str (lmdb#L11)
+                pieces.append(orjson.dumps(items))
+            except TypeError:
+                return None
+            pieces.append(texts[len(pieces) >> 1])
+        else:
+            parts.append(values)
+            if pad:
+                parts.append(pad)
+        i += 1
     tail = b"}" if rest == b"{}" else b"," + rest[1:]  # orjson's compact form
     if len(pieces) == 1:
         text = plan.head + tail
@@ -246,11 +274,7 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
         signature = _signature(blocks) if shape is None else shape
         plan = None if signature is None else cache.plans.get(signature)
         if plan is not None:
-            try:
-                rest = orjson.dumps(_header_rest(meta, meta_types, step, time, box), option=orjson.OPT_SERIALIZE_NUMPY)
-            except TypeError as exc:
-                raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
-            value = _encode_planned(plan, blocks, rest)
+            value = _encode_planned(plan, blocks, header_rest(meta, meta_types, step, time, box))
             if value is not None:
                 return value
     parts: List[Any] = []

@@ -45,10 +45,10 @@ from molrec_raw.record.trajectory.references import SystemCounterparts, check_re
 from molrec_raw.record.trajectory.schema import SKIPPED_FRAME_META_KEYS, BlockSpec, MetaSpec, SequenceSchema
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, SUFFIX, key
-from molrec_raw.collection.frame_bytes import EncodeCache, encode_frame, made_block
+from molrec_raw.collection.frame_bytes import EncodeCache, encode_frame, encode_planned, header_rest, made_block
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
 from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, C13, IndexColumns, IndexRow,
-                                         check_record_meta, collection_document)
+                                         IndexValues, check_record_meta, collection_document)
 
 __all__ = ["CollectionWriter"]
 
@@ -57,6 +57,8 @@ DEFAULT_COMMIT_BYTES = 64 << 20
 DEFAULT_MAP_SIZE = 1 << 28  # the first reservation of address space; doubled whenever a commit needs more
 _MISSING = object()
 _FRAME_PLAN = object()  # the start of a trajectory frame's encoding-plan key
+_SYSTEM_REST = header_rest(meta={})  # a system value's members after its blocks
+_NO_INDEX_VALUES = IndexValues({}, {})  # a record's, when the index has no columns of its own
 _EXACT_INT = 2**53  # an i64 step within ±2^53 is its own typed JSON form
 _MAX_F64 = float(np.finfo(np.float64).max)
 _ERRNO_BY_TEXT = {code: os.strerror(code) for code in errno.errorcode}  # LMDB names a system error by its text
@@ -328,31 +330,24 @@ class CollectionWriter:
         if self._resolved_check or self._guard.poisoned is not None:
             return False
         shape = cols.shapes(r)
-        fast = cols.fast.get((self._version, shape))
-        if fast is None:
-            fast = self._columnar_plan(cols, r)
-            if fast is None:  # (not kept: add_record checks it now, and the next one of its shape is planned)
+        plan = cols.fast.get((self._version, shape))
+        if plan is None:
+            plan = self._columnar_plan(cols, r)
+            if plan is None:  # (not kept: add_record checks it now, and the next one of its shape is planned)
                 return False
-            cols.fast[(self._version, shape)] = fast
-        system_plan, frame_plan, n_atoms = fast
+            cols.fast[(self._version, shape)] = plan
         number = self._records
-        bounds = cols.bounds
         try:
-            system_value = None
-            if system_plan is not None:
-                assert cols.system is not None
-                blocks = {name: made_block({c: v[bounds[name][r]:bounds[name][r + 1]] for c, v in columns.items()},
-                                           {}, {}, {}, None, {}, cols.counts[name][r])
-                          for name, columns in cols.system.items()}
-                system_value = encode_frame(blocks, meta={}, cache=self._encodes, shape=system_plan)
+            system_value = None if plan.system is None else self._columnar_value(plan.system, r, _SYSTEM_REST, {}, None)
             frame_value = None
-            if frame_plan is not None:
+            if plan.frame is not None:
                 assert self._meta_specs is not None
-                frame_value = encode_frame(self._columnar_blocks(cols, r), meta=cols.meta_json(r, self._meta_specs),
-                                           step=0, cache=self._encodes, shape=frame_plan)
+                frame_meta = cols.meta_json(r, self._meta_specs)
+                frame_value = self._columnar_value(plan.frame, r, header_rest(meta=frame_meta, step=0), frame_meta, 0)
             doc = b"{}" if cols.meta is None else orjson.dumps(check_record_meta(cols.meta[r], f"/records/{number}/meta"),
                                                               option=orjson.OPT_SERIALIZE_NUMPY)
-            values = self._index.prepare(None if cols.index is None else cols.index_row(r), number)
+            values = _NO_INDEX_VALUES if cols.index is None and not self._index.specs else \
+                self._index.prepare(None if cols.index is None else cols.index_row(r), number)
         except MolrecError:  # a value its shape does not vouch for: add_record names the rule
             return False
         if frame_value is not None:
@@ -363,8 +358,8 @@ class CollectionWriter:
         self._queue(key(RECORD_META, number), doc)
         if system_value is not None:
             self._queue(key(SYSTEM, number), system_value)
-        n_frames = 0 if frame_plan is None else 1
-        self._index.append(IndexRow(n_frames, n_atoms, frame_plan is not None), values)
+        n_frames = 0 if plan.frame is None else 1
+        self._index.append(IndexRow(n_frames, plan.n_atoms[r], plan.frame is not None), values)
         self._records += 1
         self._frames += n_frames
         self._pending_records += 1
@@ -372,11 +367,28 @@ class CollectionWriter:
             self._commit()
         return True
 
-    def _columnar_plan(self, cols: "_RecordColumns", r: int) -> Any:
-        """What a record of the shape of record ``r`` is encoded by — ``(the system's plan key,
-        the frame's plan key, n_atoms)`` — when this declaration already checked that shape
-        whole; None when it did not (or the record is of a kind only add_record takes)."""
-        system_plan: Any = None
+    def _columnar_value(self, plan: "_ColumnarValue", r: int, rest: bytes, meta: Dict[str, Any],
+                        step: Optional[int]) -> bytes:
+        """One value of record ``r`` (``rest``: the :func:`header_rest` text of ``meta`` and
+        ``step``) through its kept encoding plan; through :func:`encode_frame` while the plan
+        is not kept yet (the same bytes)."""
+        columns = [values[bounds[r]:bounds[r + 1]] for values, bounds in plan.columns]
+        value = encode_planned(self._encodes, plan.key, columns, rest)
+        if value is not None:
+            return value
+        blocks: Dict[str, Block] = {}
+        i = 0
+        for name, names, structural, counts in plan.blocks:
+            blocks[name] = made_block(dict(zip(names, columns[i:i + len(names)])), {}, {}, {}, structural, {},
+                                      counts[r])
+            i += len(names)
+        return encode_frame(blocks, meta=meta, step=step, cache=self._encodes, shape=plan.key)
+
+    def _columnar_plan(self, cols: "_RecordColumns", r: int) -> Optional["_Columnar"]:
+        """How records of the shape of record ``r`` are encoded, when this declaration already
+        checked that shape whole; None when it did not (or the record is of a kind only
+        add_record takes)."""
+        system: Optional[_ColumnarValue] = None
         if cols.system is not None:
             shape: List[Any] = []
             for name, columns in cols.system.items():
@@ -390,51 +402,43 @@ class CollectionWriter:
             passed = self._names_passed.get((self._version, system_shape))
             if system_plan is None or passed is None or passed[1] is None:
                 return None
+            system = _ColumnarValue(system_plan, [(v, cols.bounds[name]) for name, columns in cols.system.items()
+                                                  for v in columns.values()],
+                                    [(name, list(columns), None, cols.counts[name]) for name, columns in cols.system.items()])
         else:
             passed = self._names_passed.get((self._version, ()))
             if passed is None or passed[1] is None:
                 return None
-        frame_plan: Any = None
+        frame: Optional[_ColumnarValue] = None
         if cols.frame is not None:
             if self._meta_specs is None or cols.frame_meta.keys() != self._meta_specs.keys():
                 return None
-            frame_plan = _FRAME_PLAN
+            frame_plan: Any = _FRAME_PLAN
+            picked: List[Tuple[np.ndarray, List[int]]] = []
+            blocks: List[Tuple[str, List[str], Any, List[int]]] = []
             for name, columns in cols.frame.items():
                 state = self._states.get(name)
-                if state is None:
+                if state is None or len(columns) != len(state.spec.columns):
                     return None
                 n = cols.counts[name][r]
                 given = []
-                for column in state.spec.columns:
+                for column, spec in state.spec.columns.items():
                     found = columns.get(column)
                     if found is None:
                         return None
                     given.append((column, found.dtype, (n, *found.shape[1:])))
-                checked = state.shapes.get(tuple(given)) if len(given) == len(columns) else None
+                    # precision columns: rounded whole (per value: each record's rows are its rows rounded)
+                    picked.append((found if spec.precision is None else cols.rounded(name, column, spec.precision),
+                                   cols.bounds[name]))
+                checked = state.shapes.get(tuple(given))
                 if checked is None:
                     return None
-                frame_plan = (frame_plan, name, checked, state.spec.structural_shape)
-        n_atoms = cols.counts["atoms"][r] if "atoms" in cols.counts else 0
-        return system_plan, frame_plan, n_atoms
-
-    def _columnar_blocks(self, cols: "_RecordColumns", r: int) -> Dict[str, Block]:
-        """Record ``r``'s trajectory blocks: its rows of each column, in the declaration's
-        column order (as ``prepare_update`` hands them), precision columns rounded."""
-        assert cols.frame is not None
-        bounds = cols.bounds
-        blocks: Dict[str, Block] = {}
-        for name, columns in cols.frame.items():
-            state = self._states[name]
-            lo, hi = bounds[name][r], bounds[name][r + 1]
-            picked = {}
-            for column in state.spec.columns:
-                values = columns[column]
-                precision = state.spec.columns[column].precision
-                if precision is not None:
-                    values = cols.rounded(name, column, precision)
-                picked[column] = values[lo:hi]
-            blocks[name] = made_block(picked, {}, {}, {}, state.spec.structural_shape, {}, hi - lo)
-        return blocks
+                structural = state.spec.structural_shape
+                frame_plan = (frame_plan, name, checked, structural)
+                blocks.append((name, list(state.spec.columns), structural, cols.counts[name]))
+            frame = _ColumnarValue(frame_plan, picked, blocks)
+        n_atoms = cols.counts["atoms"] if "atoms" in cols.counts else [0] * cols.n
+        return _Columnar(system, frame, n_atoms)
 
     def _add(self, meta: Any, system: Any, frames: Any, steps: Any, times: Any, schema: Any, index: Any,
              where: str) -> int:
@@ -968,6 +972,28 @@ class CollectionWriter:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"CollectionWriter({str(self._path)!r}, {self._records} records, {self._frames} frames, {state})"
+
+
+class _ColumnarValue:
+    """How one value of a record given as columns is encoded: ``key`` the encoding plan's
+    key, ``columns`` each column's array and its block's row bounds (the header's order),
+    ``blocks`` each block's name, column names, structural shape and row counts."""
+
+    __slots__ = ("key", "columns", "blocks")
+
+    def __init__(self, key: Any, columns: List[Tuple[np.ndarray, List[int]]],
+                 blocks: List[Tuple[str, List[str], Any, List[int]]]) -> None:
+        self.key, self.columns, self.blocks = key, columns, blocks
+
+
+class _Columnar:
+    """A checked shape of records given as columns: their system value, their frame value
+    (either None), every record's ``n_atoms``."""
+
+    __slots__ = ("system", "frame", "n_atoms")
+
+    def __init__(self, system: Optional[_ColumnarValue], frame: Optional[_ColumnarValue], n_atoms: List[int]) -> None:
+        self.system, self.frame, self.n_atoms = system, frame, n_atoms
 
 
 class _RecordColumns:
