@@ -457,7 +457,7 @@ class CollectionWriter:
             system_value, system_blocks, shape = self._system(system, f"{where}/system")
             if "atoms" in system_blocks:
                 n_atoms = system_blocks["atoms"].nrows
-        values = self._index.prepare(index, number)
+        values = _NO_INDEX_VALUES if index is None and not self._index.specs else self._index.prepare(index, number)
         draft = _Draft(number, self._frames, system_blocks)
         self._draft = draft
         try:
@@ -478,7 +478,7 @@ class CollectionWriter:
             self._draft = None
         if n_atoms is None:
             n_atoms = draft.n_atoms or 0
-        self._queue(key(RECORD_META, number), orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY))
+        self._queue(key(RECORD_META, number), orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) if doc else b"{}")
         if system_value is not None:
             self._queue(key(SYSTEM, number), system_value)
         self._index.append(IndexRow(draft.frames, n_atoms, frames is not None), values)
