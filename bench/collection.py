@@ -12,7 +12,8 @@ and ``pe``.  Every store holds the same values:
   molecule's positions, forces, energy, atomic numbers; batches ``get_molecules_flat``.
 * ``add_records`` the same records through ``CollectionWriter.add_records`` (each column whole,
   the records' rows concatenated; written, not read: its store is byte-identical).
-* ``pickle``   LMDB, one key per record, a pickle (protocol 5) of the record's arrays, a
+* ``pickle``   LMDB, one key per record, a pickle (protocol 5) of the record's arrays (element
+  ``U2``, positions and forces ``(N, 3)``), a
   write transaction every 1,000 records (sync on, as ours).
 * ``h5py``     one dataset per field (``(R, 64)``, chunks of 32 records) -> each field's row.
 * ``ase``      ASE's SQLite database (``ase.db``), ``db.get(id=r+1)`` and the row's arrays
@@ -56,7 +57,8 @@ TARGETS = {"floor": 0.8, "atompack": 0.25, "pickle": 1.5, "h5py": 4.0, "ase": 20
 
 
 class Data:
-    """The data set, generated once: elements (R, N) objects, six (R, N) f64 fields, pe (R,)."""
+    """The data set, generated once: elements (R, N) objects, six (R, N) f64 fields, pe (R,);
+    the same values as a user holds them: ``positions`` and ``forces`` (R, N, 3)."""
 
     def __init__(self, records: int, atoms: int, seed: int) -> None:
         rng = np.random.default_rng(seed)
@@ -64,6 +66,8 @@ class Data:
         self.elements = SYMBOLS[rng.integers(0, 4, (records, atoms))]
         self.fields = {f: rng.normal(size=(records, atoms)) for f in FIELDS}
         self.pe = rng.normal(size=records)
+        self.positions = np.stack([self.fields[f] for f in FIELDS[:3]], axis=-1)
+        self.forces = np.stack([self.fields[f] for f in FIELDS[3:]], axis=-1)
 
 
 def _clock() -> Tuple[float, float]:
@@ -76,13 +80,19 @@ def _since(start: Tuple[float, float]) -> Tuple[float, float]:
 
 # -- writers ---------------------------------------------------------------------------------
 def write_molrec(data: Data, path: Path) -> Tuple[float, float]:
+    """``add_record`` with the objects built in the loop as a user builds them (issue 37): the
+    columns ``x y z`` / ``fx fy fz`` are the columns of the record's ``(N, 3)`` positions and
+    forces (strided views, as an engine or ASE hands them), the elements an object array."""
     import molrec_raw as mr
     mr.CollectionWriter, mr.Frame, mr.Block  # loaded outside the clock (the peers' imports are too)
     start = _clock()
     with mr.CollectionWriter(path, units=UNITS) as w:
         for r in range(data.records):
+            positions, forces = data.positions[r], data.forces[r]
             system = mr.Frame({}, {"atoms": mr.Block({"element": data.elements[r]})})
-            frame = mr.Frame({"pe": float(data.pe[r])}, {"atoms": mr.Block({f: data.fields[f][r] for f in FIELDS})})
+            frame = mr.Frame({"pe": float(data.pe[r])}, {"atoms": mr.Block({
+                "x": positions[:, 0], "y": positions[:, 1], "z": positions[:, 2],
+                "fx": forces[:, 0], "fy": forces[:, 1], "fz": forces[:, 2]})})
             w.add_record(system=system, frames=[frame])
     return _since(start)
 
@@ -93,10 +103,13 @@ def write_molrec_columns(data: Data, path: Path) -> Tuple[float, float]:
     import molrec_raw as mr
     mr.CollectionWriter  # loaded outside the clock
     start = _clock()
+    positions, forces = data.positions.reshape(-1, 3), data.forces.reshape(-1, 3)
     with mr.CollectionWriter(path, units=UNITS) as w:
         w.add_records({"atoms": np.full(data.records, data.atoms)},
                       system={"atoms": {"element": data.elements.reshape(-1)}},
-                      frame={"atoms": {f: data.fields[f].reshape(-1) for f in FIELDS}}, frame_meta={"pe": data.pe})
+                      frame={"atoms": {"x": positions[:, 0], "y": positions[:, 1], "z": positions[:, 2],
+                                       "fx": forces[:, 0], "fy": forces[:, 1], "fz": forces[:, 2]}},
+                      frame_meta={"pe": data.pe})
     return _since(start)
 
 
@@ -105,9 +118,9 @@ def write_pickle(data: Data, path: Path) -> Tuple[float, float]:
     start = _clock()
     env = lmdb.open(str(path), subdir=False, map_size=1 << 34, readahead=False)
     txn = env.begin(write=True)
-    for r in range(data.records):
-        record = {"element": data.elements[r].astype("U2"), **{f: data.fields[f][r] for f in FIELDS},
-                  "pe": float(data.pe[r])}
+    for r in range(data.records):  # the dict a user pickles: the record's arrays as it holds them
+        record = {"element": data.elements[r].astype("U2"), "positions": data.positions[r],
+                  "forces": data.forces[r], "pe": float(data.pe[r])}
         txn.put(r.to_bytes(8, "big"), pickle.dumps(record, protocol=5))
         if r % 1000 == 999:
             txn.commit()

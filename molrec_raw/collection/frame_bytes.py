@@ -217,9 +217,9 @@ def header_rest(meta: Any = None, meta_types: Any = None, step: Any = None, time
 
 
 def _encode_columns(plan: _Plan, columns: List[np.ndarray], rest: bytes) -> Optional[bytes]:
-    """The value through ``plan`` of ``columns`` (in its order); None when a column does not
-    fit it (a string column holding a non-string or a string JSON cannot hold, a buffer that
-    is not C-order)."""
+    """The value through ``plan`` of ``columns`` (in its order; numeric ones of the plan's
+    native dtypes, C-order or strided); None when a string column does not fit it (a
+    non-string, or a string JSON cannot hold)."""
     parts: List[Any] = [b"", b"", b""]  # the prefix, the header, its padding; then the buffers
     pads, texts = plan.pads, plan.texts
     pieces: List[bytes] = [plan.head]
@@ -251,8 +251,8 @@ def _encode_columns(plan: _Plan, columns: List[np.ndarray], rest: bytes) -> Opti
     parts[2] = _ZERO_PAD[:-(n + _PREFIX.size) % ALIGN]
     try:
         return b"".join(parts)
-    except TypeError:  # a buffer that is not C-contiguous
-        return None
+    except TypeError:  # a strided buffer (a caller's column view): its C-order copy, the same bytes
+        return b"".join([p if type(p) is bytes or p.flags.c_contiguous else np.ascontiguousarray(p) for p in parts])
 
 
 def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any]] = None,
@@ -309,10 +309,10 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
                 strings.append(True)
             else:
                 buffer = values
-                if values.dtype is not COLUMN_NUMPY[dtype] and values.dtype != COLUMN_NUMPY[dtype] \
-                        or not values.flags.c_contiguous:  # C-order, little-endian: a copy only when needed
+                native = values.dtype is COLUMN_NUMPY[dtype] or values.dtype == COLUMN_NUMPY[dtype]
+                if not native or not values.flags.c_contiguous:  # C-order, little-endian: a copy only when needed
                     buffer = np.ascontiguousarray(values, dtype=COLUMN_NUMPY[dtype])
-                    plannable = False
+                    plannable = plannable and native  # a plan takes native buffers (C order is its to make)
                 entry["offset"] = place(buffer)
                 strings.append(False)
             mask = block.masks.get(column)
