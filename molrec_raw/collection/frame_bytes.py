@@ -197,9 +197,10 @@ def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], rest: bytes) -> Op
     return _encode_columns(plan, columns, rest)
 
 
-def encode_planned(cache: EncodeCache, shape: Any, columns: List[np.ndarray], rest: bytes) -> Optional[bytes]:
+def encode_planned(cache: EncodeCache, shape: Any, columns: List[Any], rest: bytes) -> Optional[bytes]:
     """A frame's value through the plan ``cache`` keeps for ``shape`` (the caller's key, as
-    :func:`encode_frame`'s): ``columns`` its columns' arrays in the header's order (no masks),
+    :func:`encode_frame`'s): ``columns`` its columns' arrays in the header's order (no masks;
+    a 1-D string column may be the ``orjson.dumps`` text of its values, all ``str``),
     ``rest`` the :func:`header_rest` text of its other members — the bytes
     :func:`encode_frame` gives.  None when no plan is kept yet or a column does not fit it;
     :func:`encode_frame` then encodes it (and names what is wrong)."""
@@ -216,17 +217,21 @@ def header_rest(meta: Any = None, meta_types: Any = None, step: Any = None, time
         raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
 
 
-def _encode_columns(plan: _Plan, columns: List[np.ndarray], rest: bytes) -> Optional[bytes]:
+def _encode_columns(plan: _Plan, columns: List[Any], rest: bytes) -> Optional[bytes]:
     """The value through ``plan`` of ``columns`` (in its order; numeric ones of the plan's
-    native dtypes, C-order or strided); None when a string column does not fit it (a
-    non-string, or a string JSON cannot hold)."""
+    native dtypes, C-order or strided; a string column as an array, or as the compact JSON
+    text of its values a caller made of strings it checked); None when a string column does
+    not fit it (a non-string, or a string JSON cannot hold)."""
     parts: List[Any] = [b"", b"", b""]  # the prefix, the header, its padding; then the buffers
     pads, texts = plan.pads, plan.texts
     pieces: List[bytes] = [plan.head]
     i = 0
     for values in columns:
         pad = pads[i]
-        if pad is None:  # a string column: its values in the header (lmdb#L12)
+        if pad is None and type(values) is bytes:  # a string column's JSON text, made by the caller
+            pieces.append(values)
+            pieces.append(texts[len(pieces) >> 1])
+        elif pad is None:  # a string column: its values in the header (lmdb#L12)
             items = values.ravel().tolist()
             try:
                 "".join(items)  # a C loop that fails on any element that is not a str (lmdb#L11)

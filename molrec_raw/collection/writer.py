@@ -373,7 +373,16 @@ class CollectionWriter:
         ``step``) through its kept encoding plan; through :func:`encode_frame` while the plan
         is not kept yet (the same bytes)."""
         columns = [values[bounds[r]:bounds[r + 1]] for values, bounds in plan.columns]
-        value = encode_planned(self._encodes, plan.key, columns, rest)
+        given: List[Any] = columns
+        if plan.strings:
+            given = list(columns)
+            try:
+                for i, items in plan.strings:  # checked once: every value a str
+                    bounds = plan.columns[i][1]
+                    given[i] = orjson.dumps(items[bounds[r]:bounds[r + 1]])
+            except orjson.JSONEncodeError:  # a string JSON cannot hold: encode_frame names it
+                given = []
+        value = encode_planned(self._encodes, plan.key, given, rest) if given else None
         if value is not None:
             return value
         blocks: Dict[str, Block] = {}
@@ -404,7 +413,8 @@ class CollectionWriter:
                 return None
             system = _ColumnarValue(system_plan, [(v, cols.bounds[name]) for name, columns in cols.system.items()
                                                   for v in columns.values()],
-                                    [(name, list(columns), None, cols.counts[name]) for name, columns in cols.system.items()])
+                                    [(name, list(columns), None, cols.counts[name]) for name, columns in cols.system.items()],
+                                    cols.strings)
         else:
             passed = self._names_passed.get((self._version, ()))
             if passed is None or passed[1] is None:
@@ -436,7 +446,7 @@ class CollectionWriter:
                 structural = state.spec.structural_shape
                 frame_plan = (frame_plan, name, checked, structural)
                 blocks.append((name, list(state.spec.columns), structural, cols.counts[name]))
-            frame = _ColumnarValue(frame_plan, picked, blocks)
+            frame = _ColumnarValue(frame_plan, picked, blocks, [])
         n_atoms = cols.counts["atoms"] if "atoms" in cols.counts else [0] * cols.n
         return _Columnar(system, frame, n_atoms)
 
@@ -977,13 +987,15 @@ class CollectionWriter:
 class _ColumnarValue:
     """How one value of a record given as columns is encoded: ``key`` the encoding plan's
     key, ``columns`` each column's array and its block's row bounds (the header's order),
-    ``blocks`` each block's name, column names, structural shape and row counts."""
+    ``blocks`` each block's name, column names, structural shape and row counts;
+    ``strings`` the 1-D string columns (their place in ``columns``) listed whole, every value
+    a ``str``."""
 
-    __slots__ = ("key", "columns", "blocks")
+    __slots__ = ("key", "columns", "blocks", "strings")
 
     def __init__(self, key: Any, columns: List[Tuple[np.ndarray, List[int]]],
-                 blocks: List[Tuple[str, List[str], Any, List[int]]]) -> None:
-        self.key, self.columns, self.blocks = key, columns, blocks
+                 blocks: List[Tuple[str, List[str], Any, List[int]]], strings: List[Tuple[int, List[str]]]) -> None:
+        self.key, self.columns, self.blocks, self.strings = key, columns, blocks, strings
 
 
 class _Columnar:
@@ -1051,6 +1063,15 @@ class _RecordColumns:
             self.index = dict(index)
             for name, values in self.index.items():
                 self._one_each(values, f"index[{name!r}]", f"/index/records/{name}", refuse)
+        self.strings: List[Tuple[int, List[str]]] = []  # the system's 1-D string columns of str, listed
+        for i, values in enumerate(v for columns in (self.system or {}).values() for v in columns.values()):
+            if values.dtype.kind == "O" and values.ndim == 1:
+                items = values.tolist()
+                try:
+                    "".join(items)  # a C loop that fails on any element that is not a str
+                except TypeError:
+                    continue
+                self.strings.append((i, items))
         self.fast: Dict[Any, Any] = {}  # (declaration, row counts) -> _columnar_plan
         self._rounded: Dict[Tuple[str, str, float], np.ndarray] = {}
         self._shapes = list(self.counts.values())
