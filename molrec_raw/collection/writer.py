@@ -47,7 +47,7 @@ from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, SUFFIX, key
 from molrec_raw.collection.frame_bytes import EncodeCache, encode_frame, encode_planned, header_rest, made_block
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
-from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, C13, IndexColumns, IndexRow,
+from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, C13, IndexColumns,
                                          IndexValues, check_record_meta, collection_document)
 
 __all__ = ["CollectionWriter"]
@@ -359,7 +359,7 @@ class CollectionWriter:
         if system_value is not None:
             self._queue(key(SYSTEM, number), system_value)
         n_frames = 0 if plan.frame is None else 1
-        self._index.append(IndexRow(n_frames, plan.n_atoms[r], plan.frame is not None), values)
+        self._index.add(n_frames, plan.n_atoms[r], plan.frame is not None, values)
         self._records += 1
         self._frames += n_frames
         self._pending_records += 1
@@ -491,7 +491,7 @@ class CollectionWriter:
         self._queue(key(RECORD_META, number), orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) if doc else b"{}")
         if system_value is not None:
             self._queue(key(SYSTEM, number), system_value)
-        self._index.append(IndexRow(draft.frames, n_atoms, frames is not None), values)
+        self._index.add(draft.frames, n_atoms, frames is not None, values)
         self._records += 1
         self._frames += draft.frames
         self._pending_records += 1
