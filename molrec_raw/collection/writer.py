@@ -510,6 +510,10 @@ class CollectionWriter:
         shape = _plain_shape(system)
         plan = None if shape is None else self._system_shapes.get(shape)
         if plan is not None:  # this shape was checked whole: its values only
+            value = encode_planned(self._encodes, plan, [v for b in system.blocks.values() for v in b.columns.values()],
+                                   _SYSTEM_REST)  # (no masks: a plain shape's)
+            if value is not None:
+                return value, system.blocks, shape
             try:  # the encoder holds object columns to str values (lmdb#L11)
                 return encode_frame(system.blocks, meta={}, cache=self._encodes, shape=plan), system.blocks, shape
             except InvalidValueError:
@@ -744,17 +748,24 @@ class CollectionWriter:
             if draft.cell is not None and draft.cell.same(cell):
                 cell = None
         # -- accept and encode (frames of one shape through one kept plan: the same bytes)
-        blocks: Dict[str, Block] = {}
         shape: Any = _FRAME_PLAN
         for name, u in changed.items():
-            structural = states[name].spec.structural_shape
-            blocks[name] = made_block(u.columns, u.masks, {}, {}, structural, {}, u.rows)
-            if shape is not None:
-                shape = None if u.shape is None or u.masks else (shape, name, u.shape, structural)
-        value = encode_frame(blocks, meta=meta, step=step if -_EXACT_INT <= step <= _EXACT_INT else
-                             typed_json.encode_value("i64", step),
-                             time=typed_json.encode_value("f64", time) if time is not None else None,
-                             box=cell.box() if cell is not None else None, cache=self._encodes, shape=shape)
+            if u.shape is None or u.masks:
+                shape = None
+                break
+            shape = (shape, name, u.shape, states[name].spec.structural_shape)
+        step_json = step if -_EXACT_INT <= step <= _EXACT_INT else typed_json.encode_value("i64", step)
+        time_json = typed_json.encode_value("f64", time) if time is not None else None
+        box = cell.box() if cell is not None else None
+        value = None
+        if shape is not None:  # a kept plan: the columns as they are (the same bytes encode_frame gives)
+            value = encode_planned(self._encodes, shape, [v for u in changed.values() for v in u.columns.values()],
+                                   header_rest(meta=meta, step=step_json, time=time_json, box=box))
+        if value is None:
+            blocks = {name: made_block(u.columns, u.masks, {}, {}, states[name].spec.structural_shape, {}, u.rows)
+                      for name, u in changed.items()}
+            value = encode_frame(blocks, meta=meta, step=step_json, time=time_json, box=box, cache=self._encodes,
+                                 shape=shape)
         if more:
             for name, u in changed.items():  # the base of the next frame: our own copy, never the caller's arrays
                 draft.last[name] = Update(k, u.rows, {c: v.copy() for c, v in u.columns.items()},
