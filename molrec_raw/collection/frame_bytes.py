@@ -145,12 +145,15 @@ def box_header(box: Box) -> Dict[str, Any]:
 class _Plan:
     """How frames of one shape are encoded: the JSON text of the header's ``blocks`` (cut
     where each string column's ``values`` go; ``head``: ``{"blocks":`` and its first piece)
-    and, per column, the padding after its buffer (None for a string column)."""
+    and, per column, the padding after its buffer (None for a string column).  ``strided``:
+    a frame through it had a strided buffer (its callers' columns are views): each buffer is
+    copied to C order without trying the join first."""
 
-    __slots__ = ("texts", "head", "pads")
+    __slots__ = ("texts", "head", "pads", "strided")
 
     def __init__(self, texts: List[bytes], pads: List[Optional[bytes]]) -> None:
         self.texts, self.head, self.pads = texts, b'{"blocks":' + texts[0], pads
+        self.strided = False
 
 
 _NATIVE = frozenset(COLUMN_NUMPY.values()) - {np.dtype(object)}
@@ -254,10 +257,13 @@ def _encode_columns(plan: _Plan, columns: List[Any], rest: bytes) -> Optional[by
     parts[0] = _PREFIX.pack(MAGIC, n)
     parts[1] = text
     parts[2] = _ZERO_PAD[:-(n + _PREFIX.size) % ALIGN]
-    try:
-        return b"".join(parts)
-    except TypeError:  # a strided buffer (a caller's column view): its C-order copy, the same bytes
-        return b"".join([p if type(p) is bytes or p.flags.c_contiguous else np.ascontiguousarray(p) for p in parts])
+    if not plan.strided:
+        try:
+            return b"".join(parts)
+        except TypeError:  # a strided buffer (a caller's column view): the same bytes in C order
+            plan.strided = True
+            return b"".join([p if type(p) is bytes else p.tobytes() for p in parts])
+    return b"".join([p if type(p) is bytes else p.tobytes() for p in parts])  # (tobytes: C order, any layout)
 
 
 def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any]] = None,
