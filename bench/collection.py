@@ -10,7 +10,10 @@ and ``pe``.  Every store holds the same values:
   ``c[r].system`` + ``c[r].trajectory[0]``; batches ``c.batch(records)``.
 * ``atompack`` atompack-db (Rust, mmap; positions/forces as its float32) -> ``db[r]`` and the
   molecule's positions, forces, energy, atomic numbers; batches ``get_molecules_flat``.
-* ``pickle``   LMDB, one key per record, a pickle (protocol 5) of the record's arrays, a
+* ``add_records`` the same records through ``CollectionWriter.add_records`` (each column whole,
+  the records' rows concatenated; written, not read: its store is byte-identical).
+* ``pickle``   LMDB, one key per record, a pickle (protocol 5) of the record's arrays (element
+  ``U2``, positions and forces ``(N, 3)``), a
   write transaction every 1,000 records (sync on, as ours).
 * ``h5py``     one dataset per field (``(R, 64)``, chunks of 32 records) -> each field's row.
 * ``ase``      ASE's SQLite database (``ase.db``), ``db.get(id=r+1)`` and the row's arrays
@@ -25,6 +28,7 @@ warm-up epoch (a training loader reads epoch after epoch from the page cache).  
     python bench/collection.py --rss 100000 1000000      # the streaming writer's memory (small records)
     python bench/collection.py --records 300 --reads 300 --rounds 1 --ase-reads 50    # the suite's smoke run
     python bench/collection.py --torch --records 20000 [--workers 2]   # DataLoader(MrecDataset) vs c.batch
+    python bench/collection.py --writes --records 20000 --rounds 5      # the write rows alone (issue 37)
 
 No timing is asserted anywhere (tests/collection/test_bench_smoke.py runs the small version).
 """
@@ -49,11 +53,12 @@ NUMBERS = {"H": 1, "C": 6, "N": 7, "O": 8}
 FIELDS = ("x", "y", "z", "fx", "fy", "fz")
 UNITS = {"length": "angstrom", "energy": "eV", "force": "eV/angstrom"}
 TARGETS = {"floor": 0.8, "atompack": 0.25, "pickle": 1.5, "h5py": 4.0, "ase": 20.0, "batch_floor": 1.0,
-           "batch_atompack": 0.4, "write_pickle": 0.5}
+           "batch_atompack": 0.4, "write_pickle": 0.6, "add_records_pickle": 1.5}
 
 
 class Data:
-    """The data set, generated once: elements (R, N) objects, six (R, N) f64 fields, pe (R,)."""
+    """The data set, generated once: elements (R, N) objects, six (R, N) f64 fields, pe (R,);
+    the same values as a user holds them: ``positions`` and ``forces`` (R, N, 3)."""
 
     def __init__(self, records: int, atoms: int, seed: int) -> None:
         rng = np.random.default_rng(seed)
@@ -61,6 +66,8 @@ class Data:
         self.elements = SYMBOLS[rng.integers(0, 4, (records, atoms))]
         self.fields = {f: rng.normal(size=(records, atoms)) for f in FIELDS}
         self.pe = rng.normal(size=records)
+        self.positions = np.stack([self.fields[f] for f in FIELDS[:3]], axis=-1)
+        self.forces = np.stack([self.fields[f] for f in FIELDS[3:]], axis=-1)
 
 
 def _clock() -> Tuple[float, float]:
@@ -73,14 +80,36 @@ def _since(start: Tuple[float, float]) -> Tuple[float, float]:
 
 # -- writers ---------------------------------------------------------------------------------
 def write_molrec(data: Data, path: Path) -> Tuple[float, float]:
+    """``add_record`` with the objects built in the loop as a user builds them (issue 37): the
+    columns ``x y z`` / ``fx fy fz`` are the columns of the record's ``(N, 3)`` positions and
+    forces (strided views, as an engine or ASE hands them), the elements an object array."""
     import molrec_raw as mr
     mr.CollectionWriter, mr.Frame, mr.Block  # loaded outside the clock (the peers' imports are too)
     start = _clock()
     with mr.CollectionWriter(path, units=UNITS) as w:
         for r in range(data.records):
+            positions, forces = data.positions[r], data.forces[r]
             system = mr.Frame({}, {"atoms": mr.Block({"element": data.elements[r]})})
-            frame = mr.Frame({"pe": float(data.pe[r])}, {"atoms": mr.Block({f: data.fields[f][r] for f in FIELDS})})
+            frame = mr.Frame({"pe": float(data.pe[r])}, {"atoms": mr.Block({
+                "x": positions[:, 0], "y": positions[:, 1], "z": positions[:, 2],
+                "fx": forces[:, 0], "fy": forces[:, 1], "fz": forces[:, 2]})})
             w.add_record(system=system, frames=[frame])
+    return _since(start)
+
+
+def write_molrec_columns(data: Data, path: Path) -> Tuple[float, float]:
+    """The same records through ``add_records`` (issue 37): a converter that holds arrays
+    hands each column whole (the records' rows concatenated) and the per-record row counts."""
+    import molrec_raw as mr
+    mr.CollectionWriter  # loaded outside the clock
+    start = _clock()
+    positions, forces = data.positions.reshape(-1, 3), data.forces.reshape(-1, 3)
+    with mr.CollectionWriter(path, units=UNITS) as w:
+        w.add_records({"atoms": np.full(data.records, data.atoms)},
+                      system={"atoms": {"element": data.elements.reshape(-1)}},
+                      frame={"atoms": {"x": positions[:, 0], "y": positions[:, 1], "z": positions[:, 2],
+                                       "fx": forces[:, 0], "fy": forces[:, 1], "fz": forces[:, 2]}},
+                      frame_meta={"pe": data.pe})
     return _since(start)
 
 
@@ -89,9 +118,9 @@ def write_pickle(data: Data, path: Path) -> Tuple[float, float]:
     start = _clock()
     env = lmdb.open(str(path), subdir=False, map_size=1 << 34, readahead=False)
     txn = env.begin(write=True)
-    for r in range(data.records):
-        record = {"element": data.elements[r].astype("U2"), **{f: data.fields[f][r] for f in FIELDS},
-                  "pe": float(data.pe[r])}
+    for r in range(data.records):  # the dict a user pickles: the record's arrays as it holds them
+        record = {"element": data.elements[r].astype("U2"), "positions": data.positions[r],
+                  "forces": data.forces[r], "pe": float(data.pe[r])}
         txn.put(r.to_bytes(8, "big"), pickle.dumps(record, protocol=5))
         if r % 1000 == 999:
             txn.commit()
@@ -377,11 +406,14 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
     data = Data(args.records, args.atoms, args.seed)
     work = Path(args.dir or tempfile.mkdtemp(prefix="molrec-bench-collection-"))
     work.mkdir(parents=True, exist_ok=True)
-    paths = {"molrec": work / "set.mrec.lmdb", "pickle": work / "set.pickle.lmdb", "atompack": work / "set.atp",
-             "h5py": work / "set.h5", "ase": work / "set.db"}
+    paths = {"molrec": work / "set.mrec.lmdb", "add_records": work / "set.columns.mrec.lmdb",
+             "pickle": work / "set.pickle.lmdb", "atompack": work / "set.atp", "h5py": work / "set.h5",
+             "ase": work / "set.db"}
     skip = set(args.skip.split(",")) if args.skip else set()
     writers = {"molrec": write_molrec, "pickle": write_pickle, "atompack": write_atompack, "h5py": write_h5py,
                "ase": write_ase}
+    if _has_add_records():
+        writers["add_records"] = write_molrec_columns
     out: Dict[str, Any] = {"records": args.records, "atoms": args.atoms, "reads": args.reads, "rounds": args.rounds,
                            "write": {}, "size": {}, "read": {}, "batch": {}}
     try:
@@ -445,6 +477,10 @@ def ratios(out: Dict[str, Any]) -> List[Tuple[str, float, float, Optional[float]
     if "pickle" in out["write"]:
         ours_w, peer = out["write"]["molrec"], out["write"]["pickle"]
         rows.append(("write vs LMDB + pickle", peer[0] / ours_w[0], peer[1] / ours_w[1], TARGETS["write_pickle"]))
+        if "add_records" in out["write"]:
+            ours_w = out["write"]["add_records"]
+            rows.append(("add_records vs LMDB + pickle", peer[0] / ours_w[0], peer[1] / ours_w[1],
+                         TARGETS["add_records_pickle"]))
     return rows
 
 
@@ -452,20 +488,71 @@ def report(out: Dict[str, Any]) -> str:
     lines = [f"{out['records']} records x {out['atoms']} atoms, {out['reads']} shuffled reads, best of {out['rounds']}",
              "", "| store | read µs/record (wall / cpu) | batch µs/record | write s (wall / cpu) | file MB |",
              "|---|---|---|---|---|"]
-    for name in ("molrec", "floor", "atompack", "pickle", "h5py", "ase"):
+    for name in ("molrec", "add_records", "floor", "atompack", "pickle", "h5py", "ase"):
         if name not in out["write"] and name != "floor":
             continue
         read = out["read"].get(name)
         batch = out["batch"].get(name)
         w = out["write"].get(name)
         size = out["size"].get(name)
-        lines.append(f"| {name} | {read[0] * 1e6:.1f} / {read[1] * 1e6:.1f} | "
+        lines.append(f"| {name} | {'' if read is None else f'{read[0] * 1e6:.1f} / {read[1] * 1e6:.1f}'} | "
                      f"{'' if batch is None else f'{batch[0] * 1e6:.1f} / {batch[1] * 1e6:.1f}'} | "
                      f"{'' if w is None else f'{w[0]:.2f} / {w[1]:.2f}'} | "
                      f"{'' if size is None else f'{size / 1e6:.1f}'} |")
     lines += ["", "| ratio (peer / ours) | wall | cpu | target | met (cpu) |", "|---|---|---|---|---|"]
     for row, wall, cpu, target in ratios(out):
         lines.append(f"| {row} | {wall:.2f}x | {cpu:.2f}x | >= {target}x | {'yes' if cpu >= (target or 0) else 'no'} |")
+    return "\n".join(lines)
+
+
+# -- writes alone, several rounds (issue 37) --------------------------------------------------------
+def _has_add_records() -> bool:
+    import molrec_raw as mr
+    return hasattr(mr.CollectionWriter, "add_records")
+
+
+def writes(args: argparse.Namespace) -> Dict[str, Any]:
+    """``--writes``: the write rows alone, ``--rounds`` rounds, each round ``add_record`` (the
+    objects built as a user does, in the loop), ``add_records`` (when the library has it) and
+    LMDB + pickle one after the other; the ratios are formed inside each round (CPU beside
+    wall), the table gives their median and range over the rounds."""
+    data = Data(args.records, args.atoms, args.seed)
+    writers = {"molrec": write_molrec, "pickle": write_pickle}
+    if _has_add_records():
+        writers["add_records"] = write_molrec_columns
+    import molrec_raw as mr
+    out: Dict[str, Any] = {"records": args.records, "atoms": args.atoms, "library": mr.__file__, "rounds": []}
+    with tempfile.TemporaryDirectory(prefix="molrec-bench-writes-") as tmp:
+        for _ in range(args.rounds):
+            got = {}
+            for name, writer in writers.items():
+                path = Path(tmp) / f"{name}.mrec.lmdb"
+                for stale in Path(tmp).glob("*"):
+                    stale.unlink()
+                got[name] = writer(data, path)
+            out["rounds"].append(got)
+    return out
+
+
+def writes_report(out: Dict[str, Any]) -> str:
+    rounds = out["rounds"]
+    lines = [f"{out['records']} records x {out['atoms']} atoms, {len(rounds)} rounds; library {out['library']}", "",
+             "| writer | µs per record, CPU (median; range) | wall (median; range) |", "|---|---|---|"]
+
+    def spread(values: List[float], scale: float = 1.0, unit: str = "") -> str:
+        v = sorted(x * scale for x in values)
+        return f"{v[len(v) // 2]:.2f}{unit} ({v[0]:.2f}–{v[-1]:.2f})"
+
+    per = 1e6 / out["records"]
+    for name in ("molrec", "add_records", "pickle"):
+        if name in rounds[0]:
+            lines.append(f"| {name} | {spread([r[name][1] for r in rounds], per)} | "
+                         f"{spread([r[name][0] for r in rounds], per)} |")
+    lines += ["", "| ratio, LMDB + pickle time / ours, formed in each round | CPU | wall | target |", "|---|---|---|---|"]
+    for name, target in (("molrec", TARGETS["write_pickle"]), ("add_records", TARGETS["add_records_pickle"])):
+        if name in rounds[0]:
+            lines.append(f"| {name} | {spread([r['pickle'][1] / r[name][1] for r in rounds], unit='x')} | "
+                         f"{spread([r['pickle'][0] / r[name][0] for r in rounds], unit='x')} | >= {target}x |")
     return "\n".join(lines)
 
 
@@ -523,6 +610,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--torch", action="store_true",
                         help="one shuffled epoch through DataLoader(MrecDataset) vs c.batch (needs torch)")
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of --torch")
+    parser.add_argument("--writes", action="store_true",
+                        help="the write rows alone (add_record, add_records, LMDB + pickle), --rounds rounds")
     args, rest = parser.parse_known_args(argv)
     if args.torch:
         with tempfile.TemporaryDirectory(prefix="molrec-bench-torch-") as tmp:
@@ -530,6 +619,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             write_molrec(Data(args.records, args.atoms, args.seed), path)
             got = torch_epochs(path, args.batch, args.workers, args.rounds, args.seed)
         print(torch_report(got))
+        if args.json:
+            Path(args.json).write_text(json.dumps(got, indent=1))
+        return 0
+    if args.writes:
+        got = writes(args)
+        print(writes_report(got))
         if args.json:
             Path(args.json).write_text(json.dumps(got, indent=1))
         return 0

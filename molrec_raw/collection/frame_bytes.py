@@ -48,7 +48,8 @@ from molrec_raw.record.precision import check_precision
 if TYPE_CHECKING:
     from molrec_raw.collection.layout_cache import LayoutCache
 
-__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "compile_layout", "encode_frame", "decode_frame",
+__all__ = ["MAGIC", "ALIGN", "DecodedFrame", "EncodeCache", "Layout", "compile_layout", "encode_frame", "encode_planned",
+           "header_rest", "decode_frame",
            "box_header", "read_box", "header_of", "made_block", "frame_layout"]
 
 MAGIC = b"MRF1"
@@ -144,12 +145,15 @@ def box_header(box: Box) -> Dict[str, Any]:
 class _Plan:
     """How frames of one shape are encoded: the JSON text of the header's ``blocks`` (cut
     where each string column's ``values`` go; ``head``: ``{"blocks":`` and its first piece)
-    and, per column, the padding after its buffer (None for a string column)."""
+    and, per column, the padding after its buffer (None for a string column).  ``strided``:
+    a frame through it had a strided buffer (its callers' columns are views): each buffer is
+    copied to C order without trying the join first."""
 
-    __slots__ = ("texts", "head", "pads")
+    __slots__ = ("texts", "head", "pads", "strided")
 
     def __init__(self, texts: List[bytes], pads: List[Optional[bytes]]) -> None:
         self.texts, self.head, self.pads = texts, b'{"blocks":' + texts[0], pads
+        self.strided = False
 
 
 _NATIVE = frozenset(COLUMN_NUMPY.values()) - {np.dtype(object)}
@@ -186,31 +190,63 @@ class EncodeCache:
 
 
 def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], rest: bytes) -> Optional[bytes]:
-    """The value through ``plan``; None when a column does not fit it (a string column holding
-    a non-string or a string JSON cannot hold, a buffer that is not C-order): the general path
-    then encodes it, or names the rule it breaks."""
+    """The value through ``plan``; None when a block has masks or a column does not fit it
+    (:func:`_encode_columns`): the general path then encodes it, or names the rule it breaks."""
+    columns: List[np.ndarray] = []
+    for block in blocks.values():
+        if block.masks:
+            return None
+        columns += block.columns.values()
+    return _encode_columns(plan, columns, rest)
+
+
+def encode_planned(cache: EncodeCache, shape: Any, columns: List[Any], rest: bytes) -> Optional[bytes]:
+    """A frame's value through the plan ``cache`` keeps for ``shape`` (the caller's key, as
+    :func:`encode_frame`'s): ``columns`` its columns' arrays in the header's order (no masks;
+    a 1-D string column may be the ``orjson.dumps`` text of its values, all ``str``),
+    ``rest`` the :func:`header_rest` text of its other members — the bytes
+    :func:`encode_frame` gives.  None when no plan is kept yet or a column does not fit it;
+    :func:`encode_frame` then encodes it (and names what is wrong)."""
+    plan = cache.plans.get(shape)
+    return None if plan is None else _encode_columns(plan, columns, rest)
+
+
+def header_rest(meta: Any = None, meta_types: Any = None, step: Any = None, time: Any = None,
+                box: Optional[Box] = None) -> bytes:
+    """The JSON text of a header's members after ``blocks`` (those given, in their order)."""
+    try:
+        return orjson.dumps(_header_rest(meta, meta_types, step, time, box), option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError as exc:
+        raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
+
+
+def _encode_columns(plan: _Plan, columns: List[Any], rest: bytes) -> Optional[bytes]:
+    """The value through ``plan`` of ``columns`` (in its order; numeric ones of the plan's
+    native dtypes, C-order or strided; a string column as an array, or as the compact JSON
+    text of its values a caller made of strings it checked); None when a string column does
+    not fit it (a non-string, or a string JSON cannot hold)."""
     parts: List[Any] = [b"", b"", b""]  # the prefix, the header, its padding; then the buffers
     pads, texts = plan.pads, plan.texts
     pieces: List[bytes] = [plan.head]
     i = 0
-    for block in blocks.values():
-        if block.masks:
-            return None
-        for values in block.columns.values():
-            pad = pads[i]
-            if pad is None:  # a string column: its values in the header (lmdb#L12)
-                items = values.ravel().tolist()
-                try:
-                    "".join(items)  # a C loop that fails on any element that is not a str (lmdb#L11)
-                    pieces.append(orjson.dumps(items))
-                except TypeError:
-                    return None
-                pieces.append(texts[len(pieces) >> 1])
-            else:
-                parts.append(values)
-                if pad:
-                    parts.append(pad)
-            i += 1
+    for values in columns:
+        pad = pads[i]
+        if pad is None and type(values) is bytes:  # a string column's JSON text, made by the caller
+            pieces.append(values)
+            pieces.append(texts[len(pieces) >> 1])
+        elif pad is None:  # a string column: its values in the header (lmdb#L12)
+            items = values.ravel().tolist()
+            try:
+                "".join(items)  # a C loop that fails on any element that is not a str (lmdb#L11)
+                pieces.append(orjson.dumps(items))
+            except TypeError:
+                return None
+            pieces.append(texts[len(pieces) >> 1])
+        else:
+            parts.append(values)
+            if pad:
+                parts.append(pad)
+        i += 1
     tail = b"}" if rest == b"{}" else b"," + rest[1:]  # orjson's compact form
     if len(pieces) == 1:
         text = plan.head + tail
@@ -221,10 +257,13 @@ def _encode_planned(plan: _Plan, blocks: Mapping[str, Block], rest: bytes) -> Op
     parts[0] = _PREFIX.pack(MAGIC, n)
     parts[1] = text
     parts[2] = _ZERO_PAD[:-(n + _PREFIX.size) % ALIGN]
-    try:
-        return b"".join(parts)
-    except TypeError:  # a buffer that is not C-contiguous
-        return None
+    if not plan.strided:
+        try:
+            return b"".join(parts)
+        except TypeError:  # a strided buffer (a caller's column view): the same bytes in C order
+            plan.strided = True
+            return b"".join([p if type(p) is bytes else p.tobytes() for p in parts])
+    return b"".join([p if type(p) is bytes else p.tobytes() for p in parts])  # (tobytes: C order, any layout)
 
 
 def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any]] = None,
@@ -246,11 +285,7 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
         signature = _signature(blocks) if shape is None else shape
         plan = None if signature is None else cache.plans.get(signature)
         if plan is not None:
-            try:
-                rest = orjson.dumps(_header_rest(meta, meta_types, step, time, box), option=orjson.OPT_SERIALIZE_NUMPY)
-            except TypeError as exc:
-                raise InvalidValueError(f"frame header is not JSON: {exc}", rule=R_MAGIC) from None
-            value = _encode_planned(plan, blocks, rest)
+            value = _encode_planned(plan, blocks, header_rest(meta, meta_types, step, time, box))
             if value is not None:
                 return value
     parts: List[Any] = []
@@ -285,10 +320,10 @@ def encode_frame(blocks: Mapping[str, Block], *, meta: Optional[Mapping[str, Any
                 strings.append(True)
             else:
                 buffer = values
-                if values.dtype is not COLUMN_NUMPY[dtype] and values.dtype != COLUMN_NUMPY[dtype] \
-                        or not values.flags.c_contiguous:  # C-order, little-endian: a copy only when needed
+                native = values.dtype is COLUMN_NUMPY[dtype] or values.dtype == COLUMN_NUMPY[dtype]
+                if not native or not values.flags.c_contiguous:  # C-order, little-endian: a copy only when needed
                     buffer = np.ascontiguousarray(values, dtype=COLUMN_NUMPY[dtype])
-                    plannable = False
+                    plannable = plannable and native  # a plan takes native buffers (C order is its to make)
                 entry["offset"] = place(buffer)
                 strings.append(False)
             mask = block.masks.get(column)

@@ -7,7 +7,7 @@ per-record columns, an optional force field, and the records (``meta`` + ``syste
 ``trajectory``).  Nothing here touches storage: the LMDB binding (``binding.py``) stores what
 these functions check and build.
 
-Rule ids (``collection#C1`` .. ``C12``; the binding's are ``lmdb#L1`` .. ``L17``; the catalogue
+Rule ids (``collection#C1`` .. ``C13``; the binding's are ``lmdb#L1`` .. ``L17``; the catalogue
 ``molrec_raw/rules/collection.py`` and ``lmdb.py`` defines them):
 
 - ``C1``  the collection document carries ``units``: an object of quantity → unit string.
@@ -32,6 +32,8 @@ Rule ids (``collection#C1`` .. ``C12``; the binding's are ``lmdb#L1`` .. ``L17``
 - ``C11`` an aligned trajectory block never shares a name with a ``system`` block, and holds
   its target's row count at every resolved frame.
 - ``C12`` record order is the order the writer appended them in.
+- ``C13`` many records given as columns (``add_records``): per block, one row count per
+  record; each column the records' rows concatenated; per-record columns one value each.
 """
 from __future__ import annotations
 
@@ -54,12 +56,13 @@ __all__ = [
     "index_column_spec",
 ]
 
-C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12 = (f"collection#C{n}" for n in range(1, 13))
+C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12, C13 = (f"collection#C{n}" for n in range(1, 14))
 
 #: The index columns the binding owns (lmdb.md "index"); a collection's own may not take them (C5).
 BINDING_COLUMNS: Tuple[str, ...] = ("first_frame", "n_frames", "n_atoms", "has_trajectory")
 _RESERVED_INDEX_NAMES = BINDING_COLUMNS + ("_validity",)
 _CHUNK_ROWS = 1 << 14  # index rows held per in-memory piece while a writer streams
+_RECENT_ROWS = 1 << 10  # binding rows held as tuples before they join the pieces
 
 
 def check_units(units: Any, where: str) -> Dict[str, str]:
@@ -300,8 +303,7 @@ class IndexColumns:
                 self.specs[name] = index_column_spec(name, raw, where)
         self._stores: Dict[str, _ColumnStore] = {n: _ColumnStore(s) for n, s in self.specs.items()}
         self._pieces: List[np.ndarray] = []
-        self._binding = np.zeros((_CHUNK_ROWS, 3), np.uint64)
-        self._used = 0
+        self._recent: List[Tuple[int, int, int]] = []  # binding rows since the last piece (< _RECENT_ROWS)
         self.rows = 0
 
     def prepare(self, values: Optional[Mapping[str, Any]], record: int) -> "IndexValues":
@@ -347,6 +349,18 @@ class IndexColumns:
 
     def append(self, row: IndexRow, prepared: "IndexValues") -> None:
         """Keep one record's row (after the record was accepted)."""
+        self.add(row.n_frames, row.n_atoms, row.has_trajectory, prepared)
+
+    def add(self, n_frames: int, n_atoms: int, has_trajectory: bool, prepared: "IndexValues") -> None:
+        """:meth:`append` of the row's three binding values."""
+        recent = self._recent
+        recent.append((n_frames, n_atoms, 1 if has_trajectory else 0))
+        if len(recent) == _RECENT_ROWS:  # (held as numpy: 24 bytes a record)
+            self._pieces.append(np.array(recent, np.uint64))
+            recent.clear()
+        if not (prepared.specs or self._stores):  # no index columns of the collection's own
+            self.rows += 1
+            return
         for name, spec in prepared.specs.items():
             if name not in self._stores:  # a derived column first given now: the rows before hold null
                 store = self._stores[name] = _ColumnStore(ColumnSpec(spec.dtype, spec.trailing, self.rows > 0,
@@ -354,12 +368,6 @@ class IndexColumns:
                 for _ in range(self.rows):
                     store.append(None, False)
         self.specs = {name: store.spec for name, store in self._stores.items()}
-        if self._used == _CHUNK_ROWS:
-            self._pieces.append(self._binding)
-            self._binding = np.zeros((_CHUNK_ROWS, 3), np.uint64)
-            self._used = 0
-        self._binding[self._used] = (row.n_frames, row.n_atoms, 1 if row.has_trajectory else 0)
-        self._used += 1
         for name, store in self._stores.items():
             value, valid = prepared.values.get(name, (None, False))
             if not valid and not store.spec.nullable:  # derived: a column without a value here is nullable
@@ -372,8 +380,8 @@ class IndexColumns:
         """Every column of the ``records`` block in order (the binding's four first), and the
         masks of the nullable ones (always written for a nullable column, so a reader of an
         empty collection still sees it nullable)."""
-        pieces = self._pieces + [self._binding[:self._used]]
-        binding = np.concatenate(pieces) if pieces else np.zeros((0, 3), np.uint64)
+        pieces = self._pieces + [np.array(self._recent, np.uint64).reshape(-1, 3)]
+        binding = np.concatenate(pieces)
         n_frames = np.ascontiguousarray(binding[:, 0])
         first = np.zeros(len(n_frames), np.uint64)
         if len(n_frames) > 1:

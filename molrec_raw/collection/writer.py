@@ -31,7 +31,7 @@ import numpy as np
 import orjson
 
 from molrec_raw.errors import (InvalidValueError, IOFailureError, MolrecError, NodeExistsError, RecordExistsError,
-                               SpecViolationError, StoreError)
+                               SpecViolationError, StoreError, brief)
 from molrec_raw.record import typed_json
 from molrec_raw.record.forcefield import ForceFieldSection, prepare_forcefield
 from molrec_raw.record.frame_io import prepare_frame
@@ -45,10 +45,10 @@ from molrec_raw.record.trajectory.references import SystemCounterparts, check_re
 from molrec_raw.record.trajectory.schema import SKIPPED_FRAME_META_KEYS, BlockSpec, MetaSpec, SequenceSchema
 from molrec_raw.collection import binding
 from molrec_raw.collection.binding import FF_KEY, FRAME, INDEX_BLOCK, INDEX_KEY, META_KEY, RECORD_META, SYSTEM, SUFFIX, key
-from molrec_raw.collection.frame_bytes import EncodeCache, encode_frame, made_block
+from molrec_raw.collection.frame_bytes import EncodeCache, encode_frame, encode_planned, header_rest, made_block
 from molrec_raw.zarr.fileops import FileOps, PoisonGuard
-from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, IndexColumns, IndexRow, check_record_meta,
-                                         collection_document)
+from molrec_raw.collection.model import (C2, C3, C4, C7, C8, C9, C10, C11, C13, IndexColumns,
+                                         IndexValues, check_record_meta, collection_document)
 
 __all__ = ["CollectionWriter"]
 
@@ -57,6 +57,8 @@ DEFAULT_COMMIT_BYTES = 64 << 20
 DEFAULT_MAP_SIZE = 1 << 28  # the first reservation of address space; doubled whenever a commit needs more
 _MISSING = object()
 _FRAME_PLAN = object()  # the start of a trajectory frame's encoding-plan key
+_SYSTEM_REST = header_rest(meta={})  # a system value's members after its blocks
+_NO_INDEX_VALUES = IndexValues({}, {})  # a record's, when the index has no columns of its own
 _EXACT_INT = 2**53  # an i64 step within ±2^53 is its own typed JSON form
 _MAX_F64 = float(np.finfo(np.float64).max)
 _ERRNO_BY_TEXT = {code: os.strerror(code) for code in errno.errorcode}  # LMDB names a system error by its text
@@ -290,6 +292,164 @@ class CollectionWriter:
         except MolrecError as exc:
             raise _relocated(exc, str(self._path), where, _DERIVED_RULES if self._derived else _GIVEN_RULES) from None
 
+    def add_records(self, rows: Mapping[str, Any], system: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                    frame: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                    frame_meta: Optional[Mapping[str, Any]] = None, meta: Optional[Sequence[Any]] = None,
+                    index: Optional[Mapping[str, Any]] = None) -> range:
+        """Add many records given as columns (``collection#C13``); their numbers.
+
+        ``rows``: ``{block: per-record row counts}`` (R non-negative integers: R records).
+        ``system`` / ``frame``: ``{block: {column: values}}``, each column the records' rows
+        concatenated in record order along its first axis (``sum(rows[block])`` rows) — the
+        records' systems, and one trajectory frame each (``frame=None``: no trajectory).
+        ``frame_meta``: ``{key: R values}``, each record's per-step meta; ``meta``: R record
+        meta documents (or None); ``index``: ``{column: R values}``.
+
+        Record ``r`` is exactly ``add_record(meta=meta[r], system=Frame({}, {b: Block({c:
+        col[lo:hi]})}), frames=[Frame({k: v[r]}, {...})], index={c: v[r]})`` with ``lo:hi`` its
+        rows: the same checks, the same refusals, a byte-identical store.  Input whose columns
+        do not hold their records' rows is refused before any record is added (``C13``,
+        naming the block or column and the record); a record refused by add_record's checks
+        raises naming it, and the records before it stay added (``n_records`` says how many).
+        A record of a shape (row counts, dtypes) already accepted under the same declaration
+        is encoded straight from the columns, without ``Frame``/``Block`` objects."""
+        self._check_open()
+        where = str(self._path)
+        columns = _RecordColumns(rows, system, frame, frame_meta, meta, index, where)
+        first = self._records
+        for r in range(columns.n):
+            if not self._add_columnar(columns, r):
+                self.add_record(**columns.record(r))
+        return range(first, self._records)
+
+    def _add_columnar(self, cols: "_RecordColumns", r: int) -> bool:
+        """Record ``r`` of ``cols`` straight from the columns when every check it needs is one
+        its shape already passed under this declaration (the memos :meth:`_system`,
+        :meth:`_check_system_names` and ``prepare_update`` keep); False (nothing changed) for
+        anything else, which :meth:`add_record` then checks whole."""
+        if self._resolved_check or self._guard.poisoned is not None:
+            return False
+        shape = cols.shapes(r)
+        plan = cols.fast.get((self._version, shape))
+        if plan is None:
+            plan = self._columnar_plan(cols, r)
+            if plan is None:  # (not kept: add_record checks it now, and the next one of its shape is planned)
+                return False
+            cols.fast[(self._version, shape)] = plan
+        number = self._records
+        try:
+            system_value = None if plan.system is None else self._columnar_value(plan.system, r, _SYSTEM_REST, {}, None)
+            frame_value = None
+            if plan.frame is not None:
+                assert self._meta_specs is not None
+                frame_meta = cols.meta_json(r, self._meta_specs)
+                frame_value = self._columnar_value(plan.frame, r, header_rest(meta=frame_meta, step=0), frame_meta, 0)
+            doc = b"{}" if cols.meta is None else orjson.dumps(check_record_meta(cols.meta[r], f"/records/{number}/meta"),
+                                                              option=orjson.OPT_SERIALIZE_NUMPY)
+            values = _NO_INDEX_VALUES if cols.index is None and not self._index.specs else \
+                self._index.prepare(None if cols.index is None else cols.index_row(r), number)
+        except MolrecError:  # a value its shape does not vouch for: add_record names the rule
+            return False
+        if frame_value is not None:
+            self._pending.append((key(FRAME, self._frames), frame_value))
+            self._pending_bytes += len(frame_value)
+            if self._pending_bytes >= self._commit_bytes:
+                self._commit()
+        self._queue(key(RECORD_META, number), doc)
+        if system_value is not None:
+            self._queue(key(SYSTEM, number), system_value)
+        n_frames = 0 if plan.frame is None else 1
+        self._index.add(n_frames, plan.n_atoms[r], plan.frame is not None, values)
+        self._records += 1
+        self._frames += n_frames
+        self._pending_records += 1
+        if self._pending_records >= self._commit_every:
+            self._commit()
+        return True
+
+    def _columnar_value(self, plan: "_ColumnarValue", r: int, rest: bytes, meta: Dict[str, Any],
+                        step: Optional[int]) -> bytes:
+        """One value of record ``r`` (``rest``: the :func:`header_rest` text of ``meta`` and
+        ``step``) through its kept encoding plan; through :func:`encode_frame` while the plan
+        is not kept yet (the same bytes)."""
+        columns = [values[bounds[r]:bounds[r + 1]] for values, bounds in plan.columns]
+        given: List[Any] = columns
+        if plan.strings:
+            given = list(columns)
+            try:
+                for i, items in plan.strings:  # checked once: every value a str
+                    bounds = plan.columns[i][1]
+                    given[i] = orjson.dumps(items[bounds[r]:bounds[r + 1]])
+            except orjson.JSONEncodeError:  # a string JSON cannot hold: encode_frame names it
+                given = []
+        value = encode_planned(self._encodes, plan.key, given, rest) if given else None
+        if value is not None:
+            return value
+        blocks: Dict[str, Block] = {}
+        i = 0
+        for name, names, structural, counts in plan.blocks:
+            blocks[name] = made_block(dict(zip(names, columns[i:i + len(names)])), {}, {}, {}, structural, {},
+                                      counts[r])
+            i += len(names)
+        return encode_frame(blocks, meta=meta, step=step, cache=self._encodes, shape=plan.key)
+
+    def _columnar_plan(self, cols: "_RecordColumns", r: int) -> Optional["_Columnar"]:
+        """How records of the shape of record ``r`` are encoded, when this declaration already
+        checked that shape whole; None when it did not (or the record is of a kind only
+        add_record takes)."""
+        system: Optional[_ColumnarValue] = None
+        if cols.system is not None:
+            shape: List[Any] = []
+            for name, columns in cols.system.items():
+                n = cols.counts[name][r]
+                shape += (name, n)
+                for column, values in columns.items():
+                    shape += (column, values.dtype, (n, *values.shape[1:]))
+                shape.append(None)
+            system_shape = tuple(shape)
+            system_plan = self._system_shapes.get(system_shape)
+            passed = self._names_passed.get((self._version, system_shape))
+            if system_plan is None or passed is None or passed[1] is None:
+                return None
+            system = _ColumnarValue(system_plan, [(v, cols.bounds[name]) for name, columns in cols.system.items()
+                                                  for v in columns.values()],
+                                    [(name, list(columns), None, cols.counts[name]) for name, columns in cols.system.items()],
+                                    cols.strings)
+        else:
+            passed = self._names_passed.get((self._version, ()))
+            if passed is None or passed[1] is None:
+                return None
+        frame: Optional[_ColumnarValue] = None
+        if cols.frame is not None:
+            if self._meta_specs is None or cols.frame_meta.keys() != self._meta_specs.keys():
+                return None
+            frame_plan: Any = _FRAME_PLAN
+            picked: List[Tuple[np.ndarray, List[int]]] = []
+            blocks: List[Tuple[str, List[str], Any, List[int]]] = []
+            for name, columns in cols.frame.items():
+                state = self._states.get(name)
+                if state is None or len(columns) != len(state.spec.columns):
+                    return None
+                n = cols.counts[name][r]
+                given = []
+                for column, spec in state.spec.columns.items():
+                    found = columns.get(column)
+                    if found is None:
+                        return None
+                    given.append((column, found.dtype, (n, *found.shape[1:])))
+                    # precision columns: rounded whole (per value: each record's rows are its rows rounded)
+                    picked.append((found if spec.precision is None else cols.rounded(name, column, spec.precision),
+                                   cols.bounds[name]))
+                checked = state.shapes.get(tuple(given))
+                if checked is None:
+                    return None
+                structural = state.spec.structural_shape
+                frame_plan = (frame_plan, name, checked, structural)
+                blocks.append((name, list(state.spec.columns), structural, cols.counts[name]))
+            frame = _ColumnarValue(frame_plan, picked, blocks, [])
+        n_atoms = cols.counts["atoms"] if "atoms" in cols.counts else [0] * cols.n
+        return _Columnar(system, frame, n_atoms)
+
     def _add(self, meta: Any, system: Any, frames: Any, steps: Any, times: Any, schema: Any, index: Any,
              where: str) -> int:
         number = self._records
@@ -307,7 +467,7 @@ class CollectionWriter:
             system_value, system_blocks, shape = self._system(system, f"{where}/system")
             if "atoms" in system_blocks:
                 n_atoms = system_blocks["atoms"].nrows
-        values = self._index.prepare(index, number)
+        values = _NO_INDEX_VALUES if index is None and not self._index.specs else self._index.prepare(index, number)
         draft = _Draft(number, self._frames, system_blocks)
         self._draft = draft
         try:
@@ -328,10 +488,10 @@ class CollectionWriter:
             self._draft = None
         if n_atoms is None:
             n_atoms = draft.n_atoms or 0
-        self._queue(key(RECORD_META, number), orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY))
+        self._queue(key(RECORD_META, number), orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) if doc else b"{}")
         if system_value is not None:
             self._queue(key(SYSTEM, number), system_value)
-        self._index.append(IndexRow(draft.frames, n_atoms, frames is not None), values)
+        self._index.add(draft.frames, n_atoms, frames is not None, values)
         self._records += 1
         self._frames += draft.frames
         self._pending_records += 1
@@ -350,6 +510,10 @@ class CollectionWriter:
         shape = _plain_shape(system)
         plan = None if shape is None else self._system_shapes.get(shape)
         if plan is not None:  # this shape was checked whole: its values only
+            value = encode_planned(self._encodes, plan, [v for b in system.blocks.values() for v in b.columns.values()],
+                                   _SYSTEM_REST)  # (no masks: a plain shape's)
+            if value is not None:
+                return value, system.blocks, shape
             try:  # the encoder holds object columns to str values (lmdb#L11)
                 return encode_frame(system.blocks, meta={}, cache=self._encodes, shape=plan), system.blocks, shape
             except InvalidValueError:
@@ -584,17 +748,24 @@ class CollectionWriter:
             if draft.cell is not None and draft.cell.same(cell):
                 cell = None
         # -- accept and encode (frames of one shape through one kept plan: the same bytes)
-        blocks: Dict[str, Block] = {}
         shape: Any = _FRAME_PLAN
         for name, u in changed.items():
-            structural = states[name].spec.structural_shape
-            blocks[name] = made_block(u.columns, u.masks, {}, {}, structural, {}, u.rows)
-            if shape is not None:
-                shape = None if u.shape is None or u.masks else (shape, name, u.shape, structural)
-        value = encode_frame(blocks, meta=meta, step=step if -_EXACT_INT <= step <= _EXACT_INT else
-                             typed_json.encode_value("i64", step),
-                             time=typed_json.encode_value("f64", time) if time is not None else None,
-                             box=cell.box() if cell is not None else None, cache=self._encodes, shape=shape)
+            if u.shape is None or u.masks:
+                shape = None
+                break
+            shape = (shape, name, u.shape, states[name].spec.structural_shape)
+        step_json = step if -_EXACT_INT <= step <= _EXACT_INT else typed_json.encode_value("i64", step)
+        time_json = typed_json.encode_value("f64", time) if time is not None else None
+        box = cell.box() if cell is not None else None
+        value = None
+        if shape is not None:  # a kept plan: the columns as they are (the same bytes encode_frame gives)
+            value = encode_planned(self._encodes, shape, [v for u in changed.values() for v in u.columns.values()],
+                                   header_rest(meta=meta, step=step_json, time=time_json, box=box))
+        if value is None:
+            blocks = {name: made_block(u.columns, u.masks, {}, {}, states[name].spec.structural_shape, {}, u.rows)
+                      for name, u in changed.items()}
+            value = encode_frame(blocks, meta=meta, step=step_json, time=time_json, box=box, cache=self._encodes,
+                                 shape=shape)
         if more:
             for name, u in changed.items():  # the base of the next frame: our own copy, never the caller's arrays
                 draft.last[name] = Update(k, u.rows, {c: v.copy() for c, v in u.columns.items()},
@@ -822,6 +993,172 @@ class CollectionWriter:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"CollectionWriter({str(self._path)!r}, {self._records} records, {self._frames} frames, {state})"
+
+
+class _ColumnarValue:
+    """How one value of a record given as columns is encoded: ``key`` the encoding plan's
+    key, ``columns`` each column's array and its block's row bounds (the header's order),
+    ``blocks`` each block's name, column names, structural shape and row counts;
+    ``strings`` the 1-D string columns (their place in ``columns``) listed whole, every value
+    a ``str``."""
+
+    __slots__ = ("key", "columns", "blocks", "strings")
+
+    def __init__(self, key: Any, columns: List[Tuple[np.ndarray, List[int]]],
+                 blocks: List[Tuple[str, List[str], Any, List[int]]], strings: List[Tuple[int, List[str]]]) -> None:
+        self.key, self.columns, self.blocks, self.strings = key, columns, blocks, strings
+
+
+class _Columnar:
+    """A checked shape of records given as columns: their system value, their frame value
+    (either None), every record's ``n_atoms``."""
+
+    __slots__ = ("system", "frame", "n_atoms")
+
+    def __init__(self, system: Optional[_ColumnarValue], frame: Optional[_ColumnarValue], n_atoms: List[int]) -> None:
+        self.system, self.frame, self.n_atoms = system, frame, n_atoms
+
+
+class _RecordColumns:
+    """The input of :meth:`CollectionWriter.add_records`, checked to hold its records' rows
+    (``collection#C13``), and each record's part of it."""
+
+    def __init__(self, rows: Any, system: Any, frame: Any, frame_meta: Any, meta: Any, index: Any,
+                 where: str) -> None:
+        def refuse(message: str, node: str, rule: str = C13) -> NoReturn:
+            raise SpecViolationError(message, store=where, node=node, rule=rule)
+
+        if not isinstance(rows, Mapping) or not rows:
+            refuse(f"rows must map each block to its records' row counts, got {brief(rows)}", "/records")
+        if system is None and frame is None:
+            refuse("records have a system, a trajectory or both: add_records was given neither", "/records", C8)
+        self.counts: Dict[str, List[int]] = {}
+        self.bounds: Dict[str, List[int]] = {}
+        n: Optional[int] = None
+        for name, raw in rows.items():
+            counts = np.asarray(raw)
+            if counts.ndim != 1 or counts.dtype.kind not in "iu":
+                refuse(f"rows[{name!r}] must be one integer row count per record, got {counts.dtype}"
+                       f"{list(counts.shape)}", f"/records/{name}")
+            if n is not None and len(counts) != n:
+                refuse(f"rows[{name!r}] holds {len(counts)} counts, rows[{next(iter(rows))!r}] {n} (one per record)",
+                       f"/records/{name}")
+            n = len(counts)
+            negative = np.flatnonzero(counts < 0)
+            if len(negative):
+                r = int(negative[0])
+                refuse(f"rows[{name!r}] of record {r} is {int(counts[r])}, not a row count", f"/records/{r}/{name}")
+            self.counts[name] = counts.tolist()
+            self.bounds[name] = [0, *np.cumsum(counts, dtype=np.int64).tolist()]
+        assert n is not None
+        self.n = n
+        used: Set[str] = set()
+        self.system = None if system is None else self._blocks(system, "system", used, refuse)
+        self.frame = None if frame is None else self._blocks(frame, "trajectory", used, refuse)
+        unused = [name for name in self.counts if name not in used]
+        if unused:
+            refuse(f"rows names block {unused[0]!r}, which no system or frame column uses", f"/records/{unused[0]}")
+        self.frame_meta: Dict[str, List[Any]] = {}
+        if frame_meta is not None:
+            if frame is None:
+                refuse("frame_meta is per-step meta: it needs a frame", "/records/trajectory/meta")
+            for name, values in frame_meta.items():
+                listed = values.tolist() if isinstance(values, np.ndarray) else list(values)
+                self._one_each(listed, f"frame_meta[{name!r}]", f"/records/trajectory/meta/{name}", refuse)
+                self.frame_meta[name] = listed
+        self.meta = None if meta is None else list(meta)
+        if self.meta is not None:
+            self._one_each(self.meta, "meta", "/records/meta", refuse)
+        self.index: Optional[Dict[str, Any]] = None
+        if index is not None:
+            self.index = dict(index)
+            for name, values in self.index.items():
+                self._one_each(values, f"index[{name!r}]", f"/index/records/{name}", refuse)
+        self.strings: List[Tuple[int, List[str]]] = []  # the system's 1-D string columns of str, listed
+        for i, values in enumerate(v for columns in (self.system or {}).values() for v in columns.values()):
+            if values.dtype.kind == "O" and values.ndim == 1:
+                items = values.tolist()
+                try:
+                    "".join(items)  # a C loop that fails on any element that is not a str
+                except TypeError:
+                    continue
+                self.strings.append((i, items))
+        self.fast: Dict[Any, Any] = {}  # (declaration, row counts) -> _columnar_plan
+        self._rounded: Dict[Tuple[str, str, float], np.ndarray] = {}
+        self._shapes = list(self.counts.values())
+
+    def _blocks(self, given: Any, section: str, used: Set[str], refuse: Any) -> Dict[str, Dict[str, np.ndarray]]:
+        """``{block: {column: array}}`` of one section, each column holding its block's rows."""
+        if not isinstance(given, Mapping):
+            refuse(f"{section} must map block -> column -> values, got {brief(given)}", f"/records/{section}")
+        out: Dict[str, Dict[str, np.ndarray]] = {}
+        for name, columns in given.items():
+            node = f"/records/{section}/{name}"
+            if name not in self.counts:
+                refuse(f"block {name!r} has no row counts: rows[{name!r}] is missing", node)
+            if not isinstance(columns, Mapping):
+                refuse(f"block {name!r} must map column -> values, got {brief(columns)}", node)
+            used.add(name)
+            total, bounds = self.bounds[name][-1], self.bounds[name]
+            out[name] = {}
+            for column, raw in columns.items():
+                values = np.asarray(raw)
+                if values.dtype.kind == "U":  # strings: a string column's object array
+                    values = values.astype(object)
+                values = np.ascontiguousarray(values)
+                if values.ndim == 0 or len(values) != total:
+                    have = 0 if values.ndim == 0 else len(values)
+                    r = next((r for r in range(self.n) if bounds[r + 1] > have), self.n - 1)
+                    refuse(f"column {column!r} of block {name!r} has {have} rows; the records' counts sum to "
+                           f"{total} (record {r}'s rows are {bounds[r]}:{bounds[r + 1]})", f"{node}/{column}")
+                out[name][column] = values
+        return out
+
+    def _one_each(self, values: Any, what: str, node: str, refuse: Any) -> None:
+        if not hasattr(values, "__len__") or len(values) != self.n:
+            have = len(values) if hasattr(values, "__len__") else brief(values)
+            refuse(f"{what} must hold one value per record ({self.n}), got {have}", node)
+
+    def shapes(self, r: int) -> Tuple[int, ...]:
+        """Record ``r``'s row counts, block by block."""
+        return tuple([counts[r] for counts in self._shapes])
+
+    def rounded(self, block: str, column: str, precision: float) -> np.ndarray:
+        """A trajectory column rounded to ``precision`` whole (rounding is per value: each
+        record's rows are its rows rounded)."""
+        found = self._rounded.get((block, column, precision))
+        if found is None:
+            assert self.frame is not None
+            found = self._rounded[(block, column, precision)] = round_to_precision(self.frame[block][column], precision)
+        return found
+
+    def meta_json(self, r: int, specs: Dict[str, MetaSpec]) -> Dict[str, Any]:
+        """Record ``r``'s per-step meta in typed JSON form (the keys are ``specs``'s)."""
+        out: Dict[str, Any] = {}
+        for name, spec in specs.items():
+            value = self.frame_meta[name][r]
+            if type(value) is float and spec.tag == "f64" and -_MAX_F64 <= value <= _MAX_F64:
+                out[name] = value  # a finite float is its own typed JSON form (trajectory#W23)
+                continue
+            if isinstance(value, MetaValue):
+                value = value.value
+            out[name] = typed_json.encode_value(spec.tag, value, f"/trajectory/meta/{name}")
+        return out
+
+    def index_row(self, r: int) -> Dict[str, Any]:
+        assert self.index is not None
+        return {name: values[r] for name, values in self.index.items()}
+
+    def record(self, r: int) -> Dict[str, Any]:
+        """Record ``r`` as :meth:`CollectionWriter.add_record`'s arguments."""
+        def blocks(section: Dict[str, Dict[str, np.ndarray]]) -> Dict[str, Block]:
+            return {name: Block({c: v[self.bounds[name][r]:self.bounds[name][r + 1]] for c, v in columns.items()})
+                    for name, columns in section.items()}
+        frame_meta = {name: values[r] for name, values in self.frame_meta.items()}
+        return {"meta": None if self.meta is None else self.meta[r],
+                "system": None if self.system is None else Frame({}, blocks(self.system)),
+                "frames": None if self.frame is None else [Frame(frame_meta, blocks(self.frame))],
+                "index": None if self.index is None else self.index_row(r)}
 
 
 def _next(it: Optional[Iterator[Any]], name: str, k: int, where: str) -> Any:

@@ -1,5 +1,5 @@
 """Rule catalogue: collections (MolCrafts/molrec ``docs/spec/collection.md``): many records
-under one declaration.  The ids are this project's (``collection#C1`` .. ``C12``, the
+under one declaration.  The ids are this project's (``collection#C1`` .. ``C13``, the
 numbering of ``molrec_raw/collection/model.py``); the public chapter numbers none.  There is
 no digest file for this chapter: ``spec-notes/collection.md`` holds the decisions."""
 from molrec_raw.rules import BOTH, WRITER, Chapter, Rule
@@ -64,4 +64,12 @@ RULES = (
     Rule("C12", BOTH, "record order is append order",
          "Records are numbered in the order the writer appended them, and that order is stable: a reader's "
          "record r is the r-th record added.", f"{_C} (Model, records)"),
+    Rule("C13", WRITER, "many records as columns: each column holds its records' rows",
+         "A writer taking many records at once as columns (CollectionWriter.add_records) holds every block's "
+         "per-record row counts (non-negative integers, one per record), every column of a block the "
+         "concatenation of its records' rows in record order (as many rows as the counts sum to), and every "
+         "per-record column (per-step meta, record meta, index values) one value per record. Input that breaks "
+         "this is refused before any record is added, naming the block or column and the record; the records "
+         "are then the ones add_record would add, one by one.",
+         f"{_C} (Model, records); the columnar door is this project's (spec-notes/collection.md, add_records)"),
 )

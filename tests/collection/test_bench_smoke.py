@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from molrec_raw.collection import binding
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "collection.py"
 
 
@@ -30,14 +32,28 @@ def test_bench_collection_runs_small_with_a_fixed_seed(tmp_path: Path) -> None:
         records=120, atoms=8, reads=120, ase_reads=20, batch=32, rounds=1, seed=3, skip="", dir=str(tmp_path / "b"),
         keep=True, json=None)
     out = bench.run(args)
-    assert set(out["write"]) == {"molrec", "pickle", "atompack", "h5py", "ase"}
-    assert set(out["read"]) == set(out["write"]) | {"floor"} and set(out["batch"]) == {"molrec", "atompack", "floor"}
+    assert set(out["write"]) == {"molrec", "add_records", "pickle", "atompack", "h5py", "ase"}
+    assert set(out["read"]) == set(out["write"]) - {"add_records"} | {"floor"}
+    assert set(out["batch"]) == {"molrec", "atompack", "floor"}
     assert all(size > 0 for size in out["size"].values())
     rows = bench.ratios(out)
     assert [row[0] for row in rows][:6] == ["read one record vs floor", "read one record vs atompack",
                                              "read one record vs pickle", "read one record vs h5py",
                                              "read one record vs ase", "batch vs the floor's batch"]
+    assert [row[0] for row in rows][-2:] == ["write vs LMDB + pickle", "add_records vs LMDB + pickle"]
     assert "| ratio (peer / ours) |" in bench.report(out)
+    for name in ("set.mrec.lmdb", "set.columns.mrec.lmdb"):  # add_records: the bytes of add_record
+        handle = binding.acquire(tmp_path / "b" / name)
+        with handle.env.begin() as txn:
+            pairs = [(bytes(k), bytes(v)) for k, v in txn.cursor()]
+        handle.release()
+        if name == "set.mrec.lmdb":
+            expected = pairs
+    assert pairs == expected and len(pairs) == 3 * 120 + 2
+    args.rounds, args.records = 2, 50
+    writes = bench.writes(args)
+    assert len(writes["rounds"]) == 2 and set(writes["rounds"][0]) == {"molrec", "add_records", "pickle"}
+    assert "| add_records |" in bench.writes_report(writes)
     import molrec_raw as mr
     c = mr.read_collection(tmp_path / "b" / "set.mrec.lmdb")
     assert len(c) == 120 and c[0].frame(0).blocks["atoms"].count == 8 and c.batch([1, 2])["n_atoms"].tolist() == [8, 8]
