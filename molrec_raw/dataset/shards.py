@@ -261,9 +261,10 @@ class Dataset:
 
     def __getitem__(self, g: int) -> Record:
         """Record ``g`` (the collection's own :class:`Record`, numbered in its shard)."""
-        shard, r = self.locate(g)
+        n = g if type(g) is int and 0 <= g < self._n else self.number(g)
+        shard = self._shards[bisect.bisect_right(self._stop_list, n)]
         reader = shard._reader
-        return (shard.reader() if reader is None else reader)[r]
+        return Record(shard.reader() if reader is None else reader, n - shard.start, None)  # (in the shard: checked)
 
     def __iter__(self) -> Iterator[Record]:
         """Every record, in dataset order."""
