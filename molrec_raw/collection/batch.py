@@ -409,49 +409,46 @@ class _Batch:
         return out
 
 
-def gather_across(parts: List[Tuple[CollectionReader, np.ndarray]], order: np.ndarray,
+def gather_across(readers: List[CollectionReader], which: np.ndarray, records: np.ndarray,
                   numbers: List[int]) -> Optional[Dict[str, np.ndarray]]:
     """``CollectionReader.batch`` of frame 0 over many readers of one declaration that share
-    one pair of layout caches (a dataset's shards, ``dataset#D3``), assembled once: each part
-    is (a reader, its records: an int64 array), the parts' records in turn are the batch's records
-    ``order``, ``numbers`` the batch's ``"record"`` column.  The values are read in one
-    transaction per reader (all open until the assembly has copied them) and put in the
-    batch's order; when every record is what :meth:`_Batch._uniform` reads (one checked
-    system layout without meta, one checked trajectory layout with its step and the
-    declared meta keys), its checks and its assembly are one batch's over all of them — the
-    arrays one collection's batch of these values gives.  None otherwise (nothing is refused
-    here: the caller reads reader by reader, whose checks name what is wrong)."""
-    c = parts[0][0]
-    if c._resolved_check or any(reader._layouts is not c._layouts or reader._frame_layouts is not c._frame_layouts
-                                or reader._resolved_check for reader, _ in parts):
+    one pair of layout caches (a dataset's shards, ``dataset#D3``), assembled once: the
+    batch's record ``i`` is record ``records[i]`` of ``readers[which[i]]``, ``numbers`` the
+    batch's ``"record"`` column.  The values are read in the batch's order, in one
+    transaction per reader (all open until the assembly has copied them); when every record
+    is what :meth:`_Batch._uniform` reads (one checked system layout without meta, one
+    checked trajectory layout with its step and the declared meta keys), its checks and its
+    assembly are one batch's over all of them — the arrays one collection's batch of these
+    values gives (the pair of layouts checked at ``readers[0]``'s first record in the
+    batch).  None otherwise (nothing is refused here: the caller reads reader by reader,
+    whose checks name what is wrong)."""
+    c = readers[0]
+    if any(reader._layouts is not c._layouts or reader._frame_layouts is not c._frame_layouts
+           or reader._resolved_check for reader in readers):
         return None
-    s_quick, f_quick = c._layouts.quick, c._frame_layouts.quick
-    s_raws: List[Any] = []
-    f_raws: List[Any] = []
-    s_hits: List[Any] = []
-    f_hits: List[Any] = []
+    firsts = np.empty(len(numbers), np.int64)
+    gets: List[Getter] = []
     readings: List[_Reading] = []
     try:
-        for reader, records in parts:
-            if not reader._count[records].all():
+        for j, reader in enumerate(readers):
+            mine = which == j
+            own = records[mine]
+            if not reader._count[own].all():
                 return None
+            firsts[mine] = reader._first[own]
             reading = _Reading(reader._env(), False)
             readings.append(reading)
-            txn_get = reading.txn.get
-            raws = [txn_get(_KEY(SYSTEM, r)) for r in records.tolist()]  # (each value checked while in the cache)
-            s_raws += raws
-            s_hits += [None if raw is None else s_quick(raw, False) for raw in raws]
-            raws = [txn_get(_KEY(FRAME, first)) for first in reader._first[records].tolist()]
-            f_raws += raws
-            f_hits += [None if raw is None else f_quick(raw) for raw in raws]
-        if len(parts) > 1 or bool(np.any(order[1:] < order[:-1])):  # to the batch's order
-            inverse = np.empty(len(order), np.int64)
-            inverse[order] = np.arange(len(order))
-            places = inverse.tolist()
-            s_raws, s_hits = [s_raws[j] for j in places], [s_hits[j] for j in places]
-            f_raws, f_hits = [f_raws[j] for j in places], [f_hits[j] for j in places]
+            gets.append(reading.txn.get)
+        s_quick, f_quick = c._layouts.quick, c._frame_layouts.quick
+        at = which.tolist()
+        # each value matched while it is in the CPU's cache; a missing value has no hit (_uniform: None)
+        s_raws = [gets[j](_KEY(SYSTEM, r)) for j, r in zip(at, records.tolist())]
+        s_hits = [None if raw is None else s_quick(raw, False) for raw in s_raws]
+        f_raws = [gets[j](_KEY(FRAME, first)) for j, first in zip(at, firsts.tolist())]
+        f_hits = [None if raw is None else f_quick(raw) for raw in f_raws]
         flat = _parse_strings(s_hits)
-        return _Batch(c, numbers, 0)._uniform(s_raws, s_hits, f_raws, f_hits, flat, (c, int(parts[0][1][0])))
+        first = (c, int(records[at.index(0)]))
+        return _Batch(c, numbers, 0)._uniform(s_raws, s_hits, f_raws, f_hits, flat, first)
     finally:
         for reading in readings:
             reading.close()

@@ -298,15 +298,17 @@ class Dataset:
         if numbers.size == 0:
             return self._shards[0].reader().batch([], frame)
         where = np.searchsorted(self._stops, numbers, side="right")
-        order = np.argsort(where, kind="stable")  # the records shard by shard, each shard's in the caller's order
-        in_shards = where[order]
-        local = (numbers - self._starts[where])[order]
-        edges = [0, *(np.flatnonzero(in_shards[1:] != in_shards[:-1]) + 1).tolist(), len(order)]
-        groups = [(self._shards[int(in_shards[lo])], local[lo:hi]) for lo, hi in zip(edges, edges[1:])]
+        local = numbers - self._starts[where]
         if frame is not None and operator.index(frame) == 0:
-            done = gather_across([(shard.reader(), records) for shard, records in groups], order, numbers.tolist())
+            touched = np.unique(where)
+            done = gather_across([self._shards[k].reader() for k in touched.tolist()],
+                                 np.searchsorted(touched, where), local, numbers.tolist())
             if done is not None:
                 return done
+        order = np.argsort(where, kind="stable")  # the records shard by shard, each shard's in the caller's order
+        in_shards, local = where[order], local[order]
+        edges = [0, *(np.flatnonzero(in_shards[1:] != in_shards[:-1]) + 1).tolist(), len(order)]
+        groups = [(self._shards[int(in_shards[lo])], local[lo:hi]) for lo, hi in zip(edges, edges[1:])]
         parts, names = [], []
         for shard, records in groups:
             part = shard.reader().batch(records.tolist(), frame)
