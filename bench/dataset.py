@@ -30,6 +30,7 @@ Wall and CPU (process) time; the machine is shared and noisy — ratios are form
 
     python bench/dataset.py [--records 16000] [--atoms 32] [--shards 8] [--reads 4000] [--rounds 3]
     python bench/dataset.py --records 200 --reads 200 --open-shards 20 --rounds 1 --skip dask   # the smoke run
+    python bench/dataset.py --tree before=/tmp/before --tree after=. --tree-runs 3 --rounds 3   # two trees' reads and open
 
 No timing is asserted anywhere (tests/dataset/test_dataset_bench_smoke.py runs the small version).
 """
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -228,9 +230,10 @@ def batch_atompack(db: Any, size: int) -> Reader:
 def read_rows(data: Any, work: Path, per_shard: int, args: argparse.Namespace, skip: set) -> Dict[str, Dict[str, Clock]]:
     import molrec_raw as mr
     one = work / "one.mrec.lmdb"
-    with mr.CollectionWriter(one, units=UNITS, schema=schema()) as writer:
-        for item in items(data):
-            writer.add_record(**item)
+    if not one.exists():  # (written once: the trees of --tree read the same files)
+        with mr.CollectionWriter(one, units=UNITS, schema=schema()) as writer:
+            for item in items(data):
+                writer.add_record(**item)
     shards = work / "built"
     if not shards.exists():
         build(data, shards, per_shard)
@@ -250,10 +253,12 @@ def read_rows(data: Any, work: Path, per_shard: int, args: argparse.Namespace, s
     if "atompack" not in skip and importlib.util.find_spec("atompack") is not None:
         import atompack
         import atompack.hub
-        write_atompack(data, work / "one.atp", 0, data.records)
-        (work / "atp").mkdir(exist_ok=True)
-        for k, lo in enumerate(range(0, data.records, per_shard)):
-            write_atompack(data, work / "atp" / f"part-{k:05d}.atp", lo, min(lo + per_shard, data.records))
+        if not (work / "atp").exists():
+            write_atompack(data, work / "one.atp", 0, data.records)
+            (work / "atp.part").mkdir(exist_ok=True)
+            for k, lo in enumerate(range(0, data.records, per_shard)):
+                write_atompack(data, work / "atp.part" / f"part-{k:05d}.atp", lo, min(lo + per_shard, data.records))
+            (work / "atp.part").rename(work / "atp")
         whole, sharded = atompack.Database.open(str(work / "one.atp")), atompack.hub.open_path(work / "atp")
         plan.update({"atompack read one file": single_atompack(whole), "atompack read shards": single_atompack(sharded),
                      "atompack batch one file": batch_atompack(whole, args.batch),
@@ -278,10 +283,12 @@ def read_rows(data: Any, work: Path, per_shard: int, args: argparse.Namespace, s
 def open_rows(work: Path, count: int, rounds: int) -> Dict[str, Any]:
     """``open_dataset`` of ``count`` one-record shards: every round's (wall, cpu)."""
     import molrec_raw as mr
-    directory = work / "many"
-    small = [{"system": mr.Frame({}, {"atoms": mr.Block({"element": np.array(["H", "O"], object)})}),
-              "index": {"n": r}} for r in range(count)]
-    mr.write_dataset(small, directory, units=UNITS, records_per_shard=1, durable=False)
+    directory = work / f"many-{count}"
+    if not directory.exists():
+        small = [{"system": mr.Frame({}, {"atoms": mr.Block({"element": np.array(["H", "O"], object)})}),
+                  "index": {"n": r}} for r in range(count)]
+        mr.write_dataset(small, work / f"many-{count}.part", units=UNITS, records_per_shard=1, durable=False)
+        (work / f"many-{count}.part").rename(directory)
     times = []
     for _ in range(rounds):
         start = _clock()
@@ -294,13 +301,16 @@ def open_rows(work: Path, count: int, rounds: int) -> Dict[str, Any]:
 
 # -- the run -------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> Dict[str, Any]:
+    if getattr(args, "tree", None):
+        return run_trees(args)
+    import molrec_raw
     data = Data(args.records, args.atoms, args.seed)
     skip = set(args.skip.split(",")) if args.skip else set()
     per_shard = -(-args.records // args.shards)
     work = Path(args.dir or tempfile.mkdtemp(prefix="molrec-bench-dataset-"))
     work.mkdir(parents=True, exist_ok=True)
     out: Dict[str, Any] = {"records": args.records, "atoms": args.atoms, "shards": args.shards, "reads": args.reads,
-                           "batch": args.batch, "rounds": args.rounds}
+                           "batch": args.batch, "rounds": args.rounds, "package": molrec_raw.__file__}
     try:
         if "build" not in skip:
             out["build"] = build_rows(data, work, per_shard, args.rounds, "dask" not in skip)
@@ -311,6 +321,72 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+def run_trees(args: argparse.Namespace) -> Dict[str, Any]:
+    """The reads and the open of each source tree of ``--tree NAME=PATH`` (its package first
+    on ``PYTHONPATH``) over the same files: ``--tree-runs`` runs of this script per tree, each
+    in its own process, the trees taking turns (their order alternating run by run); each run
+    forms its own ratios (``--rounds`` rounds inside it).  The first run writes the files
+    (every tree writes the same bytes); the build is not run."""
+    import subprocess
+    trees: Dict[str, str] = dict(t.split("=", 1) for t in args.tree)
+    work = Path(args.dir or tempfile.mkdtemp(prefix="molrec-bench-dataset-"))
+    work.mkdir(parents=True, exist_ok=True)
+    skip = ",".join(sorted({"build", *(args.skip.split(",") if args.skip else [])}))
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in trees}
+    try:
+        for k in range(args.tree_runs):
+            for name in (list(trees) if k % 2 == 0 else list(reversed(list(trees)))):
+                tree = str(Path(trees[name]).resolve())
+                figures = work / "run.json"
+                command = [sys.executable, str(Path(__file__).resolve()), "--records", str(args.records), "--atoms",
+                           str(args.atoms), "--shards", str(args.shards), "--reads", str(args.reads), "--batch",
+                           str(args.batch), "--open-shards", str(args.open_shards), "--rounds", str(args.rounds),
+                           "--seed", str(args.seed), "--skip", skip, "--dir", str(work), "--keep", "--json",
+                           str(figures)]
+                subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": tree}, cwd=tree,
+                               stdout=subprocess.DEVNULL)
+                out = json.loads(figures.read_text())
+                if not out["package"].startswith(tree):
+                    raise SystemExit(f"the run of {name} ({tree}) measured {out['package']}")
+                runs[name].append(out)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return {"records": args.records, "atoms": args.atoms, "shards": args.shards, "reads": args.reads,
+            "batch": args.batch, "rounds": args.rounds, "trees": runs}
+
+
+def report_trees(out: Dict[str, Any]) -> str:
+    """Each tree's ratios (cpu) and open times, the range over its runs."""
+    trees = out["trees"]
+    names = list(trees)
+    lines = [f"{out['records']} records x {out['atoms']} atoms in {out['shards']} shards, {out['reads']} shuffled "
+             f"reads, batches of {out['batch']}; {len(trees[names[0]])} runs per tree, best of {out['rounds']} "
+             "rounds inside each run; the range over the runs", "",
+             "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+
+    def span(values: List[float], form: str) -> str:
+        return f"{form.format(min(values))}–{form.format(max(values))}" if len(values) > 1 else form.format(values[0])
+
+    rows: Dict[str, Dict[str, List[float]]] = {}
+    for name, got in trees.items():
+        for one in got:
+            for row, wall, cpu, _ in ratios(one):
+                rows.setdefault(f"{row} (cpu)", {}).setdefault(name, []).append(cpu)
+                rows.setdefault(f"{row} (wall)", {}).setdefault(name, []).append(wall)
+            reads = one["read_times"]
+            for kind in reads:
+                rows.setdefault(f"{kind}: µs/record cpu", {}).setdefault(name, []).append(reads[kind][1] * 1e6)
+            if "open" in one:
+                for label, at in (("wall", 0), ("cpu", 1)):
+                    rows.setdefault(f"open_dataset of {one['open']['shards']} shards, s {label}", {}).setdefault(
+                        name, []).extend(t[at] for t in one["open"]["times"])
+    for row, by_tree in rows.items():
+        form = "{:.3f}" if row.startswith("open") else ("{:.1f}" if "µs/record" in row else "{:.2f}x")
+        lines.append(f"| {row} | " + " | ".join(span(by_tree[n], form) if n in by_tree else "" for n in names) + " |")
+    return "\n".join(lines)
 
 
 def ratios(out: Dict[str, Any]) -> List[Tuple[str, float, float, float]]:
@@ -376,9 +452,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--dir", default=None, help="where the stores are written (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the stores")
     parser.add_argument("--json", default=None, help="write the raw figures here")
+    parser.add_argument("--tree", action="append", default=[],
+                        help="NAME=PATH of a source tree whose reads and open are measured (repeat: before and after "
+                             "in one run); each run in its own process, the trees taking turns")
+    parser.add_argument("--tree-runs", type=int, default=3, help="runs per tree with --tree")
     args = parser.parse_args(argv)
     out = run(args)
-    print(report(out))
+    print(report_trees(out) if args.tree else report(out))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

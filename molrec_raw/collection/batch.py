@@ -145,12 +145,15 @@ class _Batch:
         return self._assemble(pairs, payloads, strings, meta, steps, times, boxes, flat)
 
     def _uniform(self, s_raws: List[Any], s_hits: List[Any], f_raws: List[Any], f_hits: List[Any],
-                 flat: Optional[str]) -> Optional[Dict[str, np.ndarray]]:
+                 flat: Optional[str], first: Optional[Tuple[CollectionReader, int]] = None
+                 ) -> Optional[Dict[str, np.ndarray]]:
         """:meth:`_by_layout` of a batch whose systems all matched one layout checked as a
         system's, with one header (``LayoutCache.quick`` hands the same members for the same
         text), and whose first frames all matched one layout checked as a trajectory's, each
         with its step and the declared meta keys only — what the per-record loop does, a
-        column of checks at a time.  None when the batch is otherwise."""
+        column of checks at a time.  None when the batch is otherwise.  ``first``: the
+        reader and record the pair of layouts is checked at (``collection#C9``/``#C10``; by
+        default this batch's reader and first record)."""
         s_hit, f_hit = s_hits[0], f_hits[0]
         if s_hit is None or f_hit is None:
             return None
@@ -172,7 +175,8 @@ class _Batch:
         f_parts = [raw[hit[3]:hit[3] + need] for raw, hit in zip(f_raws, f_hits)]
         need = s_layout.need
         s_parts = [raw[hit[3]:hit[3] + need] for raw, hit in zip(s_raws, s_hits)] if need else [b""] * n
-        self.c._check_layout_pair(s_layout, f_layout, self.numbers[0])
+        reader, r = (self.c, self.numbers[0]) if first is None else first
+        reader._check_layout_pair(s_layout, f_layout, r)
         nothing: List[Any] = [None] * n
         return self._assemble({(s_layout, f_layout): list(range(n))}, (s_parts, f_parts),
                               ([hit[2] for hit in s_hits], nothing), meta, steps, nothing, nothing, flat)
@@ -403,6 +407,51 @@ class _Batch:
             _per_step(out, c, meta, steps, times, boxes)
         out["record"] = np.asarray(self.numbers, dtype=np.int64)
         return out
+
+
+def gather_across(readers: List[CollectionReader], which: np.ndarray, records: np.ndarray,
+                  numbers: List[int]) -> Optional[Dict[str, np.ndarray]]:
+    """``CollectionReader.batch`` of frame 0 over many readers of one declaration that share
+    one pair of layout caches (a dataset's shards, ``dataset#D3``), assembled once: the
+    batch's record ``i`` is record ``records[i]`` of ``readers[which[i]]``, ``numbers`` the
+    batch's ``"record"`` column.  The values are read in the batch's order, in one
+    transaction per reader (all open until the assembly has copied them); when every record
+    is what :meth:`_Batch._uniform` reads (one checked system layout without meta, one
+    checked trajectory layout with its step and the declared meta keys), its checks and its
+    assembly are one batch's over all of them — the arrays one collection's batch of these
+    values gives (the pair of layouts checked at ``readers[0]``'s first record in the
+    batch).  None otherwise (nothing is refused here: the caller reads reader by reader,
+    whose checks name what is wrong)."""
+    c = readers[0]
+    if any(reader._layouts is not c._layouts or reader._frame_layouts is not c._frame_layouts
+           or reader._resolved_check for reader in readers):
+        return None
+    firsts = np.empty(len(numbers), np.int64)
+    gets: List[Getter] = []
+    readings: List[_Reading] = []
+    try:
+        for j, reader in enumerate(readers):
+            mine = which == j
+            own = records[mine]
+            if not reader._count[own].all():
+                return None
+            firsts[mine] = reader._first[own]
+            reading = _Reading(reader._env(), False)
+            readings.append(reading)
+            gets.append(reading.txn.get)
+        s_quick, f_quick = c._layouts.quick, c._frame_layouts.quick
+        at = which.tolist()
+        # each value matched while it is in the CPU's cache; a missing value has no hit (_uniform: None)
+        s_raws = [gets[j](_KEY(SYSTEM, r)) for j, r in zip(at, records.tolist())]
+        s_hits = [None if raw is None else s_quick(raw, False) for raw in s_raws]
+        f_raws = [gets[j](_KEY(FRAME, first)) for j, first in zip(at, firsts.tolist())]
+        f_hits = [None if raw is None else f_quick(raw) for raw in f_raws]
+        flat = _parse_strings(s_hits)
+        first = (c, int(records[at.index(0)]))
+        return _Batch(c, numbers, 0)._uniform(s_raws, s_hits, f_raws, f_hits, flat, first)
+    finally:
+        for reading in readings:
+            reading.close()
 
 
 def _parse_strings(hits: List[Any]) -> Optional[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import stat
 import sys
 import weakref
 from pathlib import Path
@@ -130,9 +131,10 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_inherited)
 
 
-def _identity(path: str) -> Tuple[int, int]:
+def _identity(path: str) -> Tuple[int, int, bool]:
+    """The file's device and inode (one file, however it is named) and whether it is a directory."""
     st = os.stat(path)
-    return st.st_dev, st.st_ino
+    return st.st_dev, st.st_ino, stat.S_ISDIR(st.st_mode)
 
 
 def _lmdb_failure(exc: Exception, path: str, what: str) -> MolrecError:
@@ -211,13 +213,14 @@ def acquire(path: Path, *, writable: bool = False, map_size: int = 1 << 28, dura
     lmdb = import_lmdb()
     where = str(path)
     try:
-        identity = _identity(where)
+        device, inode, directory = _identity(where)
     except FileNotFoundError:
         raise StoreError(f"{where}: no such file (a collection is one *.mrec.lmdb file)", store=where,
                          rule=L1) from None
     except OSError as exc:
         raise StoreError(f"{where}: cannot open: {exc.strerror}", store=where, rule=L1) from None
-    if os.path.isdir(where):
+    identity = device, inode
+    if directory:
         raise StoreError(f"{where}: a collection is one file (subdir=False), not a directory", store=where, rule=L1)
     handle = _OPEN.get(identity)
     if handle is not None and handle.env is not None and not handle.inherited:

@@ -37,6 +37,7 @@ on a 32-bit one, in native byte order.
 """
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import struct
@@ -62,6 +63,7 @@ NODE_HEADER = 8  # mn_lo, mn_hi, mn_flags, mn_ksize (u16 each)
 MAX_DEPTH = 32  # liblmdb's CURSOR_STACK
 MAX_KEY = 64  # a collection's keys have at most 9 bytes (lmdb#L2); longer ones are not a collection's
 _BLOCK = 4096  # pages parsed together
+_READ_WHOLE = 1 << 18  # a snapshot of at most this many bytes is read whole, a larger one mapped
 _NODE_READ = 32  # bytes read at each node: its header and, for keys of at most 24 bytes, its key
 PAGE_SIZES = frozenset(1 << n for n in range(9, 17))  # 512 .. 65536 (liblmdb writes the OS page size, <= 32 KiB)
 
@@ -82,6 +84,11 @@ _HEADER_DTYPE = np.dtype([("pgno", f"={_PGNO}"), ("pad", "=u2"), ("flags", "=u2"
 _META_READ = _HEADER + META.size
 
 
+def _flat(mask: "np.ndarray[Any, Any]") -> "np.ndarray[Any, Any]":
+    """The places of a 1-D mask's True values (``np.flatnonzero`` without its wrappers)."""
+    return mask.nonzero()[0]
+
+
 def _gather(data: "np.ndarray[Any, Any]", start: "np.ndarray[Any, Any]", width: int) -> "np.ndarray[Any, Any]":
     """The ``width`` bytes at each offset of ``start`` as rows of a (len(start), width) u8
     matrix: one gather of ``width``-byte windows (a void dtype over the bytes, stride 1);
@@ -91,7 +98,7 @@ def _gather(data: "np.ndarray[Any, Any]", start: "np.ndarray[Any, Any]", width: 
     if last >= 0:
         windows = np.ndarray((last + 1,), dtype=f"V{width}", buffer=data, strides=(1,))
         rows.view(f"V{width}").ravel()[:] = windows[np.minimum(start, last)]
-    near_end = np.flatnonzero(start > last)  # fewer than width bytes left in the file: byte by byte
+    near_end = _flat(start > last)  # fewer than width bytes left in the file: byte by byte
     if near_end.size:
         at = start[near_end, None] + np.arange(width)
         rows[near_end] = np.where(at < len(data), data[np.minimum(at, len(data) - 1)], 0)
@@ -248,9 +255,16 @@ class _Check:
         """Level by level from the root, each level's pages in key order, parsed together
         (numpy) in blocks of pages: per page, per node, per key."""
         psize, last, depth = meta.page_size, meta.last_page, meta.depth
+        length = (last + 1) * psize
+        if length <= _READ_WHOLE:  # a small file is read (a map costs more than the copy)
+            raw = self.read(0, length)
+            if len(raw) < length:  # (cut short since its size was read)
+                raise self.short(length, f"meta page {meta.number}")
+            self._levels(np.frombuffer(raw, dtype=np.uint8), meta, summary)
+            return
         # mapped only now: the file holds every page up to last_page (checked), and every page
         # number is bounds-checked against last_page before it is touched
-        mapping = mmap.mmap(self.fd, (last + 1) * psize, access=mmap.ACCESS_READ)
+        mapping = mmap.mmap(self.fd, length, access=mmap.ACCESS_READ)
         try:
             data = np.frombuffer(mapping, dtype=np.uint8)
             self._levels(data, meta, summary)
@@ -296,7 +310,7 @@ class _Check:
                 child = lo.astype(np.int64) | hi.astype(np.int64) << 16
                 if _WORD == 8:
                     child |= node_flags.astype(np.int64) << 32
-                bad = np.flatnonzero((child < NUM_METAS) | (child > last))
+                bad = _flat((child < NUM_METAS) | (child > last))
                 if bad.size:
                     raise self.bad(f"a child page number {int(child[bad[0]])} is not a page of the file (pages "
                                    f"{NUM_METAS}..{last}, transaction {meta.txnid})", int(block[page_of[bad[0]]]),
@@ -312,7 +326,7 @@ class _Check:
             summary[0] += len(pages)
             pages = np.concatenate(children)
             seen = np.concatenate(walked)
-            again = np.flatnonzero(np.isin(pages, seen))
+            again = _flat(np.isin(pages, seen))
             if again.size or np.unique(pages).size != pages.size:
                 raise self.bad(f"a page is reached twice (a page number in the tree repeats, level {level + 1})",
                                int(pages[again[0]]) if again.size else int(pages[0]), psize)
@@ -326,19 +340,19 @@ class _Check:
         n = len(pages)
         page_base = pages * psize
         head = _gather(data, page_base, _HEADER).view(_HEADER_DTYPE).ravel()
-        wrong = np.flatnonzero(head["pgno"].astype(np.int64) != pages)
+        wrong = _flat(head["pgno"].astype(np.int64) != pages)
         if wrong.size:
             j = int(wrong[0])
             raise self.bad(f"its header says it is page {int(head['pgno'][j])}", int(pages[j]), psize)
         kind = "leaf" if leaf else "branch"
-        wrong = np.flatnonzero(head["flags"] != (P_LEAF if leaf else P_BRANCH))
+        wrong = _flat(head["flags"] != (P_LEAF if leaf else P_BRANCH))
         if wrong.size:
             j = int(wrong[0])
             raise self.bad(f"flags {int(head['flags'][j]):#x} where the tree (depth {depth}) has a {kind} page "
                            f"(level {level})", int(pages[j]), psize)
         lower, upper = head["lower"].astype(np.int64), head["upper"].astype(np.int64)
         counts = (lower - _HEADER) >> 1
-        wrong = np.flatnonzero((lower < _HEADER) | (lower > upper) | (upper > psize) | ((lower - _HEADER) & 1)
+        wrong = _flat((lower < _HEADER) | (lower > upper) | (upper > psize) | ((lower - _HEADER) & 1)
                                | (counts < (1 if leaf else 2)))
         if wrong.size:
             j = int(wrong[0])
@@ -350,7 +364,7 @@ class _Check:
         words = data[: len(data) & ~1].view("=u2")
         node_base = page_base[page_of]
         pointer = words[(node_base + _HEADER) // 2 + slot].astype(np.int64)
-        wrong = np.flatnonzero((pointer < upper[page_of]) | (pointer & 1) | (pointer + NODE_HEADER > psize))
+        wrong = _flat((pointer < upper[page_of]) | (pointer & 1) | (pointer + NODE_HEADER > psize))
         if wrong.size:
             i = int(wrong[0])
             raise self.bad(f"node pointer {int(pointer[i])} is not inside the page's nodes "
@@ -360,7 +374,7 @@ class _Check:
         header = node[:, :NODE_HEADER].view("=u2")
         lo, hi, node_flags, ksize = header[:, 0], header[:, 1], header[:, 2], header[:, 3].astype(np.int64)
         key_start = base + NODE_HEADER
-        wrong = np.flatnonzero(key_start + ksize > node_base + psize)
+        wrong = _flat(key_start + ksize > node_base + psize)
         if wrong.size:
             i = int(wrong[0])
             raise self.bad(f"a node at {int(pointer[i])} runs past the page's end", int(pages[page_of[i]]), psize)
@@ -382,14 +396,14 @@ class _Check:
         """The keys strictly increasing in tree order (liblmdb's default order: bytes, a prefix
         first), also after the block before's last key; page ``j``'s (from row ``rows[j]``)
         inside ``[bounds[j], bounds[j + 1])``."""
-        wrong = np.flatnonzero(~keys.rows(0, len(keys) - 1).less(keys.rows(1, len(keys))))
+        wrong = _flat(~keys.rows(0, len(keys) - 1).less(keys.rows(1, len(keys))))
         if wrong.size or (previous is not None and not previous.less(keys.rows(0, 1))[0]):
             i = int(wrong[0]) + 1 if wrong.size else 0
             j = max(int(np.searchsorted(rows, i, side="right")) - 1, 0)
             raise self.bad("keys out of order", int(pages[j]), psize)
         ends = np.append(rows[1:], len(keys)) - 1
         low, high = bounds.rows(0, len(pages)), bounds.rows(1, len(pages) + 1)
-        wrong = np.flatnonzero((low.valid & keys.take(rows).less(low))
+        wrong = _flat((low.valid & keys.take(rows).less(low))
                                | (high.valid & ~keys.take(ends).less(high)))
         if wrong.size:
             raise self.bad("its keys are not inside the range its parent's separators give it",
@@ -407,26 +421,26 @@ class _Check:
         key_end = key_start + ksize
         page_end = pages[page_of] * psize + psize
         big = node_flags == F_BIGDATA
-        wrong = np.flatnonzero(~big & (node_flags != 0))
+        wrong = _flat(~big & (node_flags != 0))
         if wrong.size:
             i = int(wrong[0])
             raise self.bad(f"a node with flags {int(node_flags[i]):#x} (a sub-database or duplicates; a collection's "
                            "database has neither)", int(pages[page_of[i]]), psize)
-        wrong = np.flatnonzero(np.where(big, key_end + _WORD, key_end + size) > page_end)
+        wrong = _flat(np.where(big, key_end + _WORD, key_end + size) > page_end)
         if wrong.size:
             i = int(wrong[0])
             raise self.bad(f"a node at {int(base[i] - pages[page_of[i]] * psize)} runs past the page's end",
                            int(pages[page_of[i]]), psize)
         if not big.any():
             return 0
-        owners = np.flatnonzero(big)
+        owners = _flat(big)
         first = _gather(data, key_end[big], _WORD).view(f"={_PGNO}").ravel().astype(np.uint64)
         needed = (_HEADER - 1 + size[big]) // psize + 1
-        wrong = np.flatnonzero((first < NUM_METAS) | (first > np.uint64(meta.last_page)))
+        wrong = _flat((first < NUM_METAS) | (first > np.uint64(meta.last_page)))
         start = first.astype(np.int64) if not wrong.size else first.astype(np.int64) * 0
         end = start + needed
         if not wrong.size:
-            wrong = np.flatnonzero(end > meta.last_page + 1)
+            wrong = _flat(end > meta.last_page + 1)
         if wrong.size:
             i = int(wrong[0])
             raise self.bad(f"a value's overflow run (page {int(first[i])}, {int(needed[i])} pages) is not inside the "
@@ -444,13 +458,23 @@ class _Check:
         start, end, owner = (np.concatenate(part) for part in zip(*runs))
         order = np.argsort(start, kind="stable")
         start, end, owner = start[order], end[order], owner[order]
-        overlap = np.flatnonzero(start[1:] < end[:-1])
-        inside = np.flatnonzero(np.searchsorted(tree, end) != np.searchsorted(tree, start))
+        overlap = _flat(start[1:] < end[:-1])
+        inside = _flat(np.searchsorted(tree, end) != np.searchsorted(tree, start))
         if overlap.size or inside.size:
             i = int(overlap[0] + 1) if overlap.size else int(inside[0])
             raise self.bad(f"the overflow run at page {int(start[i])} overlaps "
                            f"{'another run' if overlap.size else 'a tree page'} (a page reached twice)",
                            int(owner[i]), psize)
+
+
+@functools.lru_cache(maxsize=None)
+def _key_masks(count: int) -> "np.ndarray[Any, Any]":
+    """Row ``k``: the masks of a key of ``k`` bytes' bytes in each of ``count`` big-endian
+    words (a constant per ``count``; read-only)."""
+    keep = np.clip(np.arange(8 * count + 1)[:, None] - np.arange(0, 8 * count, 8), 0, 8)  # bytes per word
+    masks = np.array([[((1 << 8 * k) - 1) << 8 * (8 - k) for k in row] for row in keep.tolist()], dtype=np.uint64)
+    masks.flags.writeable = False
+    return masks
 
 
 class _Keys:
@@ -479,10 +503,7 @@ class _Keys:
             words = ahead.view(">u8")[:, NODE_HEADER // 8:NODE_HEADER // 8 + count].astype(np.uint64)
         else:
             words = _gather(data, start, 8 * count).view(">u8").astype(np.uint64)
-        keep = np.clip(np.arange(8 * count + 1)[:, None] - np.arange(0, 8 * count, 8), 0, 8)  # bytes per word
-        masks = np.array([[((1 << 8 * k) - 1) << 8 * (8 - k) for k in row] for row in keep.tolist()],
-                         dtype=np.uint64)  # by key size: each word's key bytes
-        words &= masks[size]
+        words &= _key_masks(count)[size]
         return _Keys(words, size, np.ones(len(size), dtype=bool))
 
     @staticmethod
@@ -507,7 +528,11 @@ class _Keys:
 
     def widened(self, words: int) -> "np.ndarray[Any, Any]":
         have = self.words.shape[1]
-        return self.words if have == words else np.pad(self.words, ((0, 0), (0, words - have)))
+        if have == words:
+            return self.words
+        out = np.zeros((len(self.words), words), dtype=np.uint64)
+        out[:, :have] = self.words
+        return out
 
     def __len__(self) -> int:
         return len(self.length)

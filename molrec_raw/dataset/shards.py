@@ -21,6 +21,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from molrec_raw.collection import CollectionReader, Record
+from molrec_raw.collection.batch import gather_across
+from molrec_raw.collection.layout_cache import LayoutCache
 from molrec_raw.collection.summary import CollectionSummary, read_summaries
 from molrec_raw.dataset.merge import join_batches, join_indexes
 from molrec_raw.errors import InvalidValueError, SpecViolationError, StoreError, brief
@@ -111,11 +113,12 @@ class Shard:
     of its first record), ``n_records``, ``stop`` (``start + n_records``), ``n_frames``;
     :meth:`reader` is its collection, opened on first use."""
 
-    __slots__ = ("path", "number", "start", "n_records", "n_frames", "_reader")
+    __slots__ = ("path", "number", "start", "n_records", "n_frames", "_reader", "_shared")
 
     def __init__(self, path: Path, number: int, start: int, n_records: int, n_frames: int) -> None:
         self.path, self.number, self.start, self.n_records, self.n_frames = path, number, start, n_records, n_frames
         self._reader: Optional[CollectionReader] = None
+        self._shared: Optional[SharedLayouts] = None  # the dataset's (Dataset._setup)
 
     @property
     def stop(self) -> int:
@@ -132,6 +135,9 @@ class Shard:
                 reader.close()
                 raise StoreError(f"the shard holds {len(reader)} records, {self.n_records} when the dataset opened: "
                                  "it changed underneath the dataset", store=str(self.path), rule=D4)
+            shared = self._shared
+            if shared is not None:
+                shared.share(reader)
             self._reader = reader
         return reader
 
@@ -178,6 +184,9 @@ class Dataset:
         self._n = int(self._stops[-1])
         self._index: Optional[Block] = None
         self._schema = SequenceSchema.from_json(self._declaration["sequence_schema"])
+        shared = SharedLayouts(self._schema)
+        for shard in self._shards:
+            shard._shared = shared
         self._meta_names = frozenset(name for name, _ in self._schema.meta_keys())
 
     # ------------------------------------------------------------------ the dataset
@@ -252,9 +261,10 @@ class Dataset:
 
     def __getitem__(self, g: int) -> Record:
         """Record ``g`` (the collection's own :class:`Record`, numbered in its shard)."""
-        shard, r = self.locate(g)
+        n = g if type(g) is int and 0 <= g < self._n else self.number(g)
+        shard = self._shards[bisect.bisect_right(self._stop_list, n)]
         reader = shard._reader
-        return (shard.reader() if reader is None else reader)[r]
+        return Record(shard.reader() if reader is None else reader, n - shard.start, None)  # (in the shard: checked)
 
     def __iter__(self) -> Iterator[Record]:
         """Every record, in dataset order."""
@@ -279,17 +289,29 @@ class Dataset:
 
     def batch(self, ids: Iterable[int], frame: Optional[int] = 0) -> Dict[str, np.ndarray]:
         """``CollectionReader.batch`` over shards: many records' frame ``frame`` as flat arrays,
-        in the caller's order (``"record"`` holds global numbers).  The records are read shard
-        by shard (one ``batch`` per shard), joined as one collection's batch of them would be."""
+        in the caller's order (``"record"`` holds global numbers).  Frame 0 of records whose
+        values have layouts the shards' readers have checked is one batch over every shard
+        (:func:`gather_across`: the shards share their layout caches, one declaration); any
+        other batch is read shard by shard (one ``batch`` per shard), joined as one
+        collection's batch of them would be."""
         numbers = self.numbers(ids)
         if numbers.size == 0:
             return self._shards[0].reader().batch([], frame)
         where = np.searchsorted(self._stops, numbers, side="right")
-        order = np.argsort(where, kind="stable")
+        local = numbers - self._starts[where]
+        if frame is not None and operator.index(frame) == 0:
+            touched = np.unique(where)
+            done = gather_across([self._shards[k].reader() for k in touched.tolist()],
+                                 np.searchsorted(touched, where), local, numbers.tolist())
+            if done is not None:
+                return done
+        order = np.argsort(where, kind="stable")  # the records shard by shard, each shard's in the caller's order
+        in_shards, local = where[order], local[order]
+        edges = [0, *(np.flatnonzero(in_shards[1:] != in_shards[:-1]) + 1).tolist(), len(order)]
+        groups = [(self._shards[int(in_shards[lo])], local[lo:hi]) for lo, hi in zip(edges, edges[1:])]
         parts, names = [], []
-        for group in np.split(order, np.flatnonzero(np.diff(where[order])) + 1):
-            shard = self._shards[int(where[group[0]])]
-            part = shard.reader().batch((numbers[group] - shard.start).tolist(), frame)
+        for shard, records in groups:
+            part = shard.reader().batch(records.tolist(), frame)
             part["record"] = part["record"] + shard.start
             parts.append(part)
             names.append(str(shard.path))
@@ -318,6 +340,23 @@ class Dataset:
 
     def __repr__(self) -> str:
         return f"Dataset({len(self._shards)} shards, {self._n} records)"
+
+
+class SharedLayouts:
+    """The layout caches every shard's reader shares (``dataset#D1``: one declaration): a
+    layout is checked against the declaration once for the dataset, not once per shard, and
+    :func:`gather_across` reads a batch over shards as one.  A reader whose file declares
+    another ``sequence_schema`` (changed underneath the dataset) keeps its own."""
+
+    __slots__ = ("schema", "systems", "frames")
+
+    def __init__(self, schema: SequenceSchema) -> None:
+        self.schema, self.systems, self.frames = schema, LayoutCache(), LayoutCache()
+
+    def share(self, reader: CollectionReader) -> None:
+        """Give ``reader`` (just opened: its caches still empty) the shared caches."""
+        if reader._schema == self.schema:
+            reader._layouts, reader._frame_layouts = self.systems, self.frames
 
 
 def _unpickle(shards: Tuple[Shard, ...], declaration: Dict[str, Any]) -> Dataset:
