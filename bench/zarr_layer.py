@@ -15,6 +15,10 @@ Two workloads (see bench/README.md for the full description and the last results
              attributes.  tensorstore has no group API: it creates arrays only and
              opens each array by its path.
 
+zarr-python runs twice: with its default BatchedCodecPipeline ("zarr-python") and with the
+FusedCodecPipeline ("zp-fused", issue 37's peer: selected by ``codec_pipeline.path`` around
+both the create and the open, as the pipeline is fixed when an array is made or opened).
+
 Times are medians of ``--repeats`` repetitions (time.perf_counter; opening the store is
 inside the timed region for every library).  Ratios are peer time / molrec_raw time, so
 a ratio > 1 means molrec_raw is faster.  Reads are warm-cache: dropping OS caches is not
