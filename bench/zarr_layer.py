@@ -15,6 +15,10 @@ Two workloads (see bench/README.md for the full description and the last results
              attributes.  tensorstore has no group API: it creates arrays only and
              opens each array by its path.
 
+zarr-python runs twice: with its default BatchedCodecPipeline ("zarr-python") and with the
+FusedCodecPipeline ("zp-fused", issue 37's peer: selected by ``codec_pipeline.path`` around
+both the create and the open, as the pipeline is fixed when an array is made or opened).
+
 Times are medians of ``--repeats`` repetitions (time.perf_counter; opening the store is
 inside the timed region for every library).  Ratios are peer time / molrec_raw time, so
 a ratio > 1 means molrec_raw is faster.  Reads are warm-cache: dropping OS caches is not
@@ -65,8 +69,11 @@ except Exception as exc:  # pragma: no cover - depends on the environment
     ts = None
     TS_ERROR = f"{type(exc).__name__}: {exc}"
 
-OURS, ZP, TS, LIMIT = "molrec_raw", "zarr-python", "tensorstore", "limit"
-LIBS = (OURS, ZP, TS, LIMIT)
+OURS, ZP, ZPF, TS, LIMIT = "molrec_raw", "zarr-python", "zp-fused", "tensorstore", "limit"
+LIBS = (OURS, ZP, ZPF, TS, LIMIT)
+# zarr-python 3.4's opt-in synchronous pipeline (codec work on a thread pool sized to the
+# CPU count): chosen when an array is created or opened, so both run inside this config
+ZP_FUSED = {"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}
 LIMIT_THREADS = 2  # the limit's zstd threads (the machine has 2 cores)
 LIMIT_BATCH = 2  # inner chunks (1 MiB each) per zstd batch call of the limit: the fastest measured (1-16 tried)
 
@@ -195,6 +202,18 @@ def zp_bulk_write(path: str, data: np.ndarray) -> None:
 
 def zp_bulk_read(path: str) -> np.ndarray:
     return zarr.open_array(store=path, mode="r")[...]
+
+
+def zpf_bulk_write(path: str, data: np.ndarray) -> None:
+    with zarr.config.set(ZP_FUSED):
+        zp_bulk_write(path, data)
+
+
+def zpf_bulk_read(path: str) -> np.ndarray:
+    with zarr.config.set(ZP_FUSED):
+        arr = zarr.open_array(store=path, mode="r")
+        assert type(arr._async_array.codec_pipeline).__name__ == "FusedCodecPipeline"
+        return arr[...]
 
 
 def ts_bulk_spec(path: str, n: int, fsync: bool) -> Dict[str, Any]:
@@ -522,6 +541,8 @@ def warm_up(ws: Workspace, libs: List[str], fsync: bool) -> None:
         elif lib == ZP:
             zp_bulk_write(path, small)
             zp_bulk_read(path)
+            zpf_bulk_write(path + "-fused", small)
+            zpf_bulk_read(path + "-fused")
         elif lib == LIMIT:
             limit_bulk_write(path, small)
             limit_bulk_read(path)
@@ -541,6 +562,7 @@ def run_bulk(res: Results, ws: Workspace, n: int, repeats: int, libs: List[str],
         runs.append(("shuffle", LIMIT, lambda p: limit_bulk_write(p, data), limit_bulk_read))
     if ZP in libs:
         runs.append(("shuffle", ZP, lambda p: zp_bulk_write(p, data), zp_bulk_read))
+        runs.append(("shuffle", ZPF, lambda p: zpf_bulk_write(p, data), zpf_bulk_read))
     if TS in libs:
         runs.append(("plain", OURS, lambda p: ours_bulk_write(p, data, CHAIN_PLAIN), ours_bulk_read))
         runs.append(("plain", TS, lambda p: ts_bulk_write(p, data, fsync), ts_bulk_read))
@@ -656,6 +678,8 @@ TARGETS = [  # (description, case, peer, minimum ratio)
     ("bulk read ≥ 0.85× the decode limit (issue 11)", BULK_R, LIMIT, 0.85),
     ("bulk write ≥ 2× zarr-python", BULK_W, ZP, 2.0),
     ("bulk read ≥ 2× zarr-python", BULK_R, ZP, 2.0),
+    ("bulk write ≥ 1.2× zarr-python's FusedCodecPipeline (issue 37)", BULK_W, ZPF, 1.2),
+    ("bulk read ≥ 1.2× zarr-python's FusedCodecPipeline (issue 37)", BULK_R, ZPF, 1.2),
     ("bulk write ≥ tensorstore (like chain, no shuffle)", BULK_W0, TS, 1.0),
     ("metadata create ≥ 5× zarr-python", META_C, ZP, 5.0),
     ("metadata open+read [members] ≥ 5× zarr-python", META_M, ZP, 5.0),
@@ -666,14 +690,16 @@ TARGETS = [  # (description, case, peer, minimum ratio)
 
 
 def table(res: Results, cpu: bool = False, best: bool = False) -> str:
-    header = ["case", OURS, ZP, TS, LIMIT, "ratio zp/ours", "ratio ts/ours", "ratio limit/ours"]
+    header = ["case", OURS, ZP, ZPF, TS, LIMIT, "ratio zp/ours", "ratio zp-fused/ours", "ratio ts/ours",
+              "ratio limit/ours"]
     rows = []
     for case in CASES:
         if case not in res.times:
             continue
         label = case + (" *" if case == META_C and TS in res.times[case] else "")
         rows.append([label, *(fmt_time(res.median(case, lib, cpu, best)) for lib in LIBS),
-                     fmt_ratio(res.ratio(case, ZP, cpu, best)), fmt_ratio(res.ratio(case, TS, cpu, best)),
+                     fmt_ratio(res.ratio(case, ZP, cpu, best)), fmt_ratio(res.ratio(case, ZPF, cpu, best)),
+                     fmt_ratio(res.ratio(case, TS, cpu, best)),
                      fmt_ratio(res.ratio(case, LIMIT, cpu, best))])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "| " + " | ".join(  # noqa: E731
@@ -795,7 +821,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         res.notes.append(f"limit: zstd batch API on {LIMIT_THREADS} threads, {LIMIT_BATCH} inner chunks per call")
     threads = ["molrec_raw default threads=2"]
     if ZP in libs:
-        threads.append(f"zarr-python default config {json.dumps(res.info['zarr_config'])}")
+        threads.append(f"zarr-python default config {json.dumps(res.info['zarr_config'])}; zp-fused: the same "
+                       f"with {json.dumps(ZP_FUSED)} (codec work on a pool of os.cpu_count() threads)")
     if TS in libs:
         threads.append("tensorstore default context (thread pools sized to the CPU count)")
     res.notes.append("concurrency: " + "; ".join(threads))
@@ -828,11 +855,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             "notes": res.notes,
             "times_seconds": res.times,
             "medians_seconds": {c: {lib: res.median(c, lib) for lib in v} for c, v in res.times.items()},
-            "ratios": {c: {p: res.ratio(c, p) for p in (ZP, TS, LIMIT)} for c in res.times},
+            "ratios": {c: {p: res.ratio(c, p) for p in (ZP, ZPF, TS, LIMIT)} for c in res.times},
             "cpu_seconds": res.cpu,
             "cpu_medians_seconds": {c: {lib: res.median(c, lib, True) for lib in v} for c, v in res.cpu.items()},
-            "cpu_ratios": {c: {p: res.ratio(c, p, True) for p in (ZP, TS, LIMIT)} for c in res.cpu},
-            "best_ratios": {c: {p: res.ratio(c, p, best=True) for p in (ZP, TS, LIMIT)} for c in res.times},
+            "cpu_ratios": {c: {p: res.ratio(c, p, True) for p in (ZP, ZPF, TS, LIMIT)} for c in res.cpu},
+            "best_ratios": {c: {p: res.ratio(c, p, best=True) for p in (ZP, ZPF, TS, LIMIT)} for c in res.times},
             "targets": targets(res),
         }
         with open(args.json, "w", encoding="utf-8") as fh:

@@ -1,7 +1,8 @@
 """Arrays: a selection becomes chunk keys, each chunk goes through the pipeline.
 
-Reads fill a preallocated result in place, chunk by chunk (in a small thread
-pool when there are several: zstd, crc32c and numpy copies release the GIL).
+Reads fill a preallocated result in place, chunk by chunk; reads and writes of many
+chunks code them on the node's codec threads (codecs/threads.py: zstd, crc32c and numpy's
+copies release the GIL).
 Writes encode whole chunks (read-modify-write for partial ones); a chunk that
 is all fill value is deleted rather than stored (zarr-v3-subset#6).  Data
 precede metadata: ``append`` lands every chunk before the new shape is
@@ -22,11 +23,8 @@ from molrec_raw.errors import (
 )
 from molrec_raw.zarr.codecs import ChunkSpec, CodecPipeline
 from molrec_raw.zarr.codecs.base import Buffer
-from molrec_raw.zarr.codecs.gzip_codec import GzipCodec
-from molrec_raw.zarr.codecs.batch import (DecodeJob, EncodeScratch, Item, decode_batch, decode_each, encode_batch,
-                                          join_item)
+from molrec_raw.zarr.codecs.batch import DecodeJob, EncodeScratch, Item, Threads, decode_jobs, encode_groups, join_item
 from molrec_raw.zarr.codecs.sharding import ShardWrite
-from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec
 from molrec_raw.zarr.chunkread import read_many
 from molrec_raw.zarr.indexing import covers, finish, normalize_selection, project, selection_shape
 from molrec_raw.zarr.metadata import ArrayMetadata
@@ -61,66 +59,6 @@ class ValueReader:
 
     def size(self) -> Optional[int]:
         return self.store.size(self.key)
-
-
-def _uses_zstd(pipeline: CodecPipeline) -> bool:
-    """Does the chunk chain (inside the shard, when sharded) run zstd?  Its batches are then
-    threaded inside zstandard (codecs/batch.py) and need no Python pool."""
-    inner = pipeline.sharding.inner if pipeline.sharding is not None else pipeline
-    return any(isinstance(codec, ZstdCodec) for codec in inner.bytes_codecs)
-
-
-def _compresses_without_batch(pipeline: CodecPipeline) -> bool:
-    """Does the chunk chain run a compressor other than zstd (gzip: no batch API)?  Only
-    such a chain is worth a Python pool for a write below :data:`POOL_BYTES`: a zstd chain
-    threads inside zstandard, and one without a compressor (``bytes`` + ``crc32c``, a
-    shuffle) is copies and one crc32c call per chunk, cheaper than starting a pool."""
-    inner = pipeline.sharding.inner if pipeline.sharding is not None else pipeline
-    return any(isinstance(codec, GzipCodec) for codec in inner.bytes_codecs)
-
-
-def _runs(count: int, parts: int) -> List[Tuple[int, int]]:
-    """``count`` items as at most ``parts`` contiguous ``(start, stop)`` runs."""
-    size = max(1, -(-count // max(1, parts)))
-    return [(i, min(count, i + size)) for i in range(0, count, size)]
-
-
-# A read or write of at least this many chunk bytes, with threads, is split into one
-# contiguous run of chunks per thread of a Python pool, each run coded on its thread (the
-# shuffle copies, zstd and crc32c all release the GIL).  Below it — a trajectory commit, a
-# frame's chunks — zstd's batch API threads inside C and no pool is started.  Measured on 2
-# cores (bench/zarr_layer.py W3, 256 MiB, same run): the batch path alone wrote the shuffle
-# chain in 400 ms and read it in 350 ms; the runs on a pool take 265 / 165-200 ms, as the
-# per-chunk path of main did (spec-notes/zarr.md, "Batch codec path").
-POOL_BYTES = 16 * 1024 * 1024
-
-
-def _pooled(nbytes: int, threads: int, count: int, batched: bool) -> bool:
-    """Code ``count`` chunks of ``nbytes`` in all as runs on a Python pool?  From
-    ``POOL_BYTES`` on, or below it when the batch path is not ``batched`` (a read of a chain
-    without zstd; a write of a gzip chain, :func:`_compresses_without_batch`)."""
-    return threads > 1 and count > 1 and (not batched or nbytes >= POOL_BYTES)
-
-
-def _encode_groups(groups: List[Tuple[CodecPipeline, Any]], threads: int,
-                   scratch: Optional[EncodeScratch] = None) -> List[List[Item]]:
-    """``encode_batch`` of ``groups`` (through ``scratch`` when given), or (see
-    :data:`POOL_BYTES`) one contiguous run of chunks per thread of a Python pool — one task
-    per thread: per-chunk tasks measured no faster than one thread on 2 cores."""
-    total = sum(len(chunks) for _, chunks in groups)
-    nbytes = sum(len(chunks) * (pipeline.spec.nbytes or 0) for pipeline, chunks in groups)
-    if not _pooled(nbytes, threads, total, not any(_compresses_without_batch(pipeline) for pipeline, _ in groups)):
-        return encode_batch(groups, threads, scratch=scratch)
-    pieces = [(g, lo, hi) for g, (_, chunks) in enumerate(groups) for lo, hi in _runs(len(chunks), threads)]
-    spans = _runs(len(pieces), threads)
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        done = list(pool.map(lambda span: encode_batch(
-            [(groups[g][0], groups[g][1][lo:hi]) for g, lo, hi in pieces[span[0]:span[1]]], 1), spans))
-    out: List[List[Item]] = [[] for _ in groups]
-    for (first, last), results in zip(spans, done):
-        for (g, _, _), items in zip(pieces[first:last], results):
-            out[g].extend(items)
-    return out
 
 
 # Chunk data planned per write wave: a wave's encoded chunks are held until its values are
@@ -178,19 +116,21 @@ class Landing:
 
 
 def prepare_landings(requests: Sequence[Tuple["Array", Any, Any, Optional[Tuple[int, ...]]]],
-                     threads: int = 1, scratch: Optional[EncodeScratch] = None) -> List[Landing]:
+                     threads: Threads = 1, scratch: Optional[EncodeScratch] = None) -> List[Landing]:
     """Positional writes ``(array, selection, value, shape)`` of several arrays (each at most
     once), planned and encoded together — one zstd batch for every inner chunk of all of
     them — in waves of bounded size; nothing is written until each ``Landing.land()``, so
     the caller keeps its order of data and metadata writes.  ``shape`` lets the data land
-    beyond the published shape (see :meth:`Array.land`).  ``scratch``: a caller's reused
-    encoding buffer (codecs/batch.py :class:`EncodeScratch`; the same bytes)."""
+    beyond the published shape (see :meth:`Array.land`).  ``threads``: a number, or the
+    caller's :class:`~molrec_raw.zarr.codecs.threads.CodecThreads` (codecs/batch.py
+    :func:`encode_groups`).  ``scratch``: a caller's reused encoding buffer
+    (:class:`EncodeScratch`; the same bytes)."""
     plans = [arr._plan_writes(sel, value, arr.metadata if shape is None else arr.metadata.with_shape(tuple(shape)), True)
              for arr, sel, value, shape in requests]
     flat = [plan for arr_plans in plans for plan in arr_plans]
     encoded: List[List[Item]] = []
     for wave in _waves(flat):
-        encoded.extend(_encode_groups([plan.group for plan in wave], threads, scratch))
+        encoded.extend(encode_groups([plan.group for plan in wave], threads, scratch))
     out, at = [], 0
     for (arr, _, _, _), arr_plans in zip(requests, plans):
         out.append(Landing(arr, arr_plans, encoded[at:at + len(arr_plans)]))
@@ -321,9 +261,10 @@ class Array(Node):
         self._decode(jobs)
         return result[()] if result.ndim == 0 else result
 
-    def read_into(self, selection: Any, out: np.ndarray, *, threads: Optional[int] = None) -> np.ndarray:
+    def read_into(self, selection: Any, out: np.ndarray, *, threads: Optional[Threads] = None) -> np.ndarray:
         """Read ``selection`` into ``out`` (a writable array of its shape and dtype, any
-        strides, e.g. one column of an interleaved result); returns ``out``."""
+        strides, e.g. one column of an interleaved result); returns ``out``.  ``threads``:
+        what decodes it (default: the node's, :meth:`Node.codec_work`)."""
         _, jobs = self._read_jobs(selection, out)
         self._decode(jobs, threads)
         return out
@@ -383,18 +324,10 @@ class Array(Node):
             planned = [plan(task) for task in tasks]
         return result, [job for jobs in planned for job in jobs]
 
-    def _decode(self, jobs: List[DecodeJob], threads: Optional[int] = None) -> None:
-        """Decode the jobs of one read: one batch (zstd threaded inside zstandard), or — a
-        chain without zstd, or from :data:`POOL_BYTES` on — one contiguous run of jobs per
-        thread of a Python pool, each job straight into its target."""
-        threads = self.threads if threads is None else threads
-        nbytes = sum(job.pipeline.spec.nbytes or 0 for job in jobs)
-        if _pooled(nbytes, threads, len(jobs), _uses_zstd(self.pipeline)):
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                for _ in pool.map(lambda span: decode_each(jobs[span[0]:span[1]]), _runs(len(jobs), threads)):
-                    pass
-        elif jobs:
-            decode_batch(jobs, threads)
+    def _decode(self, jobs: List[DecodeJob], threads: Optional[Threads] = None) -> None:
+        """Decode the jobs of one read (codecs/batch.py :func:`decode_jobs`): on the node's
+        codec threads unless ``threads`` says otherwise."""
+        decode_jobs(jobs, self.codec_work() if threads is None else threads)
 
     def check_landed(self, ends: Mapping[str, Optional[int]]) -> None:
         """Refuse a positional shard whose index is older than a landing in it: ``ends``
@@ -429,7 +362,7 @@ class Array(Node):
         if positional and self.pipeline.sharding is None:
             raise self._context(InvalidValueError("positional writes need a sharded array"))
         if positional:
-            return prepare_landings([(self, selection, value, shape)], self.threads)[0].land(durable)
+            return prepare_landings([(self, selection, value, shape)], self.codec_work())[0].land(durable)
         return self._write(selection, value, metadata, durable=durable)
 
     def publish(self, shape: Optional[Tuple[int, ...]] = None, *, durable: bool = False) -> str:
@@ -446,7 +379,7 @@ class Array(Node):
         plans = self._plan_writes(selection, value, metadata, positional)
         touched: List[str] = []
         for wave in _waves(plans):
-            encoded = _encode_groups([plan.group for plan in wave], self.threads)
+            encoded = encode_groups([plan.group for plan in wave], self.codec_work())
             touched.extend(self._finish_write(plan, items, durable) for plan, items in zip(wave, encoded))
         return touched
 

@@ -17,7 +17,8 @@ where their bytes lie, fetches them and decodes them:
 - :func:`read_chunks` — every chunk of every request: missing indexes fetched (one range
   per shard, every shard of a request in one call), then every chunk's byte range, one
   :class:`~molrec_raw.zarr.handles.RangeReader` call per stored value (neighbours read as
-  one run), then one decode batch for all of them (zstd on up to ``threads`` threads).
+  one run), then one decode batch for all of them (codecs/batch.py ``decode_jobs``: a
+  number of threads, or a caller's ``CodecThreads``).
 - :func:`check_landed` — the index pages of chosen shards, each at least as new as a
   landing a writer recorded (``Array.check_landed``), kept in a :class:`ShardIndexes`; a
   read checks every index page it reads (checksum, entries inside the shard), so a caller
@@ -36,7 +37,7 @@ import numpy as np
 import zstandard
 
 from molrec_raw.errors import CorruptDataError, MolrecError
-from molrec_raw.zarr.codecs.batch import DecodeJob, decode_batch
+from molrec_raw.zarr.codecs.batch import DecodeJob, Threads, decode_jobs
 from molrec_raw.zarr.codecs.quick import QuickDecoder, QuickRefused, quick_decoder
 from molrec_raw.zarr.codecs.sharding import EMPTY, PAST_END
 from molrec_raw.zarr.handles import RangeReader
@@ -260,9 +261,10 @@ def _read_indexes(wanted: List[Tuple[FirstAxis, int, int]], ranges: RangeReader,
     return {(axis.path, shard): item for (axis, shard, _), item in zip(wanted, items)}
 
 
-def read_many(requests: Sequence[Tuple[Any, Any, Optional[np.ndarray]]], threads: int = 1) -> List[np.ndarray]:
-    """Selections of several arrays read with one decode batch (zstd on up to ``threads``
-    threads): ``(array, selection, out)`` with ``out`` None (a new array) or a writable
+def read_many(requests: Sequence[Tuple[Any, Any, Optional[np.ndarray]]], threads: Threads = 1) -> List[np.ndarray]:
+    """Selections of several arrays read with one decode batch (``threads``: a number, or a
+    caller's :class:`~molrec_raw.zarr.codecs.threads.CodecThreads`; codecs/batch.py
+    :func:`decode_jobs`): ``(array, selection, out)`` with ``out`` None (a new array) or a writable
     array of the selection's shape and dtype, any strides — the result is written into it.
     Returns each result (``out`` itself when given)."""
     jobs: List[DecodeJob] = []
@@ -271,13 +273,12 @@ def read_many(requests: Sequence[Tuple[Any, Any, Optional[np.ndarray]]], threads
         result, found = arr._read_jobs(selection, out)
         results.append(result)
         jobs.extend(found)
-    if jobs:
-        decode_batch(jobs, threads)
+    decode_jobs(jobs, threads)
     return results
 
 
 def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
-                indexes: Optional[ShardIndexes] = None, *, threads: int = 1, each: Mapper = map,
+                indexes: Optional[ShardIndexes] = None, *, threads: Threads = 1, each: Mapper = map,
                 targets: Optional[Sequence[Sequence[Optional[np.ndarray]]]] = None) -> List[List[np.ndarray]]:
     """The decoded inner chunks ``chunks`` of each request ``(axis, chunks, trusted rows)``,
     one array per chunk (the chunk's shape, cut to the array's other axes); a chunk that
@@ -358,8 +359,7 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
             job = DecodeJob(axis.pipeline, data, _target(out, r, p, axis), None, key)
             job.owner = axis.array
             jobs.append(job)
-    if jobs:
-        decode_batch(jobs, threads)
+    decode_jobs(jobs, threads)
     if generic:
         reads = []
         for r, p in generic:
@@ -378,7 +378,7 @@ def read_chunks(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges
 
 
 def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: RangeReader,
-             indexes: Optional[ShardIndexes] = None, *, threads: int = 1, each: Mapper = map,
+             indexes: Optional[ShardIndexes] = None, *, threads: Threads = 1, each: Mapper = map,
              planes: bool = False) -> List[List[Any]]:
     """:func:`read_chunks` for a few chunks (a frame's columns) of sharded arrays whose
     chain a :class:`~molrec_raw.zarr.codecs.quick.QuickDecoder` serves, without the
@@ -440,7 +440,7 @@ def read_few(requests: Sequence[Tuple[FirstAxis, Sequence[int], int]], ranges: R
             except _QUICK_MISSES:  # the general decode: the chunk, or its own error
                 job = DecodeJob(axis.pipeline, data, axis.empty_chunk(), None, key)
                 job.owner = axis.array
-                decode_batch([job], threads)
+                decode_jobs([job], threads)
                 row[p] = job.target
     for (axis, _, _), row in zip(requests, out):
         if axis.cut is not None:

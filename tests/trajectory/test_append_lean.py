@@ -4,12 +4,14 @@ shape compare as the general comparison does, an integer step progression breaks
 general rule breaks it, and a commit of a chain without a compressor starts no thread pool
 (its bytes those of the one-thread path)."""
 import math
+import os
 import struct
 from pathlib import Path
 from typing import Any, List
 from unittest import mock
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +22,8 @@ from molrec_raw.record.trajectory.blocks import Update, compare
 from molrec_raw.record.trajectory.meta import MetaWriter, meta_cell
 from molrec_raw.record.trajectory.progressions import Series
 from molrec_raw.record.trajectory.schema import MetaSpec
-from molrec_raw.zarr import array as array_module
 from molrec_raw.zarr import open_group
+from molrec_raw.zarr.codecs.threads import POOL_MIN_BYTES, CodecThreads
 from file_trees import files_under
 
 TAGS = ["f64", "i32", "i64", "u32", "u64", "bool", "string", "json"]
@@ -101,15 +103,15 @@ def _plain_record(path: Path, frames: int = 600) -> None:
 
 def test_trajectory_I7_a_plain_commit_starts_no_pool_and_writes_the_one_thread_bytes(tmp_path: Path) -> None:
     pools: List[int] = []
-    real = array_module.ThreadPoolExecutor
+    real = CodecThreads.map_runs
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
+    def counted(self: CodecThreads, *args: Any, **kwargs: Any) -> Any:
         pools.append(1)
-        return real(*args, **kwargs)
+        return real(self, *args, **kwargs)
 
-    with mock.patch.object(array_module, "ThreadPoolExecutor", counted):
+    with mock.patch.object(CodecThreads, "map_runs", counted):
         _plain_record(tmp_path / "two.mrec")
-    assert pools == []  # bytes + crc32c chunks of a commit: the batch path, no pool
+    assert pools == []  # bytes + crc32c chunks of a commit: the batch path, no threads
     with mock.patch("molrec_raw.record.trajectory.writer.COMMIT_THREADS", 1):
         _plain_record(tmp_path / "one.mrec")
     two, one = files_under(tmp_path / "two.mrec"), files_under(tmp_path / "one.mrec")
@@ -117,20 +119,22 @@ def test_trajectory_I7_a_plain_commit_starts_no_pool_and_writes_the_one_thread_b
     assert len(MrecReader(tmp_path / "two.mrec")) == 600
 
 
-def test_zarr_a_gzip_chain_write_still_codes_on_a_pool(tmp_path: Path) -> None:
-    """Gzip has no batch API: the chunks of one write are coded on threads (spec-notes/zarr.md)."""
-    group = open_group(tmp_path / "g.zarr", mode="w", threads=2)
-    arr = group.create_array("a", shape=(4096,), dtype="f8", chunks=(256,),
-                             codecs=[{"name": "bytes", "configuration": {"endian": "little"}},
-                                     {"name": "gzip", "configuration": {"level": 1}}])
-    pools: List[int] = []
-    real = array_module.ThreadPoolExecutor
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        pools.append(1)
-        return real(*args, **kwargs)
-
-    with mock.patch.object(array_module, "ThreadPoolExecutor", counted):
-        arr[...] = np.arange(4096.0)
-    assert pools
-    assert np.array_equal(arr[...], np.arange(4096.0))
+def test_zarr_a_gzip_chain_write_codes_on_the_threads_from_the_floor(tmp_path: Path) -> None:
+    """Gzip has no batch API: the chunks of a write of at least POOL_MIN_BYTES are coded on the
+    node's codec threads, those of a smaller one on the caller's (spec-notes/zarr.md, "Threads
+    for codec work"); the values read back either way."""
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    try:
+        group = open_group(tmp_path / "g.zarr", mode="w", threads=2)
+        for n, handed in ((4096, 0), (POOL_MIN_BYTES // 8 * 2, 1)):
+            arr = group.create_array(f"a{n}", shape=(n,), dtype="f8", chunks=(n // 16,),
+                                     codecs=[{"name": "bytes", "configuration": {"endian": "little"}},
+                                             {"name": "gzip", "configuration": {"level": 1}}])
+            before = group.codec_threads.handed
+            arr[...] = np.arange(float(n))
+            assert group.codec_threads.handed - before == handed
+            assert np.array_equal(arr[...], np.arange(float(n)))
+        group.close()
+    finally:
+        monkeypatch.undo()

@@ -201,7 +201,7 @@ def test_zarr_7_a_large_write_on_a_pool_of_runs_writes_the_bytes_of_the_batch_pa
     """From POOL_BYTES on, a write or read with threads codes one run of chunks per thread of
     a Python pool instead of one zstd batch; the stored bytes are those of the batch path
     (threads=1) and each path reads the other's store back exactly."""
-    from molrec_raw.zarr.array import POOL_BYTES
+    from molrec_raw.zarr.codecs.batch import POOL_BYTES
 
     n = POOL_BYTES // 8 + 3 * 65536 + 17  # above the threshold, a partial last shard and chunk
     values = np.round(np.cumsum(np.random.default_rng(3).normal(size=n)) * 1024) / 1024

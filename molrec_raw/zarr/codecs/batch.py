@@ -19,18 +19,24 @@ never holds more than one wave of intermediate buffers.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from molrec_raw.errors import CorruptDataError, MolrecError
 from molrec_raw.zarr.codecs.base import Buffer, Item, item_size, join_item
 from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
+from molrec_raw.zarr.codecs.threads import POOL_MIN_BYTES, CodecThreads, runs
 from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec, decompress_many
 from molrec_raw.zarr.indexing import Local
 
-__all__ = ["DecodeJob", "EncodeScratch", "Item", "WAVE_BYTES", "decode_batch", "decode_each", "encode_batch", "item_size",
-           "join_item"]
+__all__ = ["DecodeJob", "EncodeScratch", "Item", "POOL_BYTES", "Threads", "WAVE_BYTES", "decode_batch", "decode_each",
+           "decode_jobs", "encode_batch", "encode_groups", "item_size", "join_item"]
+
+# What codes a batch: a number of threads (zstd's batch API threads inside zstandard; a
+# Python pool is made for the call from POOL_BYTES on), or a CodecThreads its owner keeps
+# (used from POOL_MIN_BYTES on: handing work to its running helpers is cheap).
+Threads = Union[int, CodecThreads]
 
 # Decoded bytes per wave: each stage runs over a wave while it is still in the CPU's caches
 # (a 2 MiB wave decoded W7 1.3-1.5x faster than 64 MiB ones; spec-notes/zarr.md), and the
@@ -150,6 +156,57 @@ def _encode_wave(pieces: List[Tuple[int, Any, Any]], threads: int, out: List[Lis
         out[g].extend(state)
 
 
+# A read or write of at least this many chunk bytes given a number of threads (no
+# CodecThreads) is split into one contiguous run of chunks per thread of a pool made for the
+# call, each run coded on its thread (the shuffle copies, zstd and crc32c all release the
+# GIL); starting that pool costs more than it saves below it, where zstd's batch API threads
+# inside C.  Measured on 2 cores (bench/zarr_layer.py W3, 256 MiB, same run): the batch path
+# alone wrote the shuffle chain in 400 ms and read it in 350 ms; runs on threads 265 /
+# 165-200 ms (spec-notes/zarr.md, "Batch codec path").
+POOL_BYTES = 16 * 1024 * 1024
+
+
+def _pool_for(threads: Threads, nbytes: int, count: int) -> Tuple[Optional[CodecThreads], int]:
+    """(the CodecThreads to split ``count`` chunks of ``nbytes`` over, or None: one batch;
+    the thread count of that batch).  A pool made here must be closed by the caller (it is
+    not ``threads``)."""
+    if isinstance(threads, CodecThreads):
+        pooled = threads.threads > 1 and count > 1 and nbytes >= POOL_MIN_BYTES
+        return (threads if pooled else None), threads.threads
+    if threads > 1 and count > 1 and nbytes >= POOL_BYTES:
+        return CodecThreads(threads), threads
+    return None, threads
+
+
+def encode_groups(groups: List[Tuple[Any, Any]], threads: Threads,
+                  scratch: Optional[EncodeScratch] = None) -> List[List[Item]]:
+    """:func:`encode_batch` of ``groups``, or (from :data:`POOL_MIN_BYTES` on a
+    CodecThreads, :data:`POOL_BYTES` given a number) one contiguous run of chunks per
+    thread, each encoded by :func:`encode_batch` on its thread — the same items in the same
+    order.  ``scratch`` serves the one-batch path only (one caller at a time)."""
+    total = sum(len(chunks) for _, chunks in groups)
+    nbytes = sum(len(chunks) * (pipeline.spec.nbytes or 0) for pipeline, chunks in groups)
+    pool, count = _pool_for(threads, nbytes, total)
+    if pool is None:
+        return encode_batch(groups, count, scratch=scratch)
+    pieces = [(g, lo, hi) for g, (_, chunks) in enumerate(groups) for lo, hi in runs(len(chunks), pool.threads)]
+
+    def encode_run(run: Sequence[Tuple[int, int, int]]) -> List[List[Item]]:
+        return encode_batch([(groups[g][0], groups[g][1][lo:hi]) for g, lo, hi in run], 1)
+
+    try:
+        done = pool.map_runs(encode_run, pieces, pool.threads)
+    finally:
+        if pool is not threads:
+            pool.close()
+    out: List[List[Item]] = [[] for _ in groups]
+    spans = runs(len(pieces), pool.threads)
+    for (first, last), results in zip(spans, done):
+        for (g, _, _), items in zip(pieces[first:last], results):
+            out[g].extend(items)
+    return out
+
+
 # ----------------------------------------------------------------------------- decode
 class DecodeJob:
     """One stored chunk value to decode into ``target`` (the chunk's ``local`` selection,
@@ -235,6 +292,25 @@ def decode_batch(jobs: Sequence[DecodeJob], threads: int = 1, wave_bytes: int = 
                 _decode_one(job)
         else:
             _decode_wave(wave, threads)
+
+
+def decode_jobs(jobs: Sequence[DecodeJob], threads: Threads) -> None:
+    """Decode every job into its target: :func:`decode_batch`, or (from
+    :data:`POOL_MIN_BYTES` on a CodecThreads, :data:`POOL_BYTES` given a number) one
+    contiguous run of jobs per thread, each job by :func:`decode_each` straight into its
+    target.  Errors as :func:`decode_batch` (every run has finished when one is raised)."""
+    if not jobs:
+        return
+    nbytes = sum(job.pipeline.spec.nbytes or 0 for job in jobs)
+    pool, count = _pool_for(threads, nbytes, len(jobs))
+    if pool is None:
+        decode_batch(jobs, count)
+        return
+    try:
+        pool.map_runs(decode_each, jobs, pool.threads)
+    finally:
+        if pool is not threads:
+            pool.close()
 
 
 def decode_each(jobs: Sequence[DecodeJob]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+import numpy as np
 import zstandard
 
 from molrec_raw.errors import CorruptDataError
@@ -165,8 +166,10 @@ class ZstdCodec(BytesBytesCodec):
             declared = _declared_size(data, size)
             if declared == size and size > 0:
                 try:
-                    target[:] = self._reused_decompressor().decompress(data, allow_extra_data=False)
-                    return
+                    decoded = self._reused_decompressor().decompress(data, allow_extra_data=False)
+                    if len(decoded) == size:  # numpy's copy releases the GIL (a memoryview's does not)
+                        np.copyto(np.frombuffer(target, np.uint8), np.frombuffer(decoded, np.uint8))
+                        return
                 except (zstandard.ZstdError, ValueError):
                     pass  # concatenated frames or a damaged frame: the careful path says which
             reader = self._stream_decompressor(data).stream_reader(data, read_across_frames=True)

@@ -1,0 +1,242 @@
+#!/usr/bin/env python
+"""Threads for codec work (issue 37): two threads against one on reads of >= 1 MiB of chunks,
+and W3 (bench/zarr_layer.py's bulk array) against zarr-python's FusedCodecPipeline — for this
+checkout and, with ``--before DIR``, for another tree of ``molrec_raw`` in the same run.
+
+Each round runs one child process per tree (in alternating order), so both trees meet the
+same machine; a child opens each array once and times, per case, ``--repeats`` whole-array
+reads alternating threads=1 and threads=2 (``Array[...]``, warm page cache; the best of the
+repeats kept, as reads land in fresh pages at random), and the bulk write and read of
+2**25 float64 (W3: shards of 2**21, inner chunks of 2**17, bytes + shuffle(8) + zstd(3) +
+crc32c) by molrec_raw (threads=2, the default) and by zarr-python 3.4 with
+``codec_pipeline.path`` = FusedCodecPipeline (its threads: os.cpu_count()).  Ratios
+(> 1: the first faster) are formed inside each child; the report gives each round's and
+their range, wall beside process CPU time.
+
+    python bench/codec_threads.py                                   # this checkout, 3 rounds
+    git -C . archive 83f5c0f molrec_raw | tar -x -C /tmp/before     # main before issue 37
+    python bench/codec_threads.py --before /tmp/before --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+Q = 2.0 ** -10
+BYTES_LE = {"name": "bytes", "configuration": {"endian": "little"}}
+CHAINS = {
+    "shuffle+zstd": [BYTES_LE, {"name": "numcodecs.shuffle", "configuration": {"elementsize": 8}},
+                     {"name": "zstd", "configuration": {"level": 3, "checksum": False}}, {"name": "crc32c"}],
+    "bytes+crc32c": [BYTES_LE, {"name": "crc32c"}],
+}
+READ_MIB = (1, 4, 16, 64)
+INNER, SHARD = 2 ** 14, 2 ** 18  # the read cases: 128 KiB inner chunks, 2 MiB shards
+BULK_INNER, BULK_SHARD = 2 ** 17, 2 ** 21  # W3 (bench/zarr_layer.py)
+FUSED = {"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}
+
+
+def walk(n: int, seed: int = 20240611) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.round(np.cumsum(rng.normal(scale=0.01, size=n)) / Q) * Q
+
+
+def timed(fn: Callable[[], Any]) -> Tuple[float, float, Any]:
+    """(wall seconds, process CPU seconds over all threads, result)."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = fn()
+    return time.perf_counter() - w0, time.process_time() - c0, out
+
+
+# ----------------------------------------------------------------------------- child
+def child(args: argparse.Namespace) -> Dict[str, Any]:
+    import molrec_raw.zarr as mz
+
+    root = tempfile.mkdtemp(prefix="codec-threads-", dir=args.dir)
+    out: Dict[str, Any] = {"molrec_raw": os.path.dirname(os.path.dirname(mz.__file__)), "cases": {}}
+    try:
+        for mib in args.sizes:
+            data = walk(mib * 2 ** 20 // 8)
+            for name, chain in CHAINS.items():
+                path = os.path.join(root, f"{name}-{mib}")
+                mz.open_array(path, mode="w", shape=data.shape, dtype="float64", chunks=(INNER,),
+                              shards=(SHARD,), codecs=chain, fill_value=0.0, threads=1)[...] = data
+                arrays = {t: mz.open_array(path, mode="r", threads=t) for t in (1, 2)}
+                times: Dict[int, List[Tuple[float, float]]] = {1: [], 2: []}
+                for rep in range(args.repeats):
+                    for t in ((1, 2) if rep % 2 == 0 else (2, 1)):
+                        wall, cpu, back = timed(lambda: arrays[t][...])
+                        times[t].append((wall, cpu))
+                        if not np.array_equal(back, data):
+                            raise AssertionError(f"read {name} {mib} MiB threads={t}: values differ")
+                for arr in arrays.values():
+                    getattr(arr, "close", lambda: None)()
+                out["cases"][f"read {mib} MiB [{name}]"] = {str(t): v for t, v in times.items()}
+        if args.bulk:
+            out["cases"].update(bulk(root, args))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def bulk(root: str, args: argparse.Namespace) -> Dict[str, Any]:
+    import molrec_raw.zarr as mz
+
+    data = walk(args.bulk_elements)
+    chain = CHAINS["shuffle+zstd"]
+    times: Dict[str, Dict[str, List[Tuple[float, float]]]] = {"W3 bulk write": {}, "W3 bulk read": {}}
+
+    def ours_write(path: str) -> None:
+        mz.open_array(path, mode="w", shape=data.shape, dtype="float64", chunks=(BULK_INNER,), shards=(BULK_SHARD,),
+                      codecs=chain, fill_value=0.0)[...] = data
+
+    def ours_read(path: str) -> np.ndarray:
+        return mz.open_array(path, mode="r")[...]
+
+    runs: List[Tuple[str, Callable[[str], None], Callable[[str], np.ndarray]]] = [("molrec_raw", ours_write, ours_read)]
+    try:
+        import zarr
+        from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
+        from zarr.codecs.numcodecs import Shuffle
+    except ImportError:
+        zarr = None
+    if zarr is not None:
+        import warnings
+        warnings.simplefilter("ignore")
+
+        def fused_write(path: str) -> None:
+            with zarr.config.set(FUSED):
+                arr = zarr.create_array(store=path, shape=data.shape, dtype=data.dtype, chunks=(BULK_INNER,),
+                                        shards=(BULK_SHARD,), serializer=BytesCodec(endian="little"), filters=[],
+                                        compressors=[Shuffle(elementsize=8), ZstdCodec(level=3, checksum=False),
+                                                     Crc32cCodec()], fill_value=0.0)
+                assert type(arr._async_array.codec_pipeline).__name__ == "FusedCodecPipeline"
+                arr[...] = data
+
+        def fused_read(path: str) -> np.ndarray:
+            with zarr.config.set(FUSED):
+                arr = zarr.open_array(store=path, mode="r")
+                assert type(arr._async_array.codec_pipeline).__name__ == "FusedCodecPipeline"
+                return arr[...]  # type: ignore[no-any-return]
+
+        runs.append(("zp-fused", fused_write, fused_read))
+    for lib, write, read in runs:  # warm-up: imports, first-use costs
+        small = os.path.join(root, f"warm-{lib}")
+        write(small)
+        read(small)
+    for rep in range(args.repeats):
+        for lib, write, read in (runs if rep % 2 == 0 else runs[::-1]):
+            path = os.path.join(root, f"bulk-{lib}-{rep}")
+            os.sync()
+            wall, cpu, _ = timed(lambda: write(path))
+            times["W3 bulk write"].setdefault(lib, []).append((wall, cpu))
+            wall, cpu, back = timed(lambda: read(path))
+            times["W3 bulk read"].setdefault(lib, []).append((wall, cpu))
+            if not np.array_equal(back, data):
+                raise AssertionError(f"W3 {lib}: read-back differs")
+            del back
+            shutil.rmtree(path, ignore_errors=True)
+    return times
+
+
+# ----------------------------------------------------------------------------- parent
+def run_child(tree: str, args: argparse.Namespace) -> Dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--repeats", str(args.repeats),
+           "--sizes", *map(str, args.sizes), "--bulk-elements", str(args.bulk_elements)]
+    if args.dir:
+        cmd += ["--dir", args.dir]
+    if not args.bulk:
+        cmd.append("--no-bulk")
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"child for {tree} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def best(values: List[Tuple[float, float]], cpu: bool = False) -> float:
+    """The least disturbed repetition: minimum wall (or CPU) time."""
+    return min(v[1 if cpu else 0] for v in values)
+
+
+def ratios(result: Dict[str, Any]) -> Dict[str, Tuple[float, float]]:
+    """Per case (wall ratio, CPU ratio), > 1 when the first named is faster: reads threads=1
+    time / threads=2 time; W3 zp-fused time / molrec_raw time."""
+    out = {}
+    for case, times in result["cases"].items():
+        if case.startswith("read"):
+            out[f"{case}: 2 threads vs 1"] = (best(times["1"]) / best(times["2"]),
+                                             best(times["1"], True) / best(times["2"], True))
+        elif "zp-fused" in times:
+            out[f"{case}: x zp-fused"] = (best(times["zp-fused"]) / best(times["molrec_raw"]),
+                                         best(times["zp-fused"], True) / best(times["molrec_raw"], True))
+    return out
+
+
+def report(rounds: Dict[str, List[Dict[str, Any]]]) -> str:
+    lines = []
+    for label, results in rounds.items():
+        per = [ratios(r) for r in results]
+        lines.append(f"\n{label} ({results[0]['molrec_raw']}), {len(results)} round(s); wall ratio [CPU ratio] per round:")
+        for case in per[0]:
+            walls = [p[case][0] for p in per]
+            cpus = [p[case][1] for p in per]
+            cells = " ".join(f"{w:.2f}x [{c:.2f}x]" for w, c in zip(walls, cpus))
+            lines.append(f"  {case:<48} {cells}   median {statistics.median(walls):.2f}x "
+                         f"({min(walls):.2f}-{max(walls):.2f}), CPU {statistics.median(cpus):.2f}x")
+        lines.append("  best times of the last round (ms, wall / CPU):")
+        for case, times in results[-1]["cases"].items():
+            cells = ", ".join(f"{who} {best(v) * 1e3:.1f} / {best(v, True) * 1e3:.1f}" for who, v in times.items())
+            lines.append(f"    {case:<32} {cells}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", metavar="DIR", help="a tree holding another molrec_raw package to run beside")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per case and child (best kept)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(READ_MIB), help="read sizes in MiB")
+    parser.add_argument("--bulk-elements", type=int, default=2 ** 25)
+    parser.add_argument("--no-bulk", dest="bulk", action="store_false", help="leave W3 out")
+    parser.add_argument("--dir", default=None, help="where the stores go (default: the temp dir)")
+    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+    trees = {"after (this checkout)": REPO}
+    if args.before:
+        trees["before"] = os.path.abspath(args.before)
+    load = [os.getloadavg()]
+    rounds: Dict[str, List[Dict[str, Any]]] = {label: [] for label in trees}
+    for k in range(args.rounds):
+        order = list(trees.items()) if k % 2 == 0 else list(trees.items())[::-1]
+        for label, tree in order:
+            print(f"round {k + 1}/{args.rounds}: {label}", file=sys.stderr, flush=True)
+            rounds[label].append(run_child(tree, args))
+    load.append(os.getloadavg())
+    text = report(rounds)
+    text += ("\n\nload average (1, 5, 15 min) at start / end: "
+             + " / ".join(", ".join(f"{v:.1f}" for v in x) for x in load) + f"; {os.cpu_count()} CPU(s)")
+    print(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({"rounds": rounds, "load": load, "args": vars(args)}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Codec work on threads (zarr/codecs/threads.py, batch.py ``encode_groups``/``decode_jobs``,
+issue 37): a read or write coded on two threads stores the bytes, in the chunk order, of one
+thread and reads back the same values; the helper threads start on first use, finish their
+runs before an error is raised, and stop at ``close()`` (zarr-v3-subset#5, #7)."""
+import contextlib
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from molrec_raw.errors import CorruptDataError
+from molrec_raw.zarr import MemoryStore, open_array, open_group
+from molrec_raw.zarr.array import read_many
+from molrec_raw.zarr.codecs import batch
+from molrec_raw.zarr.codecs import threads as threads_module
+from molrec_raw.zarr.codecs.threads import CodecThreads, runs
+
+CHAINS = [
+    [{"name": "bytes", "configuration": {"endian": "little"}}],
+    [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+    [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "numcodecs.shuffle", "configuration": {"elementsize": 8}},
+     {"name": "zstd", "configuration": {"level": 3, "checksum": False}}, {"name": "crc32c"}],
+    [{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "zstd", "configuration": {"level": 1, "checksum": True}}],
+    [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip", "configuration": {"level": 1}}],
+]
+
+
+@contextlib.contextmanager
+def pooled_from_any_size():
+    """Every read and write of two chunks or more goes to the threads (the size floor at 0),
+    and two threads are usable whatever the machine's cores (so a 1-core runner tests them)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch, "POOL_MIN_BYTES", 0)
+        patch.setattr(os, "cpu_count", lambda: 4)
+        yield
+
+
+def stored(store):
+    return {key: bytes(store.get(key)) for key in sorted(store.list(""))}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=2), st.data(), st.sampled_from(range(len(CHAINS))),
+       st.booleans())
+def test_zarr_5_two_threads_store_the_bytes_and_read_the_values_of_one(shape, data, chain, sharded):
+    """Writes and reads of random shapes, chunks and chains (sharded or not): the stores
+    written with threads 1 and 2 are byte-identical, and each reads both back exactly."""
+    shape = tuple(shape)
+    chunks = tuple(data.draw(st.integers(1, s)) for s in shape)
+    shards = tuple(c * data.draw(st.integers(1, 3)) for c in chunks) if sharded else None
+    values = np.random.default_rng(len(shape) * 97 + sum(shape)).normal(size=shape).round(3)
+    selection = tuple(slice(data.draw(st.integers(0, s - 1)), None) for s in shape)
+    with pooled_from_any_size():
+        stores, arrays = {}, {}
+        for threads in (1, 2):
+            store = MemoryStore()
+            arr = open_array(store, mode="w", shape=shape, dtype="float64", chunks=chunks, shards=shards,
+                             codecs=CHAINS[chain], fill_value=0.0, threads=threads)
+            arr[...] = values
+            arr[selection] = values[selection] * 2  # a partial write: chunks read, changed, rewritten
+            stores[threads], arrays[threads] = stored(store), arr
+        assert stores[1] == stores[2]
+        expected = values.copy()
+        expected[selection] *= 2
+        for threads in (1, 2):
+            for store_of in (1, 2):
+                with open_array(arrays[store_of].store, mode="r", threads=threads) as back:
+                    assert np.array_equal(back[...], expected)
+                    assert np.array_equal(back[selection], expected[selection])
+        several = np.prod([-(-s // c) for s, c in zip(shape, chunks)]) > 1  # inner chunks
+        assert (arrays[2].codec_threads.handed > 0) == several
+        assert arrays[1].codec_threads.handed == 0
+        for arr in arrays.values():
+            arr.close()
+            assert not arr.codec_threads.started
+
+
+def test_zarr_5_a_large_read_and_write_at_the_default_floor_use_the_threads_and_stop_at_close(tmp_path):
+    """At the real floor (POOL_MIN_BYTES, 1 MiB): a 2 MiB write and read run on the shared
+    threads of the hierarchy — one helper for every node — and close() stops it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "cpu_count", lambda: 2)
+        root = open_group(str(tmp_path / "g"), mode="w", threads=2)
+        a = root.create_array("a", shape=(1 << 18,), dtype="float64", chunks=(1 << 14,), codecs=CHAINS[2],
+                              fill_value=0.0)
+        b = root.create_array("b", shape=(1000,), dtype="float64", chunks=(100,), fill_value=0.0)
+        assert a.codec_threads is b.codec_threads is root.codec_threads
+        b[...] = np.arange(1000.0)  # 8 KB: below the floor, no thread started
+        assert root.codec_threads.handed == 0 and not root.codec_threads.started
+        values = np.arange(1 << 18, dtype="float64") / 7
+        a[...] = values
+        assert root.codec_threads.handed == 1 and len(root.codec_threads._helpers) <= 1
+        assert np.array_equal(root["a"][...], values)
+        assert root.codec_threads.handed == 2 and len(root.codec_threads._helpers) <= 1
+        root.close()
+        assert not root.codec_threads.started
+        with open_array(str(tmp_path / "g" / "a"), mode="r") as again:  # a node is a context manager
+            assert np.array_equal(again[...], values)
+            assert again.codec_threads.handed == 1
+        assert not again.codec_threads.started
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_zarr_5_a_corrupt_chunk_in_a_threaded_read_refuses_after_every_run_finished(where):
+    """A damaged chunk in the caller's run or in a helper's run: the read raises the chunk's
+    own error, naming its key, once every run is done (no thread still writes into the
+    result); the threads keep working and stop at close()."""
+    with pooled_from_any_size():
+        store = MemoryStore()
+        arr = open_array(store, mode="w", shape=(64,), dtype="float64", chunks=(8,), codecs=CHAINS[1],
+                         fill_value=0.0, threads=2)
+        arr[...] = np.arange(64.0)
+        key = "c/0" if where == "first" else "c/7"
+        raw = bytearray(store.get(key))
+        raw[3] ^= 0xFF
+        store.set(key, bytes(raw))
+        with pytest.raises(CorruptDataError) as info:
+            arr[...]
+        assert key in str(info.value)
+        assert np.array_equal(arr[8:56], np.arange(8.0, 56.0))
+        out = np.zeros((2, 48))
+        read_many([(arr, slice(8, 56), out[0]), (arr, slice(8, 56), out[1])], threads=arr.codec_threads)
+        assert np.array_equal(out, np.tile(np.arange(8.0, 56.0), (2, 1)))
+        arr.close()
+        assert not arr.codec_threads.started
+
+
+def test_zarr_5_map_runs_waits_for_every_run_then_raises_the_first_error_in_order():
+    """CodecThreads.map_runs: contiguous runs, results in order, the first run on the calling
+    thread; with errors in several runs every run still completes and the earliest run's
+    error is raised."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "cpu_count", lambda: 4)
+        pool = CodecThreads(3)
+        caller = threading.get_ident()
+        seen = []
+
+        def work(run):
+            seen.append((list(run), threading.get_ident() == caller))
+            if 5 in run or 9 in run:
+                raise ValueError(f"bad {run[0]}")
+            return sum(run)
+
+        assert pool.map_runs(lambda run: list(run), list(range(10)), 3) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+        seen.clear()
+        with pytest.raises(ValueError, match="bad 4"):
+            pool.map_runs(work, list(range(10)), 3)
+        assert sorted(run for run, _ in seen) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+        assert [on_caller for run, on_caller in seen if run[0] == 0] == [True]
+        assert pool.map_runs(work, [1, 2], 1) == [3]  # one run: the caller alone
+        pool.close()
+        assert not pool.started
+    assert runs(5, 2) == [(0, 3), (3, 5)] and runs(0, 2) == [] and runs(3, 8) == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_zarr_5_helpers_left_idle_exit_without_close(monkeypatch):
+    """An owner never closed leaves no thread behind: a helper without work for
+    HELPER_IDLE_SECONDS exits, and later work starts one again."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads_module, "HELPER_IDLE_SECONDS", 0.05)
+    pool = CodecThreads(2)
+    for _ in range(2):
+        assert pool.map_runs(sum, list(range(100)), 2) == [sum(range(50)), sum(range(50, 100))]
+        deadline = time.monotonic() + 30
+        while pool.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not pool.started
+    assert pool.handed == 2
+
+
+def test_zarr_5_one_thread_disables_the_threads(monkeypatch):
+    """threads=1 (or a machine of one core) starts no helper thread, whatever the size."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert CodecThreads(8).threads == 1
+    arr = open_array(MemoryStore(), mode="w", shape=(1 << 18,), dtype="float64", chunks=(1 << 14,), fill_value=0.0)
+    arr[...] = 1.0
+    assert arr[...].sum() == 1 << 18 and arr.codec_threads.handed == 0
