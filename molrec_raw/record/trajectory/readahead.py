@@ -41,6 +41,9 @@ class ReadAhead(Generic[T]):
             self._value = read()
         except BaseException as exc:  # kept for the caller, raised where the piece is needed
             self._error = exc
+        finally:
+            if self._pending is not None:
+                self._pending.discard(self)
 
     def result(self) -> T:
         """The piece read (waiting for it), or its error raised."""
@@ -54,15 +57,13 @@ class ReadAhead(Generic[T]):
     def wait(self, keep: bool = False) -> None:
         """Wait until the thread is done (its piece dropped unless ``keep``)."""
         self._thread.join()
-        if self._pending is not None:
-            self._pending.discard(self)
         if not keep:
             self._value = self._error = None
 
 
 class Pending:
-    """The read-aheads in flight over one reader state: :meth:`wait` lets them finish before
-    the state changes or closes (thread-safe)."""
+    """The read-aheads running over one reader state (each leaves when its thread ends):
+    :meth:`wait` lets them finish before the state changes or closes (thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -77,7 +78,7 @@ class Pending:
             self._members.discard(ahead)
 
     def wait(self) -> None:
-        """Wait for every read-ahead in flight (their pieces stay for their iterations)."""
+        """Wait for every read-ahead running (their pieces stay for their iterations)."""
         with self._lock:
             members = list(self._members)
         for ahead in members:
