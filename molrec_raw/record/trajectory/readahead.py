@@ -13,7 +13,7 @@ refused for damage is refused at the frame that needs it, not earlier.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Generic, Optional, Set, TypeVar
+from typing import Any, Callable, Generic, Optional, Set, TypeVar, cast
 
 __all__ = ["ReadAhead", "Pending"]
 
@@ -52,7 +52,7 @@ class ReadAhead(Generic[T]):
         value, self._value = self._value, None
         if error is not None:
             raise error
-        return value  # type: ignore[return-value]  (None only when read() returned None)
+        return cast(T, value)  # None only when read() returned None
 
     def wait(self, keep: bool = False) -> None:
         """Wait until the thread is done (its piece dropped unless ``keep``)."""
