@@ -157,7 +157,7 @@ class MRECReader(ReaderBase):
             size = source.batch_size() if continuing or frame == 0 else 1
             stop = min(self.n_frames, frame + size)
             following = range(stop, min(self.n_frames, stop + size)) if continuing else None
-            batch = self._batch = source.read(range(frame, stop), ahead=following)
+            batch = self._batch = source.read(range(frame, stop), ahead=following, stacked=ts.positions.dtype)
         self._frame = frame
         ts.frame = frame
         batch.fill(frame, "positions", ts.positions)

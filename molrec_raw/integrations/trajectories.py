@@ -60,6 +60,7 @@ class Batch:
     columns: Dict[str, np.ndarray]
     factors: Dict[str, float]
     resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = field(default_factory=dict)
+    prepared: Dict[str, np.ndarray] = field(default_factory=dict)  # group -> stacked (see TrajectorySource.read)
 
     def __post_init__(self) -> None:
         self._position = {int(f): k for k, f in enumerate(self.frames.tolist())}
@@ -70,6 +71,10 @@ class Batch:
     def fill(self, frame: int, group: str, out: np.ndarray) -> None:
         """Frame ``frame``'s ``group`` into ``out`` (``(n_atoms, 3)``, any float dtype), converted."""
         k = self._position[frame]
+        ready = self.prepared.get(group)
+        if ready is not None and ready.dtype == out.dtype:  # converted with the read: one copy
+            out[...] = ready[k]
+            return
         factor = self.factors[group]
         for axis, name in enumerate(GROUPS[group][0]):
             if factor == 1.0:
@@ -113,7 +118,7 @@ class TrajectorySource:
         self._single: Optional[Frame] = None
         self._meta_cache: Tuple[int, Dict[str, Any], Optional[Box]] = (-1, {}, None)
         self._batch_resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = {}  # the last read's frames
-        self._ahead: Optional[Tuple[np.ndarray, Tuple[str, ...], ReadAhead[Batch]]] = None  # read() ahead=
+        self._ahead: Optional[Tuple[np.ndarray, Any, ReadAhead[Batch]]] = None  # read()'s ahead=
         self._pending = Pending()
         self._cell: Tuple[Any, Optional[np.ndarray]] = (None, None)  # the last cell converted: (key, rows)
         self._warned_boundary = False
@@ -217,27 +222,32 @@ class TrajectorySource:
         per_frame = 8 * max(1, self.n_atoms) * 3 * len(self.groups)
         return max(1, BATCH_BYTES // per_frame)
 
-    def read(self, frames: Any, groups: Optional[Sequence[str]] = None, ahead: Any = None) -> Batch:
+    def read(self, frames: Any, groups: Optional[Sequence[str]] = None, ahead: Any = None,
+             stacked: Any = None) -> Batch:
         """Frames ``frames`` (a sequence or array of indices) of ``groups`` (default: every
         group present); their per-step meta and cells are read with them (one planned read,
         kept for :meth:`meta` and :meth:`cell_rows` until the next batch).  ``ahead``: the
         frames the caller reads next, read on a thread from now (record/trajectory/readahead.py)
-        and handed to the next call that asks for exactly them and these groups (its error,
-        if any, raised there); any other call drops it."""
+        and handed to the next call that asks for exactly them, these groups and ``stacked``
+        (its error, if any, raised there); any other call drops it.  ``stacked`` (a dtype):
+        each group also converted to the tool's ``(frames, atoms, 3)`` with the read (for a
+        batch read ahead, on its thread), so :meth:`Batch.fill` is one copy."""
         index = np.asarray(frames, dtype=np.int64).reshape(-1)
         names = tuple(n for g in (self.groups if groups is None else groups) for n in GROUPS[g][0])
+        kind = (names, None if stacked is None else np.dtype(stacked).str)
         pending, self._ahead = self._ahead, None
         batch: Optional[Batch] = None
         if pending is not None:
-            if pending[1] == names and np.array_equal(pending[0], index):
+            if pending[1] == kind and np.array_equal(pending[0], index):
                 batch = pending[2].result()
             else:
                 pending[2].wait()
         if batch is None:
-            batch = self._read_now(index, names)
+            batch = self._read_now(index, names, stacked)
         following = None if ahead is None or self._reader is None else np.asarray(ahead, np.int64).reshape(-1)
         if following is not None and following.size:
-            self._ahead = (following, names, ReadAhead(partial(self._read_now, following, names), self._pending))
+            self._ahead = (following, kind, ReadAhead(partial(self._read_now, following, names, stacked),
+                                                      self._pending))
         self._batch_resolved = batch.resolved
         return batch
 
@@ -248,7 +258,7 @@ class TrajectorySource:
         for start in range(0, int(frames.size), step):
             yield self.read(frames[start:start + step], groups, ahead=frames[start + step:start + 2 * step])
 
-    def _read_now(self, index: np.ndarray, names: Sequence[str]) -> Batch:
+    def _read_now(self, index: np.ndarray, names: Sequence[str], stacked: Any = None) -> Batch:
         """:meth:`read`'s work (on the caller's thread or a read-ahead's: it changes nothing
         of the source)."""
         resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = {}
@@ -264,7 +274,11 @@ class TrajectorySource:
             atoms = self._single.blocks["atoms"]
             columns = {n: np.broadcast_to(np.asarray(atoms.columns[n], dtype=np.float64), (index.size, atoms.nrows))
                        for n in names}
-        return Batch(index, columns, self.factors, resolved)
+        batch = Batch(index, columns, self.factors, resolved)
+        if stacked is not None:
+            batch.prepared = {g: batch.stacked(g, stacked) for g in self.groups
+                              if all(n in columns for n in GROUPS[g][0])}
+        return batch
 
     def _resolved(self, frame: int) -> Tuple[Dict[str, Any], Optional[Box]]:
         """Frame ``frame``'s per-step meta (converted) and cell, read once for both."""
