@@ -13,6 +13,9 @@ order each round; a child times, interleaved in a random order, each case the fa
   W6 ours        ``sum(1 for _ in reader)``, the reader opened outside the timing
   W6 h5py        ``ds[i]`` for every frame
   MDA <format>   ``u.load_new(file)`` and one ``for ts in u.trajectory`` (integrations.iterate)
+  ..., read-ahead off   (trees that have it) W6 ours and MDA MREC with each batch read on the
+                 caller's thread when its turn comes (the same code, no thread): read-ahead's
+                 own effect, formed in one process
 
 and the ratios are formed inside the child (h5py time / ours; MREC frames/s / DCD frames/s),
 so both sides of a ratio meet the same phase of the machine.
@@ -61,6 +64,41 @@ def ours():
 cases = {"W6 ours": ours, "W6 h5py": lambda: (lambda: sum(1 for i in range(frames) if ds[i] is not None))}
 for name, path in mda.items():
     cases["MDA " + name] = lambda path=path: (lambda: I.iterate(I.Path(path), 10000))
+try:
+    from molrec_raw.record.trajectory import engine, readahead
+    import molrec_raw.integrations.trajectories as sources
+except ImportError:  # a tree without read-ahead
+    engine = None
+
+
+class Inline:  # read-ahead's stand-in, reading on the caller's thread when made: the same code, no thread
+
+    def __init__(self, read, pending=None):
+        self.value = read()
+
+    def result(self):
+        return self.value
+
+    def wait(self, keep=False):
+        pass
+
+
+def without_read_ahead(make):
+    def run():
+        engine.ReadAhead = sources.ReadAhead = Inline
+        try:
+            make()()
+        finally:
+            engine.ReadAhead = sources.ReadAhead = readahead.ReadAhead
+    return lambda: run
+
+
+if engine is not None:
+    cases["W6 ours, read-ahead off"] = without_read_ahead(ours)
+    cases["MDA MREC, read-ahead off"] = without_read_ahead(cases["MDA MREC"])
+for path in mda.values():  # warm up: MDAnalysis's lazy imports, the files' pages
+    I.iterate(I.Path(path), 10000)
+sum(1 for _ in MrecReader(rec))
 out = {}
 names = list(cases)
 random.shuffle(names)
@@ -131,8 +169,12 @@ def main() -> int:
     rows = [("W6 x h5py (h5py time / ours)", "W6 h5py", "W6 ours"),
             ("MDAnalysis MREC lossless x DCD (DCD time / MREC)", "MDA DCD", "MDA MREC"),
             ("MDAnalysis MREC 1e-3 x DCD", "MDA DCD", "MDA MREC 1e-3")]
+    rows += [("W6 read-ahead on x off (same tree, same process)", "W6 ours, read-ahead off", "W6 ours"),
+             ("MDAnalysis MREC lossless read-ahead on x off", "MDA MREC, read-ahead off", "MDA MREC")]
     for name in trees:
         for label, peer, ours in rows:
+            if peer not in results[name][0]:
+                continue
             cells = []
             for k in (1, 0):  # CPU, wall
                 ratios = [r[peer][k] / r[ours][k] for r in results[name]]
