@@ -85,7 +85,8 @@ class MRECReader(ReaderBase):
     Å/ps, kJ/(mol·Å); ``ts.dimensions`` from the cell (None without one); ``ts.time`` from
     the record's times (else ``frame * dt``); ``ts.data["step"]`` and every per-step meta
     key (``pe ke etotal volume`` in kJ/mol and Å³) in ``ts.data``.  Sequential reads fetch
-    a batch of frames per column at once; random access reads one frame.  Pickling and
+    a batch of frames per column at once, the next batch read ahead on a thread while this
+    one is handed out; random access reads one frame.  Pickling and
     ``copy()`` reopen by path (no open handle is pickled).  ``assume_units`` (e.g.
     ``{"length": "nm"}``) states units the record leaves unstated; a unit needed and stated
     nowhere is refused, naming it (frame-and-types §13.5).
@@ -150,9 +151,13 @@ class MRECReader(ReaderBase):
         source = self._source
         batch = self._batch
         if batch is None or frame not in batch:
-            sequential = batch is not None and frame == int(batch.frames[-1]) + 1 or frame == 0
-            stop = min(self.n_frames, frame + (source.batch_size() if sequential else 1))
-            batch = self._batch = source.read(range(frame, stop))
+            # in order: a batch; from the second one on (not at a rewind to frame 0, as
+            # MDAnalysis does after every pass) the next batch read ahead meanwhile
+            continuing = batch is not None and frame == int(batch.frames[-1]) + 1
+            size = source.batch_size() if continuing or frame == 0 else 1
+            stop = min(self.n_frames, frame + size)
+            following = range(stop, min(self.n_frames, stop + size)) if continuing else None
+            batch = self._batch = source.read(range(frame, stop), ahead=following, stacked=ts.positions.dtype)
         self._frame = frame
         ts.frame = frame
         batch.fill(frame, "positions", ts.positions)
@@ -200,10 +205,10 @@ class MRECReader(ReaderBase):
             raise ValueError(f"Repeated or missing keys passed to argument `order`: {order}, each key must be used once")
         source = self._source
         out = np.empty((frames.size, n_atoms, 3), dtype=np.float32)
-        per = source.batch_size()
-        for first in range(0, frames.size, per):
-            part = frames[first:first + per]
-            out[first:first + part.size] = source.read(part, ["positions"]).stacked("positions", np.float32, atoms)
+        first = 0
+        for batch in source.batches(frames, ["positions"]):
+            out[first:first + batch.frames.size] = batch.stacked("positions", np.float32, atoms)
+            first += batch.frames.size
         return out.transpose(["fac".index(axis) for axis in order])
 
     def _reopen(self) -> None:

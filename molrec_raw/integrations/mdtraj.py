@@ -125,10 +125,10 @@ def load_mrec(path: Any, top: Any = None, stride: Optional[int] = None, atom_ind
         atoms = None if atom_indices is None else np.asarray(atom_indices, dtype=np.int64)
         n_atoms = source.n_atoms if atoms is None else atoms.size
         xyz = np.empty((frames.size, n_atoms, 3), dtype=np.float32)
-        step = source.batch_size()
-        for start in range(0, frames.size, step):
-            part = frames[start:start + step]
-            xyz[start:start + part.size] = source.read(part, ["positions"]).stacked("positions", np.float32, atoms)
+        start = 0
+        for batch in source.batches(frames, ["positions"]):  # each next batch read ahead meanwhile
+            xyz[start:start + batch.frames.size] = batch.stacked("positions", np.float32, atoms)
+            start += batch.frames.size
         rows = [source.cell_rows(int(i)) for i in frames]
         lengths = angles = None
         if frames.size and all(r is not None for r in rows):

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from molrec_raw.integrations.conventions import (
 from molrec_raw.record.doors import check_record_path, read_mrec_frame, read_mrec_system, section_names
 from molrec_raw.record.model import Box, Frame, MetaValue
 from molrec_raw.record.trajectory import MrecReader, SequenceSchema
+from molrec_raw.record.trajectory.readahead import Pending, ReadAhead
 
 __all__ = ["GROUPS", "Batch", "TrajectorySource", "TrajectorySink", "BATCH_BYTES"]
 
@@ -46,16 +48,20 @@ GROUPS: Dict[str, Tuple[Tuple[str, str, str], str]] = {
 #: batch amortises the record layer's per-call cost (measured: 1 frame per call 0.24x the
 #: DCD reader, 16 frames 0.45x, little gain beyond; bench/integrations.py), and bounds memory.
 BATCH_BYTES = 4 << 20
+_ABOVE_DIAGONAL = (np.array([0, 0, 1]), np.array([1, 2, 2]))  # np.triu_indices(3, 1), made once
 
 
 @dataclass
 class Batch:
     """Reads of ``frames`` at once: ``columns[name]`` is ``(len(frames), n_atoms)`` f64 in
-    the record's units; ``factors[group]`` converts a group to the tool's units."""
+    the record's units; ``factors[group]`` converts a group to the tool's units;
+    ``resolved[frame]`` its per-step meta (converted) and cell, when the source reads meta."""
 
     frames: np.ndarray
     columns: Dict[str, np.ndarray]
     factors: Dict[str, float]
+    resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = field(default_factory=dict)
+    prepared: Dict[str, np.ndarray] = field(default_factory=dict)  # group -> stacked (see TrajectorySource.read)
 
     def __post_init__(self) -> None:
         self._position = {int(f): k for k, f in enumerate(self.frames.tolist())}
@@ -66,6 +72,10 @@ class Batch:
     def fill(self, frame: int, group: str, out: np.ndarray) -> None:
         """Frame ``frame``'s ``group`` into ``out`` (``(n_atoms, 3)``, any float dtype), converted."""
         k = self._position[frame]
+        ready = self.prepared.get(group)
+        if ready is not None and ready.dtype == out.dtype:  # converted with the read: one copy
+            out[...] = ready[k]
+            return
         factor = self.factors[group]
         for axis, name in enumerate(GROUPS[group][0]):
             if factor == 1.0:
@@ -111,6 +121,9 @@ class TrajectorySource:
         self._single: Optional[Frame] = None
         self._meta_cache: Tuple[int, Dict[str, Any], Optional[Box]] = (-1, {}, None)
         self._batch_resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = {}  # the last read's frames
+        self._ahead: Optional[Tuple[np.ndarray, Any, ReadAhead[Batch]]] = None  # read()'s ahead=
+        self._pending = Pending()
+        self._cell: Tuple[Any, Optional[np.ndarray]] = (None, None)  # the last cell converted: (key, rows)
         self._warned_boundary = False
         self._warned_orientation = False
         self._warned_unstated = False
@@ -216,18 +229,51 @@ class TrajectorySource:
         per_frame = 8 * max(1, self.n_atoms) * 3 * len(self.groups)
         return max(1, BATCH_BYTES // per_frame)
 
-    def read(self, frames: Any, groups: Optional[Sequence[str]] = None) -> Batch:
+    def read(self, frames: Any, groups: Optional[Sequence[str]] = None, ahead: Any = None,
+             stacked: Any = None) -> Batch:
         """Frames ``frames`` (a sequence or array of indices) of ``groups`` (default: every
         group present); their per-step meta and cells are read with them (one planned read,
-        kept for :meth:`meta` and :meth:`cell_rows` until the next batch)."""
+        kept for :meth:`meta` and :meth:`cell_rows` until the next batch).  ``ahead``: the
+        frames the caller reads next, read on a thread from now (record/trajectory/readahead.py)
+        and handed to the next call that asks for exactly them, these groups and ``stacked``
+        (its error, if any, raised there); any other call drops it.  ``stacked`` (a dtype):
+        each group also converted to the tool's ``(frames, atoms, 3)`` with the read (for a
+        batch read ahead, on its thread), so :meth:`Batch.fill` is one copy."""
         index = np.asarray(frames, dtype=np.int64).reshape(-1)
-        names = [n for g in (self.groups if groups is None else groups) for n in GROUPS[g][0]]
+        names = tuple(n for g in (self.groups if groups is None else groups) for n in GROUPS[g][0])
+        kind = (names, None if stacked is None else np.dtype(stacked).str)
+        pending, self._ahead = self._ahead, None
+        batch: Optional[Batch] = None
+        if pending is not None:
+            if pending[1] == kind and np.array_equal(pending[0], index):
+                batch = pending[2].result()
+            else:
+                pending[2].wait()
+        if batch is None:
+            batch = self._read_now(index, names, stacked)
+        following = None if ahead is None or self._reader is None else np.asarray(ahead, np.int64).reshape(-1)
+        if following is not None and following.size:
+            self._ahead = (following, kind, ReadAhead(partial(self._read_now, following, names, stacked),
+                                                      self._pending))
+        self._batch_resolved = batch.resolved
+        return batch
+
+    def batches(self, frames: np.ndarray, groups: Optional[Sequence[str]] = None) -> Iterator[Batch]:
+        """:meth:`read` of ``frames`` in order, :meth:`batch_size` frames at a time, each next
+        batch read ahead while the caller works on one."""
+        step = self.batch_size()
+        for start in range(0, int(frames.size), step):
+            yield self.read(frames[start:start + step], groups, ahead=frames[start + step:start + 2 * step])
+
+    def _read_now(self, index: np.ndarray, names: Sequence[str], stacked: Any = None) -> Batch:
+        """:meth:`read`'s work (on the caller's thread or a read-ahead's: it changes nothing
+        of the source)."""
+        resolved: Dict[int, Tuple[Dict[str, Any], Optional[Box]]] = {}
         if self._reader is not None:
-            columns = self._reader.block_columns("atoms", names, index)
+            columns = self._reader.block_columns("atoms", list(names), index)
             if self.meta_keys:  # the batch's meta and cells in one planned read, not one per frame
                 found = self._reader.read_frames(index, columns=[])
-                self._batch_resolved = {int(f): (self._converted_meta(r), r.box)
-                                        for f, r in zip(index.tolist(), found)}
+                resolved = {int(f): (self._converted_meta(r), r.box) for f, r in zip(index.tolist(), found)}
         else:
             assert self._single is not None
             if index.size and (index.min() < 0 or index.max() > 0):
@@ -235,7 +281,11 @@ class TrajectorySource:
             atoms = self._single.blocks["atoms"]
             columns = {n: np.broadcast_to(np.asarray(atoms.columns[n], dtype=np.float64), (index.size, atoms.nrows))
                        for n in names}
-        return Batch(index, columns, self.factors)
+        batch = Batch(index, columns, self.factors, resolved)
+        if stacked is not None:
+            batch.prepared = {g: batch.stacked(g, stacked) for g in self.groups
+                              if all(n in columns for n in GROUPS[g][0])}
+        return batch
 
     def _resolved(self, frame: int) -> Tuple[Dict[str, Any], Optional[Box]]:
         """Frame ``frame``'s per-step meta (converted) and cell, read once for both."""
@@ -278,24 +328,35 @@ class TrajectorySource:
         tools' orientation (a along x, b in the xy plane: MDAnalysis and mdtraj keep lengths
         and angles only, so they hold it rotated against the positions)."""
         box = self._resolved(frame)[1]
+        key = None if box is None else (np.asarray(box.vectors, np.float64).tobytes(), tuple(box.boundary), box.defined)
+        if key is not None and key == self._cell[0]:  # the cell of the frame before: checked already
+            rows = self._cell[1]
+            return None if rows is None else rows.copy()
         rows = cell_rows(box)
-        if rows is None:
-            return None
-        assert box is not None
+        if rows is not None:
+            rows = self._checked_cell(box, rows)
+        self._cell = (key, rows)
+        return None if rows is None else rows.copy()
+
+    def _checked_cell(self, box: Any, rows: np.ndarray) -> np.ndarray:
+        """A cell's rows in the tool's length unit, warning once per source about what the
+        tools cannot hold (see :meth:`cell_rows`)."""
         if not all(box.boundary) and not self._warned_boundary:
             self._warned_boundary = True
             warnings.warn(f"{self.path.name}: the cell is periodic along {list(box.boundary)} only; the tool treats "
-                          "it as periodic along every axis", stacklevel=3)
-        if not self._warned_orientation and np.any(np.abs(rows[np.triu_indices(3, 1)]) > 1e-6 * np.abs(rows).max()):
+                          "it as periodic along every axis", stacklevel=4)
+        if not self._warned_orientation and np.any(np.abs(rows[_ABOVE_DIAGONAL]) > 1e-6 * np.abs(rows).max()):
             self._warned_orientation = True
             warnings.warn(f"{self.path.name}: the cell's lattice vectors are not in the orientation the tool keeps "
                           "(a along x, b in the xy plane); it gets their lengths and angles, a cell rotated "
-                          "against the positions", stacklevel=3)
+                          "against the positions", stacklevel=4)
         factor = self.factors["positions"]
         return rows * factor if factor != 1.0 else rows
 
     def close(self) -> None:
-        """Release the record's reader (idempotent)."""
+        """Release the record's reader (idempotent), once a batch read ahead is done."""
+        self._ahead = None
+        self._pending.wait()
         if self._reader is not None:
             self._reader.close()
 

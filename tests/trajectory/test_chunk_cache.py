@@ -69,12 +69,15 @@ def _iteration_peak(path, frames):
 def test_trajectory_9_iteration_holds_a_batch_of_chunks_whatever_the_length(tmp_path):
     """Iteration decodes a batch of LOCAL_RUN_CHUNKS inner chunks per column at a time and
     keeps none of them past the next batch: the peak memory of iterating 400 frames is that
-    of 100 (one 16 KiB chunk per frame), and far below the 6.4 MB the frames hold."""
+    of 100 (one 16 KiB chunk per frame) give or take the one batch read ahead (issue 37:
+    whether it is in flight while the peak is reached depends on the threads' timing), and
+    far below the 6.4 MB the frames hold."""
     _write(tmp_path / "a.mrec", 100)
     _write(tmp_path / "b.mrec", 400)
     short, long = _iteration_peak(tmp_path / "a.mrec", 100), _iteration_peak(tmp_path / "b.mrec", 400)
-    assert long < 1.25 * short + 64 * 1024, (short, long)
-    assert long < 4 * LOCAL_RUN_CHUNKS * ROWS * 8, long
+    batch = LOCAL_RUN_CHUNKS * ROWS * 8
+    assert long < short + batch + 64 * 1024, (short, long)
+    assert long < 4 * batch, long
 
 
 def test_trajectory_9_iteration_reads_ahead_at_full_length_from_the_start(tmp_path):

@@ -20,7 +20,8 @@ trusts grows.
 """
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -31,6 +32,7 @@ from molrec_raw.record.trajectory.assemble import Chunks, FrameRecipe, assemble,
 from molrec_raw.record.trajectory.chunk_cache import ChunkCache
 from molrec_raw.record.trajectory.layout import TrajectoryLayout
 from molrec_raw.record.trajectory.plan import FramePlan, Wanted, chunks_of
+from molrec_raw.record.trajectory.readahead import Pending, ReadAhead
 from molrec_raw.record.trajectory.recovery import CommittedState
 from molrec_raw.zarr import Array
 from molrec_raw.zarr.chunkread import FirstAxis, read_chunks, read_few
@@ -52,6 +54,9 @@ BATCH_BYTES = 8 << 20
 # in such pieces (each planned as one read), so the chunks in flight stay bounded.
 WAVE_FRAMES = 4096
 
+# One batch of an iteration: its plan, its decoded chunks, those offered for hand-over, rows per chunk.
+BatchRead = Tuple[FramePlan, Chunks, Set[Tuple[str, int]], Dict[str, int]]
+
 
 class ReadEngine:
     """Reads frames, chunks and row ranges of one committed state (see the module)."""
@@ -62,6 +67,7 @@ class ReadEngine:
         self._pool: Optional[ThreadPoolExecutor] = None
         self._follows: Optional[int] = None  # the frame after the last one read alone
         self._run = 0  # chunks the last sequential miss fetched per array
+        self._pending = Pending()  # iterations' batches read ahead, in flight
         self._use(state)
 
     def _use(self, state: CommittedState) -> None:
@@ -104,7 +110,8 @@ class ReadEngine:
 
     def close(self) -> None:
         """Release the threads and the open descriptors (the state stays readable: a later
-        read opens what it needs again)."""
+        read opens what it needs again).  Batches read ahead and in flight finish first."""
+        self._pending.wait()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
@@ -118,7 +125,8 @@ class ReadEngine:
         never rewritten (trajectory §10), rows past the durable extent could be rolled back
         by a recovery and rewritten, a chunk or index page past the committed length was
         never proven.  Descriptors of the old state are closed (files may have been
-        replaced since)."""
+        replaced since).  Batches read ahead from the old state finish first."""
+        self._pending.wait()
         old, new = self.layout, state.layout
         old_arrays, durable = old.read_arrays(), self.state.durable
         trusted: Dict[str, Tuple[int, int]] = {}
@@ -340,46 +348,54 @@ class ReadEngine:
 
     def iterate(self, start: int, stop: int, wanted: Wanted = None) -> Iterator[Frame]:
         """Frames ``start:stop`` in order as views (assemble.py), a batch of frames decoded
-        at a time; a chunk shared by two batches is decoded once.  On a latency-bound store
-        the next batch is fetched while this one is handed out."""
+        at a time; a chunk shared by two batches is decoded once.  The next batch is read
+        and decoded on a thread while this one is handed out (readahead.py): one batch
+        ahead, never past ``stop`` (the committed length the caller was given), never into
+        the cache; its error, if any, raised when its first frame is reached."""
         shared_cells: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         held: Chunks = {}
         layout = self.layout
         step = self.batch_frames(wanted)
-        ahead: Optional[Future[Any]] = None
+        ahead: Optional[ReadAhead[BatchRead]] = None
         i = start
-        while i < stop:
-            if self.layout is not layout:  # refreshed meanwhile: a newer state, the same frames below
-                layout, shared_cells, held, ahead = self.layout, {}, {}, None
-            j = min(stop, i + step)
-            if ahead is not None:
-                plan, chunks, taken, rows_of = ahead.result()
-            else:
-                plan, chunks, taken, rows_of = self._batch(layout, i, j, wanted, held)
-            ahead = None
-            if j < stop and self.concurrency > 1:
-                following = {p: {c: a for c, a in m.items() if (p, c) not in taken} for p, m in chunks.items()}
-                ahead = self.pool().submit(self._batch, layout, j, min(stop, j + step), wanted, following)
-            lazy = None if taken else frames_in_order(plan, chunks, rows_of, shared_cells)
-            if lazy is not None:  # each frame built when asked for (assemble.py)
-                held = chunks
-                del plan, chunks, taken
-                yield from lazy
+        try:
+            while i < stop:
+                if self.layout is not layout:  # refreshed meanwhile: a newer state, the same frames below
+                    if ahead is not None:
+                        ahead.wait()
+                    layout, shared_cells, held, ahead = self.layout, {}, {}, None
+                j = min(stop, i + step)
+                if ahead is not None:
+                    plan, chunks, taken, rows_of = ahead.result()
+                else:
+                    plan, chunks, taken, rows_of = self._batch(layout, i, j, wanted, held)
+                ahead = None
+                if j < stop:
+                    following = {p: {c: a for c, a in m.items() if (p, c) not in taken} for p, m in chunks.items()}
+                    ahead = ReadAhead(partial(self._batch, layout, j, min(stop, j + step), wanted, following),
+                                      self._pending)
+                lazy = None if taken else frames_in_order(plan, chunks, rows_of, shared_cells)
+                if lazy is not None:  # each frame built when asked for (assemble.py)
+                    held = chunks
+                    del plan, chunks, taken
+                    yield from lazy
+                    i = j
+                    continue
+                left = set(taken)  # assemble removes what a frame takes
+                frames = assemble(plan, chunks, rows_of, own=False, handover=left, shared_cells=shared_cells)
+                self.settle(chunks, left, keep=False)
+                held = {p: {c: a for c, a in m.items() if (p, c) not in taken or (p, c) in left}
+                        for p, m in chunks.items()}
+                del plan, chunks, taken  # the frames own the chunks they took: freed with them
+                frames.reverse()
+                while frames:  # hand each frame out, keeping no reference to it: memory is reused warm
+                    yield frames.pop()
                 i = j
-                continue
-            left = set(taken)  # assemble removes what a frame takes
-            frames = assemble(plan, chunks, rows_of, own=False, handover=left, shared_cells=shared_cells)
-            self.settle(chunks, left, keep=False)
-            held = {p: {c: a for c, a in m.items() if (p, c) not in taken or (p, c) in left}
-                    for p, m in chunks.items()}
-            del plan, chunks, taken  # the frames own the chunks they took: freed with them
-            frames.reverse()
-            while frames:  # hand each frame out, keeping no reference to it: memory is reused warm
-                yield frames.pop()
-            i = j
+        finally:  # finished, failed, closed or collected: the batch in flight is waited for, dropped
+            if ahead is not None:
+                ahead.wait()
 
-    def _batch(self, layout: TrajectoryLayout, i: int, j: int, wanted: Wanted,
-               held: Chunks) -> Tuple[FramePlan, Chunks, Set[Tuple[str, int]], Dict[str, int]]:
+    def _batch(self, layout: TrajectoryLayout, i: int, j: int, wanted: Wanted, held: Chunks) -> "BatchRead":
         plan = FramePlan(layout, np.arange(i, j, dtype=np.int64), wanted)
         rows_of = self.rows_of(plan.arrays())
         handover = {}

@@ -278,8 +278,10 @@ class MrecReader(BlockArrays):
                     columns: Optional[Iterable[Tuple[str, str]]] = None) -> Iterator[Frame]:
         """Frames ``start:stop`` in order (default: every committed frame), decoded a batch
         of frames at a time, as read-only views of the decoded chunks (frames of one chunk
-        share it; a frame that fills an inner chunk alone gets that chunk, writable).
-        ``columns``: only these ``(block, column)`` pairs."""
+        share it; a frame that fills an inner chunk alone gets that chunk, writable).  The
+        next batch is read on a thread while one is handed out (one batch ahead, never past
+        the frames committed when the iteration began; spec-notes/trajectory.md "Read-ahead
+        for in-order iteration").  ``columns``: only these ``(block, column)`` pairs."""
         n = self._layout.nstep
         pairs = None if columns is None else list(columns)
         wanted = None if pairs is None else self._wanted(pairs)
