@@ -191,3 +191,20 @@ def test_trajectory_10_read_ahead_stops_at_the_length_given_and_caches_nothing(
     w.close()
     reader.close()
     assert ahead_threads() == []
+
+
+def test_trajectory_9_read_ahead_off_reads_the_same_frames_on_the_callers_thread(
+        tmp_path: Path, small_batches: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``iter_frames(read_ahead=False)`` reads every batch on the caller's thread (no
+    read-ahead made) and gives the frames read-ahead gives; on a machine of one core that
+    is the default."""
+    path = written(tmp_path / "r.mrec", 9)
+    with mr.MrecReader(path) as reader:
+        ahead = [f.meta["pe"] for f in reader.iter_frames()]
+        made = len(Counted.made)
+        assert made == 8
+        assert [f.meta["pe"] for f in reader.iter_frames(read_ahead=False)] == ahead
+        assert len(Counted.made) == made
+        monkeypatch.setattr(engine_module.os, "cpu_count", lambda: 1)
+        assert [f.meta["pe"] for f in reader] == ahead
+        assert len(Counted.made) == made

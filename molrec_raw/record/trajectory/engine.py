@@ -20,6 +20,7 @@ trusts grows.
 """
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
@@ -346,12 +347,16 @@ class ReadEngine:
         by_chunks = finest * LOCAL_RUN_CHUNKS if self.concurrency < 2 else by_bytes
         return int(max(1, min(n, by_bytes, by_chunks)))
 
-    def iterate(self, start: int, stop: int, wanted: Wanted = None) -> Iterator[Frame]:
+    def iterate(self, start: int, stop: int, wanted: Wanted = None, read_ahead: Optional[bool] = None) -> Iterator[Frame]:
         """Frames ``start:stop`` in order as views (assemble.py), a batch of frames decoded
         at a time; a chunk shared by two batches is decoded once.  The next batch is read
         and decoded on a thread while this one is handed out (readahead.py): one batch
         ahead, never past ``stop`` (the committed length the caller was given), never into
-        the cache; its error, if any, raised when its first frame is reached."""
+        the cache; its error, if any, raised when its first frame is reached.  ``read_ahead``
+        False: every batch on the caller's thread (None: read ahead when the machine has a
+        second core)."""
+        if read_ahead is None:
+            read_ahead = (os.cpu_count() or 1) > 1
         shared_cells: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         held: Chunks = {}
         layout = self.layout
@@ -370,7 +375,7 @@ class ReadEngine:
                 else:
                     plan, chunks, taken, rows_of = self._batch(layout, i, j, wanted, held)
                 ahead = None
-                if j < stop:
+                if j < stop and read_ahead:
                     following = {p: {c: a for c, a in m.items() if (p, c) not in taken} for p, m in chunks.items()}
                     ahead = ReadAhead(partial(self._batch, layout, j, min(stop, j + step), wanted, following),
                                       self._pending)

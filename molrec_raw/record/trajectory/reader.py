@@ -275,18 +275,21 @@ class MrecReader(BlockArrays):
         return self.iter_frames()
 
     def iter_frames(self, start: int = 0, stop: Optional[int] = None,
-                    columns: Optional[Iterable[Tuple[str, str]]] = None) -> Iterator[Frame]:
+                    columns: Optional[Iterable[Tuple[str, str]]] = None, *,
+                    read_ahead: Optional[bool] = None) -> Iterator[Frame]:
         """Frames ``start:stop`` in order (default: every committed frame), decoded a batch
         of frames at a time, as read-only views of the decoded chunks (frames of one chunk
         share it; a frame that fills an inner chunk alone gets that chunk, writable).  The
         next batch is read on a thread while one is handed out (one batch ahead, never past
         the frames committed when the iteration began; spec-notes/trajectory.md "Read-ahead
-        for in-order iteration").  ``columns``: only these ``(block, column)`` pairs."""
+        for in-order iteration"; ``read_ahead`` False: none, every batch on the caller's
+        thread — the same frames for less CPU; None: when the machine has a second core).
+        ``columns``: only these ``(block, column)`` pairs."""
         n = self._layout.nstep
         pairs = None if columns is None else list(columns)
         wanted = None if pairs is None else self._wanted(pairs)
         first, last, _ = slice(start, stop).indices(n)
-        frames = self._engine.iterate(first, max(first, last), wanted)
+        frames = self._engine.iterate(first, max(first, last), wanted, read_ahead)
         if pairs is None:
             return frames
         requested = self._requested(pairs)
