@@ -106,11 +106,11 @@ MUTANTS: List[Mutant] = [
     # -- the landed index (trajectory#10, zarr-v3-subset#7) -------------------------------------------------
     M("landed index: an older index accepted", "molrec_raw/zarr/chunkread.py",
       "if end is not None and sharding.index_end(index) < end:", "if False:",
-      "tests/powercut/test_landed_index.py::test_trajectory_10_no_reordered_state_reads_a_stale_index_as_data"),
+      "tests/powercut/test_landed_index.py::test_trajectory_10_no_reordered_state_reads_a_stale_index_as_data[suite]"),
     M("landed index: a landed shard that is not stored accepted", "molrec_raw/zarr/chunkread.py",
       "if end is not None:\n                raise CorruptDataError(f\"shard {list(coords)} was landed in",
       "if False:\n                raise CorruptDataError(f\"shard {list(coords)} was landed in",
-      "tests/powercut/test_landed_index.py::test_trajectory_10_no_reordered_state_reads_a_stale_index_as_data"),
+      "tests/powercut/test_landed_index.py::test_trajectory_10_no_reordered_state_reads_a_stale_index_as_data[suite]"),
     # -- fsyncs -------------------------------------------------------------------------------------------------
     M("store: a durable value written without fsync", "molrec_raw/zarr/store.py",
       "if durable:\n                    ops.fsync(fd)", "if False:\n                    ops.fsync(fd)",
@@ -128,7 +128,7 @@ MUTANTS: List[Mutant] = [
     M("structure: the check before the map skipped", "molrec_raw/collection/binding.py",
       "if not writable and check_structure:", "if False:",
       "tests/collection/test_structure.py::test_lmdb_L18_a_copy_cut_short_is_refused_not_a_sigbus",
-      "tests/fuzz/test_fuzz.py::test_fixed_seed_fuzz_run_raises_only_molrec_errors[1-lmdb_file]"),
+      "tests/fuzz/test_fuzz.py::test_fixed_seed_fuzz_run_raises_only_molrec_errors[suite-lmdb_file]"),
     # -- the drop-in's values -----------------------------------------------------------------------------
     M("drop-in: an f64 MetaValue rounded to 6 places", "molrec_raw/molrs/core.py",
       "self._value = _normalized(dtype, _thaw(value))",

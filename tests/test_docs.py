@@ -2,13 +2,11 @@
 page shows (the convention: tests/doc_examples.py), the generated pages cover every public
 name, every subcommand and every rule, and the site builds with warnings as errors.
 
-The site build itself (``sphinx-build -W``) runs in CI (``.ci/run``) and here when Sphinx is
-installed (the ``docs`` extra); without it that one test skips with the reason.
+The site build itself (``sphinx-build -W``): tests/test_docs_site.py (a file of its own, so that
+the suite's two workers share its time with these examples).
 """
 from __future__ import annotations
 
-import importlib.util
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
@@ -107,14 +105,3 @@ def test_issue24_the_rule_catalogue_page_has_every_rule():
     for rule in rules.catalogue():
         assert f"({_extension().rule_anchor(rule.id)})=\n### `{rule.id}`" in page, rule.id
     assert len(rules.catalogue()) > 100
-
-
-@pytest.mark.skipif(importlib.util.find_spec("sphinx") is None or importlib.util.find_spec("furo") is None
-                    or importlib.util.find_spec("myst_parser") is None,
-                    reason="the site build needs the docs extra: pip install -e '.[docs]'")
-def test_issue24_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-                           "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-4000:]
-    assert (tmp_path / "html" / "generated" / "rules.html").exists()

@@ -94,7 +94,9 @@ def _check(mode: str, target: Path, wal: Path, start: int, acked: int) -> int:
     return total
 
 
-@pytest.mark.parametrize("mode,trials", [("record", 8), ("host", 6),
+# the default run: 4 trials each (the fourth writes a line cut short; issue 36 trimmed 8 and 6
+# to fit the suite's time), the campaign's 30 and 10 under -m campaign
+@pytest.mark.parametrize("mode,trials", [("record", 4), ("host", 4),
                                          pytest.param("record", 30, marks=pytest.mark.campaign),
                                          pytest.param("host", 10, marks=pytest.mark.campaign)])
 def test_documents_9_14_sigkill_at_random_moments_loses_no_acknowledged_event(tmp_path, mode, trials) -> None:

@@ -133,7 +133,9 @@ def run_campaign(workdir, trials, rnd, max_delay, seed_base=0):
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
-@pytest.mark.parametrize("trials", [6, pytest.param(TRIALS, marks=pytest.mark.campaign)])
+# the default run's 5 trials: one batch of children side by side, a durable writer among them
+# (trial 0) and four that are not (issue 36: 6 trials took two batches)
+@pytest.mark.parametrize("trials", [5, pytest.param(TRIALS, marks=pytest.mark.campaign)])
 def test_trajectory_crash_sigkill_at_random_moments(tmp_path, trials):
     rnd = random.Random(20261130 + trials)
     counts = run_campaign(tmp_path, trials, rnd, 0.6)
