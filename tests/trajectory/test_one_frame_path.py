@@ -231,24 +231,28 @@ def test_zarr_v3_subset_5_one_frame_path_refuses_what_general_refuses(tmp_path: 
     else:
         data[at] ^= flip
     shard.write_bytes(bytes(data))
+    stores = [DirectoryStore(path, read_only=True), DirectoryStore(path, read_only=True)]
     try:
-        fast, general = MrecReader(DirectoryStore(path, read_only=True), cache_bytes=0), \
-            MrecReader(DirectoryStore(path, read_only=True), cache_bytes=0)
-    except MolrecError:
-        return  # refused when opened: no frame to compare
-    n = spec["frames"]
-    for i in sorted({frame % n, 0, n - 1}):
-        outcome = []
-        for read in (lambda: fast._engine.read_one(i), lambda: general._engine.read(np.asarray([i], np.int64))[0]):
-            try:
-                outcome.append(read())
-            except MolrecError as exc:
-                outcome.append(exc)
-        a, b = outcome
-        if isinstance(a, MolrecError) or isinstance(b, MolrecError):
-            assert type(a) is type(b) and str(a) == str(b), (i, a, b)
-        else:
-            _identical(a, b)
+        try:
+            fast, general = (MrecReader(store, cache_bytes=0) for store in stores)
+        except MolrecError:
+            return  # refused when opened: no frame to compare
+        n = spec["frames"]
+        for i in sorted({frame % n, 0, n - 1}):
+            outcome = []
+            for read in (lambda: fast._engine.read_one(i), lambda: general._engine.read(np.asarray([i], np.int64))[0]):
+                try:
+                    outcome.append(read())
+                except MolrecError as exc:
+                    outcome.append(exc)
+            a, b = outcome
+            if isinstance(a, MolrecError) or isinstance(b, MolrecError):
+                assert type(a) is type(b) and str(a) == str(b), (i, a, b)
+            else:
+                _identical(a, b)
+    finally:  # the test's own stores (a reader over a store it was given leaves it open)
+        for store in stores:
+            store.close()
 
 
 def test_zarr_v3_subset_5_5_read_few_refuses_a_bad_checksum_as_read_chunks(tmp_path: Path) -> None:
