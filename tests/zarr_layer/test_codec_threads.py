@@ -72,7 +72,8 @@ def test_zarr_5_two_threads_store_the_bytes_and_read_the_values_of_one(shape, da
                     assert np.array_equal(back[...], expected)
                     assert np.array_equal(back[selection], expected[selection])
         several = np.prod([-(-s // c) for s, c in zip(shape, chunks)]) > 1  # inner chunks
-        assert (arrays[2].codec_threads.handed > 0) == several
+        # plain bytes (+ crc32c: chains 0 and 1) stay on the caller's thread (batch.codes)
+        assert (arrays[2].codec_threads.handed > 0) == (several and chain >= 2)
         assert arrays[1].codec_threads.handed == 0
         for arr in arrays.values():
             arr.close()
@@ -111,7 +112,7 @@ def test_zarr_5_a_corrupt_chunk_in_a_threaded_read_refuses_after_every_run_finis
     result); the threads keep working and stop at close()."""
     with pooled_from_any_size():
         store = MemoryStore()
-        arr = open_array(store, mode="w", shape=(64,), dtype="float64", chunks=(8,), codecs=CHAINS[1],
+        arr = open_array(store, mode="w", shape=(64,), dtype="float64", chunks=(8,), codecs=CHAINS[2],
                          fill_value=0.0, threads=2)
         arr[...] = np.arange(64.0)
         key = "c/0" if where == "first" else "c/7"
@@ -179,3 +180,16 @@ def test_zarr_5_one_thread_disables_the_threads(monkeypatch):
     arr = open_array(MemoryStore(), mode="w", shape=(1 << 18,), dtype="float64", chunks=(1 << 14,), fill_value=0.0)
     arr[...] = 1.0
     assert arr[...].sum() == 1 << 18 and arr.codec_threads.handed == 0
+
+
+def test_zarr_5_plain_chains_stay_on_the_callers_thread():
+    """A chain of plain bytes (and a crc32c) is memory-bound: its reads and writes are not
+    split over the threads at any size (batch.codes); a shuffle + zstd chain is."""
+    with pooled_from_any_size():
+        for chain, split in ((CHAINS[0], False), (CHAINS[1], False), (CHAINS[2], True), (CHAINS[4], True)):
+            arr = open_array(MemoryStore(), mode="w", shape=(64,), dtype="float64", chunks=(8,), codecs=chain,
+                             fill_value=0.0, threads=2)
+            arr[...] = np.arange(64.0)
+            assert np.array_equal(arr[...], np.arange(64.0))
+            assert (arr.codec_threads.handed > 0) == split, chain
+            arr.close()

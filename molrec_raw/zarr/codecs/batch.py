@@ -30,7 +30,7 @@ from molrec_raw.zarr.codecs.threads import POOL_MIN_BYTES, CodecThreads, runs
 from molrec_raw.zarr.codecs.zstd_codec import ZstdCodec, decompress_many
 from molrec_raw.zarr.indexing import Local
 
-__all__ = ["DecodeJob", "EncodeScratch", "Item", "POOL_BYTES", "Threads", "WAVE_BYTES", "decode_batch", "decode_each",
+__all__ = ["DecodeJob", "EncodeScratch", "Item", "POOL_BYTES", "Threads", "WAVE_BYTES", "codes", "decode_batch", "decode_each",
            "decode_jobs", "encode_batch", "encode_groups", "item_size", "join_item"]
 
 # What codes a batch: a number of threads (zstd's batch API threads inside zstandard; a
@@ -166,27 +166,36 @@ def _encode_wave(pieces: List[Tuple[int, Any, Any]], threads: int, out: List[Lis
 POOL_BYTES = 16 * 1024 * 1024
 
 
-def _pool_for(threads: Threads, nbytes: int, count: int) -> Tuple[Optional[CodecThreads], int]:
+def codes(pipeline: Any) -> bool:
+    """Does a chain do codec work a second thread pays for — a compressor or a shuffle (or a
+    nested shard) — beyond the copy and a crc32c of plain bytes?  Those memory bandwidth
+    bounds: split over two threads they ran at 0.55-1.04x of one on 2 cores
+    (bench/codec_threads.py, reads of 1-64 MiB of ``bytes`` + ``crc32c``), so they stay on
+    the caller's thread."""
+    return pipeline.array_bytes.name != "bytes" or any(c.name != "crc32c" for c in pipeline.bytes_codecs)
+
+
+def _pool_for(threads: Threads, nbytes: int, count: int, worth: bool = True) -> Tuple[Optional[CodecThreads], int]:
     """(the CodecThreads to split ``count`` chunks of ``nbytes`` over, or None: one batch;
-    the thread count of that batch).  A pool made here must be closed by the caller (it is
-    not ``threads``)."""
+    the thread count of that batch).  ``worth``: some chain of the work :func:`codes`.  A
+    pool made here must be closed by the caller (it is not ``threads``)."""
     if isinstance(threads, CodecThreads):
-        pooled = threads.threads > 1 and count > 1 and nbytes >= POOL_MIN_BYTES
+        pooled = worth and threads.threads > 1 and count > 1 and nbytes >= POOL_MIN_BYTES
         return (threads if pooled else None), threads.threads
-    if threads > 1 and count > 1 and nbytes >= POOL_BYTES:
+    if worth and threads > 1 and count > 1 and nbytes >= POOL_BYTES:
         return CodecThreads(threads), threads
     return None, threads
 
 
 def encode_groups(groups: List[Tuple[Any, Any]], threads: Threads,
                   scratch: Optional[EncodeScratch] = None) -> List[List[Item]]:
-    """:func:`encode_batch` of ``groups``, or (from :data:`POOL_MIN_BYTES` on a
-    CodecThreads, :data:`POOL_BYTES` given a number) one contiguous run of chunks per
+    """:func:`encode_batch` of ``groups``, or (a chain that :func:`codes`, from
+    :data:`POOL_MIN_BYTES` on a CodecThreads, :data:`POOL_BYTES` given a number) one contiguous run of chunks per
     thread, each encoded by :func:`encode_batch` on its thread — the same items in the same
     order.  ``scratch`` serves the one-batch path only (one caller at a time)."""
     total = sum(len(chunks) for _, chunks in groups)
     nbytes = sum(len(chunks) * (pipeline.spec.nbytes or 0) for pipeline, chunks in groups)
-    pool, count = _pool_for(threads, nbytes, total)
+    pool, count = _pool_for(threads, nbytes, total, any(codes(pipeline) for pipeline, _ in groups))
     if pool is None:
         return encode_batch(groups, count, scratch=scratch)
     pieces = [(g, lo, hi) for g, (_, chunks) in enumerate(groups) for lo, hi in runs(len(chunks), pool.threads)]
@@ -295,14 +304,14 @@ def decode_batch(jobs: Sequence[DecodeJob], threads: int = 1, wave_bytes: int = 
 
 
 def decode_jobs(jobs: Sequence[DecodeJob], threads: Threads) -> None:
-    """Decode every job into its target: :func:`decode_batch`, or (from
-    :data:`POOL_MIN_BYTES` on a CodecThreads, :data:`POOL_BYTES` given a number) one
+    """Decode every job into its target: :func:`decode_batch`, or (a chain that :func:`codes`,
+    from :data:`POOL_MIN_BYTES` on a CodecThreads, :data:`POOL_BYTES` given a number) one
     contiguous run of jobs per thread, each job by :func:`decode_each` straight into its
     target.  Errors as :func:`decode_batch` (every run has finished when one is raised)."""
     if not jobs:
         return
     nbytes = sum(job.pipeline.spec.nbytes or 0 for job in jobs)
-    pool, count = _pool_for(threads, nbytes, len(jobs))
+    pool, count = _pool_for(threads, nbytes, len(jobs), any(codes(job.pipeline) for job in jobs))
     if pool is None:
         decode_batch(jobs, count)
         return
