@@ -23,6 +23,17 @@ def u64be(prefix: bytes, n: int) -> bytes:
     return prefix + n.to_bytes(8, "big")
 
 
+def stored_pairs(path: Path) -> List[Tuple[bytes, bytes]]:
+    """Every key and value of a collection file, in key order (through the binding's checks)."""
+    from molrec_raw.collection import binding
+    handle = binding.acquire(path)
+    try:
+        with handle.env.begin() as txn:
+            return [(bytes(k), bytes(v)) for k, v in txn.cursor()]
+    finally:
+        handle.release()
+
+
 def hand_frame(header: Dict[str, Any], buffers: Sequence[Tuple[int, bytes]] = (), *, pad: bytes = b"\0") -> bytes:
     """Frame bytes from lmdb.md's grammar: ``MRF1``, a u32 LE header length, the JSON header,
     padding to 8, then each ``(payload offset, bytes)`` buffer where it says."""

@@ -12,20 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import molrec_raw as mr
-from collection_helpers import UNITS
-from molrec_raw.collection import binding
+from collection_helpers import UNITS, stored_pairs
 from molrec_raw.errors import MolrecError, SpecViolationError
 
 ELEMENTS = ["H", "C", "N", "O", "Na", "é"]
 
-
-def _pairs(path: Path) -> List[Tuple[bytes, bytes]]:
-    handle = binding.acquire(path)
-    try:
-        with handle.env.begin() as txn:
-            return [(bytes(k), bytes(v)) for k, v in txn.cursor()]
-    finally:
-        handle.release()
 
 
 def _one_by_one(path: Path, columns: Dict[str, Any], schema: Optional[mr.SequenceSchema] = None,
@@ -52,7 +43,7 @@ def _one_by_one(path: Path, columns: Dict[str, Any], schema: Optional[mr.Sequenc
                 outcome = (type(exc).__name__, exc.rule, exc.node, exc.message)
                 break
         outcome = (outcome, w.n_records)
-    return outcome, _pairs(path)
+    return outcome, stored_pairs(path)
 
 
 def _at_once(path: Path, columns: Dict[str, Any], schema: Optional[mr.SequenceSchema] = None,
@@ -65,7 +56,7 @@ def _at_once(path: Path, columns: Dict[str, Any], schema: Optional[mr.SequenceSc
         except MolrecError as exc:
             outcome = (type(exc).__name__, exc.rule, exc.node, exc.message)
         outcome = (outcome, w.n_records)
-    return outcome, _pairs(path)
+    return outcome, stored_pairs(path)
 
 
 def _training_set(n: int, seed: int = 0) -> Dict[str, Any]:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import molrec_raw as mr
-from collection_helpers import (ATOMS_SCHEMA, UNITS, XYZF, hand_index, hand_meta, molecule, u64be, write_lmdb,
-                                xyzf_schema)
+from collection_helpers import (ATOMS_SCHEMA, UNITS, XYZF, hand_index, hand_meta, molecule, stored_pairs, u64be,
+                                write_lmdb, xyzf_schema)
 from molrec_raw.collection import binding
 from molrec_raw.errors import (InvalidValueError, MolrecError, RecordExistsError, SpecViolationError,
                                UnsupportedFeatureError, WriterLockedError)
@@ -409,17 +409,9 @@ def test_the_file_is_one_lmdb_environment_of_one_unnamed_database(path: Path) ->
     assert path.is_file() and sorted(p.name for p in path.parent.iterdir()) == ["c.mrec.lmdb", "c.mrec.lmdb-lock"]
     keys = _keys(path)
     assert set(keys) == {b"index", b"meta", u64be(b"r", 0), u64be(b"s", 0), u64be(b"f", 0), u64be(b"f", 1)}
-    doc = json.loads(dict((bytes(k), bytes(v)) for k, v in _items(path))[b"meta"])
+    doc = json.loads(dict((bytes(k), bytes(v)) for k, v in stored_pairs(path))[b"meta"])
     assert doc["sequence_schema"]["meta"] == {"pe": {"dtype": "f64"}}
 
-
-def _items(path: Path) -> list:
-    handle = binding.acquire(path)
-    try:
-        with handle.env.begin() as txn:
-            return [(bytes(k), bytes(v)) for k, v in txn.cursor()]
-    finally:
-        handle.release()
 
 
 def test_frames_given_with_a_schema_and_masks_on_a_declared_nullable_column(path: Path) -> None:
