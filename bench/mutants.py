@@ -124,6 +124,12 @@ MUTANTS: List[Mutant] = [
       '"angstrom": 0.1, "nm": 1.0', '"angstrom": 0.01, "nm": 1.0', "tests/integrations/test_conventions.py::test_derived_units_stated_directly_convert_13_5"),
     M("units: kcal/mol as 4.0 kJ/mol", "molrec_raw/record/units.py",
       '"kcal/mol": 4.184', '"kcal/mol": 4.0', "tests/integrations/test_conventions.py::test_derived_units_stated_directly_convert_13_5"),
+    M("units: kelvin a hundredth off", "molrec_raw/record/units.py",
+      '"temperature": {"K": 1.0, "kelvin": 1.0}', '"temperature": {"K": 1.0, "kelvin": 1.01}',
+      "tests/integrations/test_unit_matrix.py::test_unit_matrix_values_in_the_readers_units_13_5[stated-mdanalysis]"),
+    M("units: a temperature with an offset converted as a factor", "molrec_raw/record/units.py",
+      "    if affine:\n", "    if False:\n",
+      "tests/integrations/test_unit_matrix.py::test_a_temperature_scale_with_an_offset_is_refused_naming_the_rule_13_5[degC]"),
     # -- opening a collection file (lmdb#L18, lmdb#L19): the structure check before liblmdb maps it --------
     M("structure: the check before the map skipped", "molrec_raw/collection/binding.py",
       "if not writable and check_structure:", "if False:",
