@@ -16,9 +16,11 @@ their range, wall beside process CPU time.
 The trajectory rows (``--frames``, issue 37's read engine): a record of 10,000-atom frames
 (x, y, z f64 at precision 1e-3: bytes + shuffle + zstd + crc32c, one frame an inner chunk as
 bench/trajectory.py's W1 writes them), read through ``MrecReader`` with threads=1 and threads=2
-alternating, each call on a reader opened for it outside the clock (no cached chunk): a
-``read_frames`` range of 24 frames (5.5 MiB of chunks), ``block_array`` of every frame, and
-``for frame in reader`` (with its read-ahead).  A tree whose ``MrecReader`` takes no
+alternating: a ``read_frames`` range of 24 frames (5.5 MiB of chunks), ``block_array`` of every
+frame, and ``for frame in reader`` (with its read-ahead) — each call on a reader opened for it
+outside the clock ("reader per call": its helper starts with the read), and each call on one
+reader per thread count kept for every call with ``cache_bytes=0`` ("reader kept": no chunk
+kept between calls, the helper already running).  A tree whose ``MrecReader`` takes no
 ``threads`` (before the engine owned a ``CodecThreads``) is given them through the engine's
 ``READ_THREADS``, the number it passed to every read.
 
@@ -106,7 +108,7 @@ def child(args: argparse.Namespace) -> Dict[str, Any]:
 
 def trajectory(root: str, args: argparse.Namespace) -> Dict[str, Any]:
     """The read engine's rows (module docstring): per case, threads=1 and threads=2
-    alternating, each call on a reader opened outside the clock."""
+    alternating, on a reader opened per call (outside the clock) or on readers kept."""
     import inspect
 
     import molrec_raw as mr
@@ -125,40 +127,48 @@ def trajectory(root: str, args: argparse.Namespace) -> Dict[str, Any]:
                                                               for k, c in enumerate("xyz")})}), step=i)
     takes_threads = "threads" in inspect.signature(mr.MrecReader).parameters
 
-    def opened(threads: int) -> Any:
-        if takes_threads:
-            return mr.MrecReader(path, threads=threads)
-        engine.READ_THREADS = threads  # type: ignore[attr-defined]  # read at each call there
-        return mr.MrecReader(path)
+    def opened(threads: int, cache_bytes: Optional[int] = None) -> Any:
+        sized = {} if cache_bytes is None else {"cache_bytes": cache_bytes}
+        return mr.MrecReader(path, threads=threads, **sized) if takes_threads else mr.MrecReader(path, **sized)
 
     first = max(0, (args.frames - RANGE_FRAMES) // 2)
     span = slice(first, min(args.frames, first + RANGE_FRAMES))
     cases: Dict[str, Callable[[Any], Any]] = {
-        f"frames read_frames {span.stop - span.start} x {ATOMS} atoms": lambda r: r.read_frames(span),
-        f"frames block_array {args.frames} x {ATOMS} atoms": lambda r: r.block_array("atoms"),
-        f"frames iterate {args.frames} x {ATOMS} atoms": lambda r: sum(1 for _ in r),
+        f"read_frames {span.stop - span.start} x {ATOMS} atoms": lambda r: r.read_frames(span),
+        f"block_array {args.frames} x {ATOMS} atoms": lambda r: r.block_array("atoms"),
+        f"iterate {args.frames} x {ATOMS} atoms": lambda r: sum(1 for _ in r),
     }
     out: Dict[str, Any] = {}
-    for name, call in cases.items():
-        times: Dict[int, List[Tuple[float, float]]] = {1: [], 2: []}
-        seen: Dict[int, bytes] = {}
-        for rep in range(args.repeats + 1):  # the first pass: warm-up, not kept
-            for t in ((1, 2) if rep % 2 == 0 else (2, 1)):
-                reader = opened(t)
-                try:
-                    wall, cpu, back = timed(lambda: call(reader))
-                finally:
-                    reader.close()
-                if rep:
-                    times[t].append((wall, cpu))
-                if name.startswith("frames read_frames"):
-                    back = b"".join(f.blocks["atoms"][c].tobytes() for f in back for c in "xyz")
-                elif name.startswith("frames block_array"):
-                    back = back.tobytes()
-                seen.setdefault(t, back)
-        if seen[1] != seen[2]:
-            raise AssertionError(f"{name}: threads=1 and threads=2 read different values")
-        out[name] = {str(t): v for t, v in times.items()}
+    for kept in (False, True):
+        # kept: one reader per thread count for every call, its chunk cache off (cache_bytes=0:
+        # nothing kept between calls), so its helpers stay warm; else a reader opened per call
+        readers = {t: opened(t, 0) for t in (1, 2)} if kept else {}
+        for case, call in cases.items():
+            name = f"frames {case} [{'reader kept' if kept else 'reader per call'}]"
+            times: Dict[int, List[Tuple[float, float]]] = {1: [], 2: []}
+            seen: Dict[int, bytes] = {}
+            for rep in range(args.repeats + 1):  # the first pass: warm-up, not kept
+                for t in ((1, 2) if rep % 2 == 0 else (2, 1)):
+                    if not takes_threads:
+                        engine.READ_THREADS = t  # type: ignore[attr-defined]  # read at each call there
+                    reader = readers[t] if kept else opened(t)
+                    try:
+                        wall, cpu, back = timed(lambda: call(reader))
+                    finally:
+                        if not kept:
+                            reader.close()
+                    if rep:
+                        times[t].append((wall, cpu))
+                    if case.startswith("read_frames"):
+                        back = b"".join(f.blocks["atoms"][c].tobytes() for f in back for c in "xyz")
+                    elif case.startswith("block_array"):
+                        back = back.tobytes()
+                    seen.setdefault(t, back)
+            if seen[1] != seen[2]:
+                raise AssertionError(f"{name}: threads=1 and threads=2 read different values")
+            out[name] = {str(t): v for t, v in times.items()}
+        for reader in readers.values():
+            reader.close()
     return out
 
 
