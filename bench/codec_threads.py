@@ -150,7 +150,7 @@ def trajectory(root: str, args: argparse.Namespace) -> Dict[str, Any]:
             for rep in range(args.repeats + 1):  # the first pass: warm-up, not kept
                 for t in ((1, 2) if rep % 2 == 0 else (2, 1)):
                     if not takes_threads:
-                        engine.READ_THREADS = t  # type: ignore[attr-defined]  # read at each call there
+                        engine.READ_THREADS = t  # read at each call there
                     reader = readers[t] if kept else opened(t)
                     try:
                         wall, cpu, back = timed(lambda: call(reader))
