@@ -6,6 +6,7 @@ chunk inside a threaded read is refused with the error of one thread (zarr-v3-su
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Dict, List, Set, Tuple
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 import molrec_raw as mr
 from molrec_raw.errors import CorruptDataError, MolrecError
-from molrec_raw.zarr import open_group
+from molrec_raw.zarr import Array, open_group
 from molrec_raw.zarr.codecs.threads import POOL_MIN_BYTES
 
 from traj_helpers import same_frame
@@ -161,10 +162,10 @@ def damaged_copy(source: Path, target: Path) -> Tuple[Path, int]:
     """A copy of ``source`` whose z chunk of the last frame but two has one byte flipped (its
     crc32c then refuses it; z's chunks are decoded last, in the helper's run); returns the
     copy and that frame."""
-    import shutil
-
     shutil.copytree(source, target)
-    codec = open_group(target)["trajectory/atoms/z"].pipeline.sharding
+    z = open_group(target)["trajectory/atoms/z"]
+    assert isinstance(z, Array) and z.pipeline.sharding is not None
+    codec = z.pipeline.sharding
     shard = target / "trajectory/atoms/z/c/0"
     raw = bytearray(shard.read_bytes())
     index = codec.decode_index(bytes(raw[:codec.index_size]), len(raw))
