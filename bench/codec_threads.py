@@ -13,9 +13,21 @@ crc32c) by molrec_raw (threads=2, the default) and by zarr-python 3.4 with
 (> 1: the first faster) are formed inside each child; the report gives each round's and
 their range, wall beside process CPU time.
 
+The trajectory rows (``--frames``, issue 37's read engine): a record of 10,000-atom frames
+(x, y, z f64 at precision 1e-3: bytes + shuffle + zstd + crc32c, one frame an inner chunk as
+bench/trajectory.py's W1 writes them), read through ``MrecReader`` with threads=1 and threads=2
+alternating: a ``read_frames`` range of 24 frames (5.5 MiB of chunks), ``block_array`` of every
+frame, and ``for frame in reader`` (with its read-ahead) — each call on a reader opened for it
+outside the clock ("reader per call": its helper starts with the read), and each call on one
+reader per thread count kept for every call with ``cache_bytes=0`` ("reader kept": no chunk
+kept between calls, the helper already running).  A tree whose ``MrecReader`` takes no
+``threads`` (before the engine owned a ``CodecThreads``) is given them through the engine's
+``READ_THREADS``, the number it passed to every read.
+
     python bench/codec_threads.py                                   # this checkout, 3 rounds
     git -C . archive 83f5c0f molrec_raw | tar -x -C /tmp/before     # main before issue 37
     python bench/codec_threads.py --before /tmp/before --json out.json
+    python bench/codec_threads.py --before /tmp/before --no-reads --no-bulk --frames 32   # the engine rows
 """
 from __future__ import annotations
 
@@ -45,6 +57,8 @@ READ_MIB = (1, 4, 16, 64)
 INNER, SHARD = 2 ** 14, 2 ** 18  # the read cases: 128 KiB inner chunks, 2 MiB shards
 BULK_INNER, BULK_SHARD = 2 ** 17, 2 ** 21  # W3 (bench/zarr_layer.py)
 FUSED = {"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}
+ATOMS = 10_000  # the trajectory rows: atoms a frame
+RANGE_FRAMES = 24  # frames of the read_frames row: 24 x 3 x 80 KB = 5.5 MiB of chunks
 
 
 def walk(n: int, seed: int = 20240611) -> np.ndarray:
@@ -66,7 +80,7 @@ def child(args: argparse.Namespace) -> Dict[str, Any]:
     root = tempfile.mkdtemp(prefix="codec-threads-", dir=args.dir)
     out: Dict[str, Any] = {"molrec_raw": os.path.dirname(os.path.dirname(mz.__file__)), "cases": {}}
     try:
-        for mib in args.sizes:
+        for mib in args.sizes if args.reads else []:
             data = walk(mib * 2 ** 20 // 8)
             for name, chain in CHAINS.items():
                 path = os.path.join(root, f"{name}-{mib}")
@@ -83,10 +97,78 @@ def child(args: argparse.Namespace) -> Dict[str, Any]:
                 for arr in arrays.values():
                     getattr(arr, "close", lambda: None)()
                 out["cases"][f"read {mib} MiB [{name}]"] = {str(t): v for t, v in times.items()}
+        if args.frames:
+            out["cases"].update(trajectory(root, args))
         if args.bulk:
             out["cases"].update(bulk(root, args))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def trajectory(root: str, args: argparse.Namespace) -> Dict[str, Any]:
+    """The read engine's rows (module docstring): per case, threads=1 and threads=2
+    alternating, on a reader opened per call (outside the clock) or on readers kept."""
+    import inspect
+
+    import molrec_raw as mr
+    from molrec_raw.record.trajectory import engine
+
+    path = os.path.join(root, "frames.mrec")
+    schema = mr.SequenceSchema().declare_block("atoms", rows=ATOMS)
+    for c in "xyz":
+        schema.declare_column("atoms", c, "f64").declare_precision("atoms", c, 1e-3)
+    rng = np.random.default_rng(20240611)
+    positions = rng.uniform(0.0, 50.0, size=(ATOMS, 3))
+    with mr.MrecWriter(path, schema) as writer:
+        for i in range(args.frames):
+            positions += rng.normal(scale=0.05, size=positions.shape)
+            writer.append(mr.Frame(blocks={"atoms": mr.Block({c: positions[:, k].copy()
+                                                              for k, c in enumerate("xyz")})}), step=i)
+    takes_threads = "threads" in inspect.signature(mr.MrecReader).parameters
+
+    def opened(threads: int, cache_bytes: Optional[int] = None) -> Any:
+        sized = {} if cache_bytes is None else {"cache_bytes": cache_bytes}
+        return mr.MrecReader(path, threads=threads, **sized) if takes_threads else mr.MrecReader(path, **sized)
+
+    first = max(0, (args.frames - RANGE_FRAMES) // 2)
+    span = slice(first, min(args.frames, first + RANGE_FRAMES))
+    cases: Dict[str, Callable[[Any], Any]] = {
+        f"read_frames {span.stop - span.start} x {ATOMS} atoms": lambda r: r.read_frames(span),
+        f"block_array {args.frames} x {ATOMS} atoms": lambda r: r.block_array("atoms"),
+        f"iterate {args.frames} x {ATOMS} atoms": lambda r: sum(1 for _ in r),
+    }
+    out: Dict[str, Any] = {}
+    for kept in (False, True):
+        # kept: one reader per thread count for every call, its chunk cache off (cache_bytes=0:
+        # nothing kept between calls), so its helpers stay warm; else a reader opened per call
+        readers = {t: opened(t, 0) for t in (1, 2)} if kept else {}
+        for case, call in cases.items():
+            name = f"frames {case} [{'reader kept' if kept else 'reader per call'}]"
+            times: Dict[int, List[Tuple[float, float]]] = {1: [], 2: []}
+            seen: Dict[int, bytes] = {}
+            for rep in range(args.repeats + 1):  # the first pass: warm-up, not kept
+                for t in ((1, 2) if rep % 2 == 0 else (2, 1)):
+                    if not takes_threads:
+                        engine.READ_THREADS = t  # read at each call there
+                    reader = readers[t] if kept else opened(t)
+                    try:
+                        wall, cpu, back = timed(lambda: call(reader))
+                    finally:
+                        if not kept:
+                            reader.close()
+                    if rep:
+                        times[t].append((wall, cpu))
+                    if case.startswith("read_frames"):
+                        back = b"".join(f.blocks["atoms"][c].tobytes() for f in back for c in "xyz")
+                    elif case.startswith("block_array"):
+                        back = back.tobytes()
+                    seen.setdefault(t, back)
+            if seen[1] != seen[2]:
+                raise AssertionError(f"{name}: threads=1 and threads=2 read different values")
+            out[name] = {str(t): v for t, v in times.items()}
+        for reader in readers.values():
+            reader.close()
     return out
 
 
@@ -154,7 +236,9 @@ def bulk(root: str, args: argparse.Namespace) -> Dict[str, Any]:
 def run_child(tree: str, args: argparse.Namespace) -> Dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--repeats", str(args.repeats),
-           "--sizes", *map(str, args.sizes), "--bulk-elements", str(args.bulk_elements)]
+           "--sizes", *map(str, args.sizes), "--bulk-elements", str(args.bulk_elements), "--frames", str(args.frames)]
+    if not args.reads:
+        cmd.append("--no-reads")
     if args.dir:
         cmd += ["--dir", args.dir]
     if not args.bulk:
@@ -175,7 +259,7 @@ def ratios(result: Dict[str, Any]) -> Dict[str, Tuple[float, float]]:
     time / threads=2 time; W3 zp-fused time / molrec_raw time."""
     out = {}
     for case, times in result["cases"].items():
-        if case.startswith("read"):
+        if case.startswith(("read", "frames")):
             out[f"{case}: 2 threads vs 1"] = (best(times["1"]) / best(times["2"]),
                                              best(times["1"], True) / best(times["2"], True))
         elif "zp-fused" in times:
@@ -210,6 +294,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(READ_MIB), help="read sizes in MiB")
     parser.add_argument("--bulk-elements", type=int, default=2 ** 25)
     parser.add_argument("--no-bulk", dest="bulk", action="store_false", help="leave W3 out")
+    parser.add_argument("--no-reads", dest="reads", action="store_false", help="leave the whole-array reads out")
+    parser.add_argument("--frames", type=int, default=32,
+                        help=f"frames of {ATOMS:,} atoms of the trajectory rows (0: leave them out)")
     parser.add_argument("--dir", default=None, help="where the stores go (default: the temp dir)")
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

@@ -37,11 +37,13 @@ from molrec_raw.record.trajectory.readahead import Pending, ReadAhead
 from molrec_raw.record.trajectory.recovery import CommittedState
 from molrec_raw.zarr import Array
 from molrec_raw.zarr.chunkread import FirstAxis, read_chunks, read_few
+from molrec_raw.zarr.codecs.threads import CodecThreads
 
 __all__ = ["ReadEngine", "READ_THREADS", "LOCAL_RUN_CHUNKS", "BATCH_BYTES"]
 
-# zstd threads inside zstandard for a decode batch of at least 256 KiB (codecs/batch.py);
-# no Python pool on a local store.
+# A reader's threads for codec work by default (capped by the machine's cores; 1: none).  The
+# engine keeps them in one CodecThreads: reads of 1 MiB of chunks on are split over them, smaller
+# ones use them inside zstandard's batch call (codecs/batch.py; zarr-v3-subset §5).
 READ_THREADS = 2
 # An iteration over a local store decodes this many inner chunks of its finest array per
 # batch: enough for a zstd batch to use two threads on 80 KB chunks, few enough to stay in
@@ -62,9 +64,12 @@ BatchRead = Tuple[FramePlan, Chunks, Set[Tuple[str, int]], Dict[str, int]]
 class ReadEngine:
     """Reads frames, chunks and row ranges of one committed state (see the module)."""
 
-    def __init__(self, state: CommittedState, cache_bytes: int, concurrency: int = 1) -> None:
+    def __init__(self, state: CommittedState, cache_bytes: int, concurrency: int = 1,
+                 threads: int = READ_THREADS) -> None:
         self.cache = ChunkCache(cache_bytes)
         self.concurrency = max(1, int(concurrency))
+        # codec work of every read (threads start with the first read of 1 MiB; close() stops them)
+        self.codec_threads = CodecThreads(threads)
         self._pool: Optional[ThreadPoolExecutor] = None
         self._follows: Optional[int] = None  # the frame after the last one read alone
         self._run = 0  # chunks the last sequential miss fetched per array
@@ -116,6 +121,7 @@ class ReadEngine:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        self.codec_threads.close()
         self.ranges.close()
 
     # ------------------------------------------------------------ refresh
@@ -197,7 +203,8 @@ class ReadEngine:
         if missing:
             requests = [(axis, absent, self._trusted(arr)) for arr, axis, absent in missing]
             try:
-                decoded = read_chunks(requests, self.ranges, self.indexes, threads=READ_THREADS, each=self._each())
+                decoded = read_chunks(requests, self.ranges, self.indexes, threads=self.codec_threads,
+                                      each=self._each())
             except MolrecError:
                 if not any(extra.values()):
                     raise
@@ -273,7 +280,7 @@ class ReadEngine:
             self._run = 1
         if missing:
             requests = [(where[k][0], [keys[k][1]], where[k][1]) for k in missing]
-            decoded = read_few(requests, self.ranges, self.indexes, threads=READ_THREADS, each=self._each(),
+            decoded = read_few(requests, self.ranges, self.indexes, threads=self.codec_threads, each=self._each(),
                                planes=True)  # a frame needs a few rows of each chunk: unshuffled by build
             for k, got in zip(missing, decoded):
                 path, c, _ = keys[k]
@@ -466,7 +473,7 @@ class ReadEngine:
             else:
                 out[k] = found
         if absent:
-            decoded = read_chunks([(axis, absent, limit)], self.ranges, self.indexes, threads=READ_THREADS,
+            decoded = read_chunks([(axis, absent, limit)], self.ranges, self.indexes, threads=self.codec_threads,
                                   each=self._each(), targets=[into])[0]
             for k, data in zip(where, decoded):
                 out[k] = data
@@ -502,7 +509,8 @@ class ReadEngine:
                         requests.append((axis, ids, limit, out))
                         targets.append(into)
                 decoded = read_chunks([(axis, ids, lim) for axis, ids, lim, _ in requests], self.ranges, self.indexes,
-                                      threads=READ_THREADS, each=self._each(), targets=targets) if requests else []
+                                      threads=self.codec_threads, each=self._each(),
+                                      targets=targets) if requests else []
                 pieces = [(out, c, data, target) for (_, ids, _, out), into, got in zip(requests, targets, decoded)
                           for c, data, target in zip(ids, got, into)]
                 pieces += [(out, c, data, None) for out, c, data in cached]

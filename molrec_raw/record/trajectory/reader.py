@@ -24,7 +24,7 @@ from molrec_raw.record.trajectory import recovery
 from molrec_raw.record.trajectory.blockread import BlockArrays, BlockInfo, ColumnInfo, FrameSelection, frame_indices
 from molrec_raw.record.trajectory.chunk_cache import DEFAULT_CACHE_BYTES
 from molrec_raw.record.trajectory.common import TRAJ, is_int
-from molrec_raw.record.trajectory.engine import ReadEngine
+from molrec_raw.record.trajectory.engine import READ_THREADS, ReadEngine
 from molrec_raw.record.trajectory.layout import TrajectoryLayout, derive_schema
 from molrec_raw.record.trajectory.meta import META_STORAGE
 from molrec_raw.record.trajectory.references import SystemCounterparts
@@ -56,36 +56,40 @@ class MrecReader(BlockArrays):
     ``path`` is a local path (``*.mrec`` or ``*.mrec.zip``), a URL (``https://…/x.mrec.zip``,
     ``s3://…``) or an open store (left open by :meth:`close`).  ``cache_bytes`` bounds the
     cache of decoded inner chunks (default 64 MiB, whatever the record's size; 0 turns off
-    every cache of the reader, shard indexes included).  What each call returns:
+    every cache of the reader, shard indexes included).  ``threads``: threads for codec work
+    (default 2, capped by the machine's cores; 1: every read on the caller's thread) — a read of
+    1 MiB of chunks on is decoded on them, ``close`` stops them (zarr-v3-subset §5; spec-notes/
+    zarr.md "Threads for codec work").  What each call returns:
     ``reader[i]``, :meth:`read_frame`, :meth:`read_columns`, :meth:`read_frames` and the
     whole-block arrays give arrays the caller owns; iteration (``for frame in reader``,
     :meth:`iter_frames`) gives read-only views of decoded chunks (spec-notes/trajectory.md,
     "Read engine")."""
 
-    def __init__(self, path: RecordInput, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(self, path: RecordInput, *, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 threads: int = READ_THREADS) -> None:
         owns = not isinstance(path, Store)
         root = open_root(path, "r")  # R1 version check
         try:
-            self._start(root, cache_bytes, owns)
+            self._start(root, cache_bytes, owns, threads)
         except BaseException:
             if owns:
                 root.store.close()
             raise
 
     @classmethod
-    def over(cls, root: Group, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> "MrecReader":
+    def over(cls, root: Group, *, cache_bytes: int = DEFAULT_CACHE_BYTES, threads: int = READ_THREADS) -> "MrecReader":
         """A reader of the trajectory under an opened record root (its version checked); the
         caller keeps the root's store (``close`` leaves it open)."""
         self = cls.__new__(cls)
-        self._start(root, cache_bytes, False)
+        self._start(root, cache_bytes, False, threads)
         return self
 
-    def _start(self, root: Group, cache_bytes: int, owns: bool) -> None:
+    def _start(self, root: Group, cache_bytes: int, owns: bool, threads: int) -> None:
         self._owns_store = owns
         self._origin = root  # the record as it is on disk: what a refresh re-reads
         self._cache_bytes = max(0, int(cache_bytes))
         state = recovery.open_state(root, index_budget=self._index_budget())
-        self._engine = ReadEngine(state, self._cache_bytes, int(root.store.concurrency))
+        self._engine = ReadEngine(state, self._cache_bytes, int(root.store.concurrency), threads)
         self._seen = state.layout.marker  # the marker as this state found it (refresh compares)
 
     def _index_budget(self) -> int:
