@@ -1,0 +1,277 @@
+#!/usr/bin/env python
+"""Why two threads gain less on larger reads (issue 37: two threads >= 1.6x one on reads of
+>= 1 MiB of chunks): the phases of one whole-array read, each on one thread and on two, and
+the floors of the same bytes, measured in the same process and the same rounds.
+
+The arrays are bench/codec_threads.py's (a quantised random walk, seed fixed; inner chunks of
+128 KiB in shards of 2 MiB; ``bytes + shuffle(8) + zstd(3) + crc32c``).  Per read size:
+
+  plan            ``Array._read_jobs``: the shard reads (index + one ranged read of the chunks)
+                  and the decode jobs: on the caller's thread, before any decoding starts
+  decode batch    ``decode_jobs(jobs, 1)``: what ``threads=1`` runs (zstd's batch call per
+                  wave, then the unshuffle into the result)
+  decode each     ``decode_each(jobs)``: what each thread of ``threads=2`` runs, chunk by chunk
+  decode 2t       ``decode_jobs(jobs, CodecThreads(2))``: ``threads=2`` as the library runs it
+  read 1t / 2t    ``a[...]`` with threads=1 / threads=2 (fresh result array, as the benchmark)
+  floors, each on one thread and split over two plain threads (halves of the chunks; the
+  threads started before the clock, released together by a barrier):
+    copy          ``np.copyto`` of each decoded chunk into a result array (memory bandwidth)
+    zstd          ``ZstdDecompressor.decompress`` of each chunk's frame (the crc32c cut off)
+    unshuffle     ``ShuffleCodec.decode_into`` of each decompressed chunk into the result
+    each          ``decode_each`` on each half (the library's per-thread run, without the pool)
+    first touch   one write per 4 KiB page of a fresh result array (``np.empty``, as a read
+                  makes): the page faults a read pays for its result
+  GIL held        ``decode each``, ``zstd``, ``unshuffle`` and ``copy`` run on one thread while a
+                  second thread spins in pure Python: the share of the phase during which the
+                  spinner could not run (the GIL was held, or the spinner waited for it)
+
+Results in a fresh array unless the row says "warm" (a result array reused: no page faults).
+Every figure: the best of ``--repeats`` per round, the median of ``--rounds``; wall and process
+CPU (all threads); the decoded bytes are checked against the data once per size.
+
+    python bench/thread_scaling.py                          # 1, 4, 16, 64 MiB, 3 rounds x 5
+    python bench/thread_scaling.py --sizes 64 --rounds 5 --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from codec_threads import CHAINS, INNER, SHARD, walk  # noqa: E402  (the same arrays)
+
+PAGE = 4096
+
+
+def timed(fn: Callable[[], Any]) -> Tuple[float, float]:
+    c0, w0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+class Pair:
+    """Two plain threads that each run a given function on their half of the work, released
+    together by a barrier; the caller waits for both.  Started once, reused per call."""
+
+    def __init__(self) -> None:
+        self.go = threading.Barrier(3)
+        self.done = threading.Barrier(3)
+        self.work: List[Optional[Callable[[], Any]]] = [None, None]
+        self.stop = False
+        self.threads = [threading.Thread(target=self._serve, args=(k,), daemon=True) for k in range(2)]
+        for t in self.threads:
+            t.start()
+
+    def _serve(self, k: int) -> None:
+        while True:
+            self.go.wait()
+            if self.stop:
+                return
+            fn = self.work[k]
+            assert fn is not None
+            fn()
+            self.done.wait()
+
+    def run(self, first: Callable[[], Any], second: Callable[[], Any]) -> None:
+        self.work = [first, second]
+        self.go.wait()
+        self.done.wait()
+
+    def close(self) -> None:
+        self.stop = True
+        self.go.wait()
+        for t in self.threads:
+            t.join()
+
+
+class Spinner:
+    """A pure-Python loop on a second thread, counting its turns while it runs."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.running = True
+        self.started = threading.Event()
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+        self.started.wait()
+
+    def _spin(self) -> None:
+        n = 0
+        self.started.set()
+        while self.running:
+            n += 1
+        self.count = n
+
+    def stop(self) -> int:
+        self.running = False
+        self.thread.join()
+        return self.count
+
+
+def spinner_rate(seconds: float = 0.3) -> float:
+    """Turns per second of the spinner alone (this thread asleep)."""
+    w0 = time.perf_counter()
+    spinner = Spinner()
+    time.sleep(seconds)
+    count = spinner.stop()
+    return count / (time.perf_counter() - w0)
+
+
+def gil_share(fn: Callable[[], Any], spin_alone: float) -> Tuple[float, float]:
+    """(the share of ``fn``'s wall time during which the spinner could not run: 1 - its rate
+    during fn / its rate alone; ``fn``'s wall time beside the spinner)."""
+    spinner = Spinner()
+    w0 = time.perf_counter()
+    fn()
+    wall = time.perf_counter() - w0
+    count = spinner.stop()
+    return max(0.0, 1.0 - count / max(1e-9, wall * spin_alone)), wall
+
+
+def one_size(mib: int, args: argparse.Namespace, root: str, pair: Pair, spin_alone: float) -> Dict[str, Any]:
+    import zstandard
+
+    import molrec_raw.zarr as mz
+    from molrec_raw.zarr.codecs.batch import decode_each, decode_jobs
+    from molrec_raw.zarr.codecs.threads import CodecThreads
+
+    data = walk(mib * 2 ** 20 // 8)
+    path = os.path.join(root, f"a{mib}")
+    mz.open_array(path, mode="w", shape=data.shape, dtype="float64", chunks=(INNER,), shards=(SHARD,),
+                  codecs=CHAINS["shuffle+zstd"], fill_value=0.0, threads=1)[...] = data
+    a1 = mz.open_array(path, mode="r", threads=1)
+    a2 = mz.open_array(path, mode="r", threads=2)
+    pool = CodecThreads(2)
+    warm = np.empty_like(data)
+    warm.fill(0.0)
+
+    def jobs_into(out: Optional[np.ndarray]) -> List[Any]:
+        return a1._read_jobs(Ellipsis, out)[1]
+
+    jobs = jobs_into(warm)
+    if not np.array_equal(a2[...], data) or not np.array_equal(a1[...], data):
+        raise AssertionError(f"{mib} MiB: read-back differs")
+    shuffle = jobs[0].pipeline.bytes_codecs[0]
+    frames = [bytes(memoryview(job.data)[:-4]) for job in jobs]  # the crc32c cut off
+    dec = zstandard.ZstdDecompressor()
+    decoded = [dec.decompress(f) for f in frames]
+    targets = [memoryview(job.target.reshape(-1).view(np.uint8)) for job in jobs]
+    half = len(jobs) // 2
+    copy_sources = [np.frombuffer(d, np.uint8) for d in decoded]
+    copy_targets = [np.frombuffer(t, np.uint8) for t in targets]
+
+    def copy(lo: int, hi: int) -> None:
+        for k in range(lo, hi):
+            np.copyto(copy_targets[k], copy_sources[k])
+
+    def zstd(lo: int, hi: int) -> None:
+        d = zstandard.ZstdDecompressor()
+        for k in range(lo, hi):
+            d.decompress(frames[k])
+
+    def unshuffle(lo: int, hi: int) -> None:
+        for k in range(lo, hi):
+            shuffle.decode_into(decoded[k], targets[k])
+
+    def each(lo: int, hi: int) -> None:
+        decode_each(jobs[lo:hi])
+
+    def touch(out: List[np.ndarray], lo: int, hi: int) -> None:
+        flat = out[0].reshape(-1).view(np.uint8)
+        flat[lo * PAGE:hi * PAGE:PAGE] = 1
+
+    n = len(jobs)
+    pages = data.nbytes // PAGE
+    fresh: List[np.ndarray] = []
+    floors = {"copy": copy, "zstd": zstd, "unshuffle": unshuffle, "each": each}
+    cases: Dict[str, Callable[[], Any]] = {
+        "plan (shard reads + jobs)": lambda: jobs_into(None),
+        "decode batch, 1 thread (threads=1's path), warm": lambda: decode_jobs(jobs, 1),
+        "decode each, 1 thread (threads=2's path), warm": lambda: decode_each(jobs),
+        "decode on CodecThreads(2), warm": lambda: decode_jobs(jobs, pool),
+        "read threads=1": lambda: a1[...],
+        "read threads=2": lambda: a2[...],
+    }
+    for name, fn in floors.items():
+        cases[f"floor {name}, 1 thread, warm"] = (lambda fn=fn: fn(0, n))
+        cases[f"floor {name}, 2 threads, warm"] = (lambda fn=fn: pair.run(lambda: fn(0, half), lambda: fn(half, n)))
+    cases["floor first touch, 1 thread"] = lambda: touch(fresh, 0, pages)
+    cases["floor first touch, 2 threads"] = lambda: pair.run(lambda: touch(fresh, 0, pages // 2),
+                                                             lambda: touch(fresh, pages // 2, pages))
+    out: Dict[str, Any] = {"chunks": n, "stored bytes": sum(len(memoryview(j.data)) for j in jobs), "cases": {}, "gil": {}}
+    for name, fn in cases.items():
+        runs = []
+        for _ in range(args.repeats):
+            if "first touch" in name:
+                fresh[:] = [np.empty_like(data)]
+            runs.append(timed(fn))
+            fresh[:] = []
+        out["cases"][name] = (min(w for w, _ in runs), min(c for _, c in runs))
+    for name in ("each", "zstd", "unshuffle", "copy"):
+        fn = floors[name]
+        shares = [gil_share(lambda fn=fn: fn(0, n), spin_alone) for _ in range(args.repeats)]
+        out["gil"][name] = (statistics.median(s for s, _ in shares), min(w for _, w in shares))
+    for arr in (a1, a2):
+        arr.close()
+    pool.close()
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 64], help="read sizes in MiB")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="calls per case and round (the best kept)")
+    parser.add_argument("--dir", default=None, help="where the arrays go (default: the temp dir)")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    root = tempfile.mkdtemp(prefix="thread-scaling-", dir=args.dir)
+    pair = Pair()
+    load = [os.getloadavg()]
+    rounds: Dict[int, List[Dict[str, Any]]] = {mib: [] for mib in args.sizes}
+    try:
+        spin_alone = spinner_rate()
+        for r in range(args.rounds):
+            for mib in (args.sizes if r % 2 == 0 else args.sizes[::-1]):
+                print(f"round {r + 1}/{args.rounds}: {mib} MiB", file=sys.stderr, flush=True)
+                rounds[mib].append(one_size(mib, args, root, pair, spin_alone))
+    finally:
+        pair.close()
+        shutil.rmtree(root, ignore_errors=True)
+    load.append(os.getloadavg())
+    for mib, results in rounds.items():
+        first = results[0]
+        print(f"\n{mib} MiB ({first['chunks']} chunks of 128 KiB, {first['stored bytes'] / 2 ** 20:.2f} MiB stored), "
+              f"median of {len(results)} rounds of the best of {args.repeats}:")
+        print("| case | wall ms | CPU ms |")
+        print("|---|---:|---:|")
+        for case in first["cases"]:
+            wall = statistics.median(res["cases"][case][0] for res in results) * 1e3
+            cpu = statistics.median(res["cases"][case][1] for res in results) * 1e3
+            print(f"| {case} | {wall:.2f} | {cpu:.2f} |")
+        gil = ", ".join(f"{name} {statistics.median(res['gil'][name][0] for res in results):.0%} "
+                        f"({statistics.median(res['gil'][name][1] for res in results) * 1e3:.2f} ms)"
+                        for name in first["gil"])
+        print(f"GIL held (spinner kept out; the phase's wall beside the spinner), one thread: {gil}")
+    print("\nload average (1, 5, 15 min) at start / end: "
+          + " / ".join(", ".join(f"{v:.1f}" for v in x) for x in load) + f"; {os.cpu_count()} CPU(s)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({"rounds": {str(k): v for k, v in rounds.items()}, "load": load, "args": vars(args)}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
