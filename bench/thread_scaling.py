@@ -21,10 +21,12 @@ The arrays are bench/codec_threads.py's (a quantised random walk, seed fixed; in
     each          ``decode_each`` on each half (the library's per-thread run, without the pool)
     first touch   one write per 4 KiB page of a fresh result array (``np.empty``, as a read
                   makes): the page faults a read pays for its result
-  GIL held        ``decode each``, ``zstd``, ``unshuffle`` and ``copy`` run on one thread while a
-                  second thread spins in pure Python: the share of the phase during which the
-                  spinner could not run (the GIL was held, or the spinner waited for it)
+  2 threads: of the two threads' time in the call (2 x wall), the share on a core, runnable
+  but waiting for one (other processes), and blocked (waiting for the GIL, or at the barrier
+  between repetitions: they take no other lock) — from /proc/self/task/*/schedstat, so a
+  loaded machine shows as waiting, not blocked
 
+Page faults: minor faults per call (getrusage; load-independent).
 Results in a fresh array unless the row says "warm" (a result array reused: no page faults).
 Every figure: the best of ``--repeats`` per round, the median of ``--rounds``; wall and process
 CPU (all threads); the decoded bytes are checked against the data once per size.
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import os
 import shutil
 import statistics
@@ -61,6 +64,18 @@ def timed(fn: Callable[[], Any]) -> Tuple[float, float]:
     return time.perf_counter() - w0, time.process_time() - c0
 
 
+def machine_busy() -> Tuple[float, float]:
+    """(CPU seconds every process of the machine has used, this process's), from /proc/stat
+    and process_time: their difference over an interval is the other processes' work."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:]]
+    except OSError:
+        return 0.0, time.process_time()
+    busy = sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)  # all but idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK"), time.process_time()
+
+
 class Pair:
     """Two plain threads that each run a given function on their half of the work, released
     together by a barrier; the caller waits for both.  Started once, reused per call."""
@@ -69,6 +84,7 @@ class Pair:
         self.go = threading.Barrier(3)
         self.done = threading.Barrier(3)
         self.work: List[Optional[Callable[[], Any]]] = [None, None]
+        self.cpu = [0.0, 0.0]  # each thread's CPU seconds in the last run
         self.stop = False
         self.threads = [threading.Thread(target=self._serve, args=(k,), daemon=True) for k in range(2)]
         for t in self.threads:
@@ -81,8 +97,23 @@ class Pair:
                 return
             fn = self.work[k]
             assert fn is not None
+            c0 = time.thread_time()
             fn()
+            self.cpu[k] = time.thread_time() - c0
             self.done.wait()
+
+    def sched(self) -> Tuple[float, float]:
+        """Both threads' (seconds on a core, seconds waiting for one) so far, read while they
+        wait at the barrier (the kernel brings a thread's figures up to date when it stops)."""
+        on = queued = 0.0
+        for t in self.threads:
+            try:
+                with open(f"/proc/self/task/{t.native_id}/schedstat", encoding="ascii") as fh:
+                    run, wait = fh.read().split()[:2]
+            except (OSError, ValueError):
+                return 0.0, 0.0
+            on, queued = on + int(run) / 1e9, queued + int(wait) / 1e9
+        return on, queued
 
     def run(self, first: Callable[[], Any], second: Callable[[], Any]) -> None:
         self.work = [first, second]
@@ -96,51 +127,7 @@ class Pair:
             t.join()
 
 
-class Spinner:
-    """A pure-Python loop on a second thread, counting its turns while it runs."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.running = True
-        self.started = threading.Event()
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-        self.started.wait()
-
-    def _spin(self) -> None:
-        n = 0
-        self.started.set()
-        while self.running:
-            n += 1
-        self.count = n
-
-    def stop(self) -> int:
-        self.running = False
-        self.thread.join()
-        return self.count
-
-
-def spinner_rate(seconds: float = 0.3) -> float:
-    """Turns per second of the spinner alone (this thread asleep)."""
-    w0 = time.perf_counter()
-    spinner = Spinner()
-    time.sleep(seconds)
-    count = spinner.stop()
-    return count / (time.perf_counter() - w0)
-
-
-def gil_share(fn: Callable[[], Any], spin_alone: float) -> Tuple[float, float]:
-    """(the share of ``fn``'s wall time during which the spinner could not run: 1 - its rate
-    during fn / its rate alone; ``fn``'s wall time beside the spinner)."""
-    spinner = Spinner()
-    w0 = time.perf_counter()
-    fn()
-    wall = time.perf_counter() - w0
-    count = spinner.stop()
-    return max(0.0, 1.0 - count / max(1e-9, wall * spin_alone)), wall
-
-
-def one_size(mib: int, args: argparse.Namespace, root: str, pair: Pair, spin_alone: float) -> Dict[str, Any]:
+def one_size(mib: int, args: argparse.Namespace, root: str, pair: Pair) -> Dict[str, Any]:
     import zstandard
 
     import molrec_raw.zarr as mz
@@ -207,22 +194,40 @@ def one_size(mib: int, args: argparse.Namespace, root: str, pair: Pair, spin_alo
     for name, fn in floors.items():
         cases[f"floor {name}, 1 thread, warm"] = (lambda fn=fn: fn(0, n))
         cases[f"floor {name}, 2 threads, warm"] = (lambda fn=fn: pair.run(lambda: fn(0, half), lambda: fn(half, n)))
+    busy: Dict[str, List[Any]] = {}
+    faults: Dict[str, List[float]] = {}
     cases["floor first touch, 1 thread"] = lambda: touch(fresh, 0, pages)
     cases["floor first touch, 2 threads"] = lambda: pair.run(lambda: touch(fresh, 0, pages // 2),
                                                              lambda: touch(fresh, pages // 2, pages))
-    out: Dict[str, Any] = {"chunks": n, "stored bytes": sum(len(memoryview(j.data)) for j in jobs), "cases": {}, "gil": {}}
+    out: Dict[str, Any] = {"chunks": n, "stored bytes": sum(len(memoryview(j.data)) for j in jobs), "cases": {},
+                           "busy": {}}
+    reps = max(1, -(-args.span_ms // (mib * 0.6)))  # ~0.6 ms a MiB: each timed call lasts ~span_ms
+    reps = int(reps)
+    m0 = machine_busy()
+    w0 = time.perf_counter()
     for name, fn in cases.items():
         runs = []
         for _ in range(args.repeats):
             if "first touch" in name:
                 fresh[:] = [np.empty_like(data)]
-            runs.append(timed(fn))
+            times = 1 if "first touch" in name else reps
+            sched0 = pair.sched()
+            faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            wall, cpu = timed(lambda: [fn() for _ in range(times)])
+            faults.setdefault(name, []).append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0) / times)
+            sched1 = pair.sched()
+            runs.append((wall / times, cpu / times))
             fresh[:] = []
-        out["cases"][name] = (min(w for w, _ in runs), min(c for _, c in runs))
-    for name in ("each", "zstd", "unshuffle", "copy"):
-        fn = floors[name]
-        shares = [gil_share(lambda fn=fn: fn(0, n), spin_alone) for _ in range(args.repeats)]
-        out["gil"][name] = (statistics.median(s for s, _ in shares), min(w for _, w in shares))
+            if "2 threads" in name:  # of both threads' time in the call: on a core, waiting for one, blocked
+                span = 2 * max(1e-9, runs[-1][0] * times)
+                on, queued = sched1[0] - sched0[0], sched1[1] - sched0[1]
+                busy.setdefault(name, []).append((on / span, queued / span, max(0.0, 1 - (on + queued) / span)))
+        out["cases"][name] = (min(w for w, _ in runs), min(c for _, c in runs), statistics.median(faults[name]))
+        if name in busy:
+            out["busy"][name] = [statistics.median(b[i] for b in busy[name]) for i in range(3)]
+    m1 = machine_busy()
+    # the other processes' CPU while the cases ran, as a share of every core
+    out["others"] = max(0.0, (m1[0] - m0[0]) - (m1[1] - m0[1])) / ((time.perf_counter() - w0) * (os.cpu_count() or 1))
     for arr in (a1, a2):
         arr.close()
     pool.close()
@@ -234,6 +239,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 64], help="read sizes in MiB")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5, help="calls per case and round (the best kept)")
+    parser.add_argument("--span-ms", type=float, default=40.0,
+                        help="each timed call repeats its case to last about this long (the figures are per "
+                             "repetition): thread run times are read at the scheduler's tick")
     parser.add_argument("--dir", default=None, help="where the arrays go (default: the temp dir)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
@@ -242,11 +250,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     load = [os.getloadavg()]
     rounds: Dict[int, List[Dict[str, Any]]] = {mib: [] for mib in args.sizes}
     try:
-        spin_alone = spinner_rate()
         for r in range(args.rounds):
             for mib in (args.sizes if r % 2 == 0 else args.sizes[::-1]):
                 print(f"round {r + 1}/{args.rounds}: {mib} MiB", file=sys.stderr, flush=True)
-                rounds[mib].append(one_size(mib, args, root, pair, spin_alone))
+                rounds[mib].append(one_size(mib, args, root, pair))
     finally:
         pair.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -255,16 +262,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         first = results[0]
         print(f"\n{mib} MiB ({first['chunks']} chunks of 128 KiB, {first['stored bytes'] / 2 ** 20:.2f} MiB stored), "
               f"median of {len(results)} rounds of the best of {args.repeats}:")
-        print("| case | wall ms | CPU ms |")
-        print("|---|---:|---:|")
+        print("| case | wall ms | CPU ms | page faults |")
+        print("|---|---:|---:|---:|")
         for case in first["cases"]:
             wall = statistics.median(res["cases"][case][0] for res in results) * 1e3
             cpu = statistics.median(res["cases"][case][1] for res in results) * 1e3
-            print(f"| {case} | {wall:.2f} | {cpu:.2f} |")
-        gil = ", ".join(f"{name} {statistics.median(res['gil'][name][0] for res in results):.0%} "
-                        f"({statistics.median(res['gil'][name][1] for res in results) * 1e3:.2f} ms)"
-                        for name in first["gil"])
-        print(f"GIL held (spinner kept out; the phase's wall beside the spinner), one thread: {gil}")
+            share = ""
+            if case in first["busy"]:
+                on, queued, blocked = (statistics.median(res["busy"][case][i] for res in results) for i in range(3))
+                share = f" (threads on a core {on:.0%}, waiting for a core {queued:.0%}, blocked {blocked:.0%})"
+            flt = statistics.median(res["cases"][case][2] for res in results)
+            print(f"| {case}{share} | {wall:.2f} | {cpu:.2f} | {flt:.0f} |")
+        others = ", ".join(f"{res['others']:.0%}" for res in results)
+        print(f"other processes' CPU meanwhile: {others} of the {os.cpu_count()} cores, per round")
     print("\nload average (1, 5, 15 min) at start / end: "
           + " / ".join(", ".join(f"{v:.1f}" for v in x) for x in load) + f"; {os.cpu_count()} CPU(s)")
     if args.json:
