@@ -193,3 +193,44 @@ def test_zarr_5_plain_chains_stay_on_the_callers_thread():
             assert np.array_equal(arr[...], np.arange(64.0))
             assert (arr.codec_threads.handed > 0) == split, chain
             arr.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 16), st.integers(0, 300), st.integers(0, 2 ** 32 - 1))
+def test_zarr_5_6_one_call_unshuffle_gives_the_bytes_of_the_planes(elementsize, count, seed):
+    """The unshuffle of a chunk decoded on threads (one transposed copy, shuffle.py
+    ``one_call``) writes the same bytes as the per-plane copies, and refuses the same sizes."""
+    from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
+
+    codec = ShuffleCodec(elementsize)
+    data = np.random.default_rng(seed).integers(0, 256, count * elementsize, dtype=np.uint8).tobytes()
+    planes, once = bytearray(len(data)), bytearray(len(data))
+    codec.decode_into(data, memoryview(planes))
+    codec.decode_into(data, memoryview(once), one_call=True)
+    assert once == planes
+    if elementsize > 1 and count:
+        with pytest.raises(CorruptDataError):
+            codec.decode_into(data, memoryview(bytearray(len(data) + elementsize)), one_call=True)
+
+
+def test_zarr_5_6_threaded_runs_unshuffle_in_one_call_and_read_the_values(monkeypatch):
+    """A read split over the threads decodes each chunk's byte shuffle in one copy (the
+    threads hold the GIL once per chunk); the values are those written."""
+    from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
+
+    calls = []
+    original = ShuffleCodec.decode_into
+
+    def spy(self, data, target, one_call=False):
+        calls.append(one_call)
+        return original(self, data, target, one_call)
+
+    with pooled_from_any_size():
+        arr = open_array(MemoryStore(), mode="w", shape=(4096,), dtype="float64", chunks=(256,), codecs=CHAINS[2],
+                         fill_value=0.0, threads=2)
+        values = np.random.default_rng(5).normal(size=4096).round(3)
+        arr[...] = values
+        monkeypatch.setattr(ShuffleCodec, "decode_into", spy)
+        assert np.array_equal(arr[...], values)
+        assert arr.codec_threads.handed > 0 and calls and all(calls)
+        arr.close()
