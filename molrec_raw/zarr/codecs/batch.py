@@ -324,17 +324,15 @@ def decode_jobs(jobs: Sequence[DecodeJob], threads: Threads) -> None:
 
 def decode_each(jobs: Sequence[DecodeJob]) -> None:
     """Decode the jobs one by one, each through its pipeline's per-thread scratch buffer
-    straight into its target (a thread's run of a large read, ``Array._decode``); a last
-    byte shuffle in one copy per chunk (shuffle.py ``one_call``: the threads then hold the
-    GIL once per chunk, not once per byte plane)."""
+    straight into its target (a thread's run of a large read, ``Array._decode``)."""
     for job in jobs:
-        _decode_one(job, one_call=True)
+        _decode_one(job)
 
 
-def _decode_one(job: DecodeJob, one_call: bool = False) -> None:
+def _decode_one(job: DecodeJob) -> None:
     try:
         if job.pipeline.direct and job.whole:
-            job.pipeline.decode_to(job.data, job.target, one_call)
+            job.pipeline.decode_to(job.data, job.target)
         else:
             _finish(job, job.pipeline.decode_bytes(job.data))
     except _DECODE_ERRORS as exc:

@@ -187,21 +187,15 @@ class CodecPipeline:
             stage.output_size = chunk.nbytes
         return chunk
 
-    def decode_into(self, data: Buffer, out: np.ndarray, one_call: bool = False) -> None:
+    def decode_into(self, data: Buffer, out: np.ndarray) -> None:
         """Decode a whole chunk into ``out`` (C-contiguous, chunk shape, native dtype);
-        intermediate steps reuse one per-thread scratch buffer instead of allocating.
-        ``one_call``: a last byte shuffle in one copy (a chunk decoded on threads; shuffle.py)."""
-        from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
-
+        intermediate steps reuse one per-thread scratch buffer instead of allocating."""
         target = memoryview(out.reshape(-1).view(np.uint8))
         steps = self._steps
         last = len(steps) - 1
         for position, (codec, size) in enumerate(steps):
             if position == last:
-                if one_call and isinstance(codec, ShuffleCodec):
-                    codec.decode_into(data, target, one_call=True)
-                else:
-                    codec.decode_into(data, target)
+                codec.decode_into(data, target)
                 return
             if codec.decodes_to_view or size is None:  # size unknown: no scratch buffer to reuse
                 data = codec.decode(data, size, self.spec.limits.max_chunk_bytes)
@@ -217,17 +211,16 @@ class CodecPipeline:
             )
         target[:] = memoryview(data).cast("B")
 
-    def decode_to(self, data: Buffer, out: np.ndarray, one_call: bool = False) -> None:
+    def decode_to(self, data: Buffer, out: np.ndarray) -> None:
         """Decode a whole chunk into ``out`` (chunk shape and dtype, any strides) with the
         per-thread scratch buffer for intermediate steps: the path for a few chunks, where a
         batch call costs more than it saves.  The last step writes into ``out`` directly when
-        it is the byte shuffle (a strided target is filled plane by plane).  ``one_call``: as
-        :meth:`decode_into`."""
+        it is the byte shuffle (a strided target is filled plane by plane)."""
         from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
 
         first = self.bytes_codecs[0] if self.bytes_codecs else None
         if out.flags.c_contiguous:
-            self.decode_into(data, out, one_call)
+            self.decode_into(data, out)
         elif (self.direct and isinstance(first, ShuffleCodec) and first.elementsize == out.itemsize):
             steps = list(zip(reversed(self.bytes_codecs[1:]), reversed(self._sizes[1:-1])))
             for codec, size in steps:

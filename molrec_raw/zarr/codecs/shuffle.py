@@ -87,9 +87,7 @@ class ShuffleCodec(BytesBytesCodec):
         self.decode_into(data, memoryview(out))
         return out
 
-    def decode_into(self, data: Buffer, target: memoryview, one_call: bool = False) -> None:
-        """Unshuffle ``data`` into ``target`` (zarr-v3-subset#5.6).  ``one_call``: the whole
-        chunk in one transposed copy, for a chunk decoded beside others on threads."""
+    def decode_into(self, data: Buffer, target: memoryview) -> None:
         raw = self._check(data, CorruptDataError)
         out = np.frombuffer(target, np.uint8)
         if raw.size != out.size:
@@ -98,13 +96,6 @@ class ShuffleCodec(BytesBytesCodec):
             )
         if self.elementsize == 1:
             out[:] = raw
-            return
-        if one_call:
-            # one transposed copy: 1.2-1.4x slower on one thread than the planes below, but one
-            # release of the GIL per chunk instead of one per plane, so threads run side by side
-            # (per-plane copies on two threads ran at 1.0x of one into a 64 MiB result;
-            # bench/README.md "Unmet targets of issue 37")
-            np.copyto(out.reshape(-1, self.elementsize), raw.reshape(self.elementsize, -1).T)
             return
         # one strided copy per byte plane: about twice as fast as a transposed copy
         for j, plane in enumerate(raw.reshape(self.elementsize, -1)):
