@@ -33,6 +33,7 @@ CPU (all threads); the decoded bytes are checked against the data once per size.
 
     python bench/thread_scaling.py                          # 1, 4, 16, 64 MiB, 3 rounds x 5
     python bench/thread_scaling.py --sizes 64 --rounds 5 --json out.json
+    python bench/thread_scaling.py --sizes 1 64 --rounds 0 --threads-or-processes 1.5
 """
 from __future__ import annotations
 
@@ -234,6 +235,66 @@ def one_size(mib: int, args: argparse.Namespace, root: str, pair: Pair) -> Dict[
     return out
 
 
+# ----------------------------------------------------------------------------- threads vs processes
+def _steady(kind: str, mib: int, seconds: float, seed: int, queue: Any = None) -> int:
+    """Chunks of 128 KiB handled in ``seconds`` by one worker (its own result array of ``mib``
+    MiB, pre-faulted, filled chunk after chunk; 64 source chunks of random bytes, seeded): ``planes``: the library's
+    unshuffle (shuffle.py: one strided copy per byte plane); ``zstd``: one decompression of a
+    128 KiB frame."""
+    import zstandard
+
+    n = 128 * 1024
+    count = mib * 8
+    rng = np.random.default_rng(seed)
+    sources = [rng.integers(0, 256, n, dtype=np.uint8) for _ in range(64)]
+    out = np.ones(mib * 2 ** 20, np.uint8)
+    frame = zstandard.ZstdCompressor(level=3).compress(walk(n // 8).tobytes())
+    decompressor = zstandard.ZstdDecompressor()
+    done, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for c in range(count):  # every chunk of the result in turn
+            if kind == "planes":
+                target, source = out[c * n:(c + 1) * n], sources[c % 64]
+                for j, plane in enumerate(source.reshape(8, -1)):
+                    target[j::8] = plane
+            else:
+                decompressor.decompress(frame)
+        done += count
+    if queue is not None:
+        queue.put(done)
+    return done
+
+
+def threads_or_processes(mib: int, seconds: float) -> Dict[str, Dict[str, int]]:
+    """Work done by 1 thread, 2 threads and 2 processes in the same time (``_steady``): a step
+    that scales over processes but not over threads is held back by the GIL, not the machine."""
+    import multiprocessing
+
+    out: Dict[str, Dict[str, int]] = {}
+    for kind in ("planes", "zstd"):
+        res: Dict[str, int] = {"1 thread": _steady(kind, mib, seconds, 1)}
+        counts = [0, 0]
+
+        def run(k: int) -> None:
+            counts[k] = _steady(kind, mib, seconds, 1 + k)
+
+        workers = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        res["2 threads"] = sum(counts)
+        queue: Any = multiprocessing.Queue()
+        procs = [multiprocessing.Process(target=_steady, args=(kind, mib, seconds, 1 + k, queue)) for k in range(2)]
+        for p in procs:
+            p.start()
+        res["2 processes"] = sum(queue.get() for _ in procs)
+        for p in procs:
+            p.join()
+        out[kind] = res
+    return out
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 64], help="read sizes in MiB")
@@ -244,6 +305,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "repetition): thread run times are read at the scheduler's tick")
     parser.add_argument("--dir", default=None, help="where the arrays go (default: the temp dir)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--threads-or-processes", type=float, default=0.0, metavar="SECONDS",
+                        help="also run the library's unshuffle and a zstd decompression in a steady loop for "
+                             "SECONDS on 1 thread, 2 threads and 2 processes, into a result of each size")
     args = parser.parse_args(argv)
     root = tempfile.mkdtemp(prefix="thread-scaling-", dir=args.dir)
     pair = Pair()
@@ -257,8 +321,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         pair.close()
         shutil.rmtree(root, ignore_errors=True)
+    steady = {mib: threads_or_processes(mib, args.threads_or_processes) for mib in args.sizes} \
+        if args.threads_or_processes else {}
     load.append(os.getloadavg())
+    for mib, res in steady.items():
+        for kind, counts in res.items():
+            base = counts["1 thread"]
+            print(f"{mib} MiB result, {'unshuffle (planes)' if kind == 'planes' else 'zstd decompress'}: chunks in "
+                  f"{args.threads_or_processes:g} s: " + ", ".join(f"{k} {v} ({v / base:.2f}x)" for k, v in counts.items()))
     for mib, results in rounds.items():
+        if not results:
+            continue
         first = results[0]
         print(f"\n{mib} MiB ({first['chunks']} chunks of 128 KiB, {first['stored bytes'] / 2 ** 20:.2f} MiB stored), "
               f"median of {len(results)} rounds of the best of {args.repeats}:")
@@ -279,7 +352,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           + " / ".join(", ".join(f"{v:.1f}" for v in x) for x in load) + f"; {os.cpu_count()} CPU(s)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"rounds": {str(k): v for k, v in rounds.items()}, "load": load, "args": vars(args)}, fh, indent=1)
+            json.dump({"rounds": {str(k): v for k, v in rounds.items()}, "steady": {str(k): v for k, v in steady.items()},
+                       "load": load, "args": vars(args)}, fh, indent=1)
     return 0
 
 
