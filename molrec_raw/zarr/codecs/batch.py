@@ -322,15 +322,16 @@ def decode_jobs(jobs: Sequence[DecodeJob], threads: Threads) -> None:
             pool.close()
 
 
-# Chunks whose byte shuffle :func:`decode_each` undoes in one set of plane copies.
-RUN_CHUNKS = 16
+# Chunk bytes whose byte shuffle :func:`decode_each` undoes in one set of plane copies: the
+# run's decompressed bytes stay in a core's cache (a chunk of this size or more goes alone).
+RUN_BYTES = 1024 * 1024
 
 
 def decode_each(jobs: Sequence[DecodeJob]) -> None:
     """Decode the jobs one by one, each through its pipeline's per-thread scratch buffer
-    straight into its target (a thread's run of a large read, ``Array._decode``).  Up to
-    :data:`RUN_CHUNKS` consecutive chunks whose targets follow one another and whose last
-    step is the byte shuffle are unshuffled together: one strided copy per byte plane for the
+    straight into its target (a thread's run of a large read, ``Array._decode``).  Consecutive
+    chunks (up to :data:`RUN_BYTES`) whose targets follow one another and whose last step is
+    the byte shuffle are unshuffled together: one strided copy per byte plane for the
     run instead of per chunk, so a thread takes the GIL once per plane of a run — per chunk,
     the copies on two threads ran at 1.1-1.3x of one, the runs at 1.5-1.7x (bench/README.md,
     "Unmet targets of issue 37").  The same bytes land in each target (zarr-v3-subset#5.6)."""
@@ -364,7 +365,7 @@ def _shuffle_run(jobs: Sequence[DecodeJob], at: int) -> int:
         return 0
     start, owner = target.ctypes.data, _owner(target)
     count = 1
-    while count < RUN_CHUNKS and at + count < len(jobs):
+    while (count + 1) * size <= RUN_BYTES and at + count < len(jobs):
         job = jobs[at + count]
         if (job.pipeline is not pipeline or not job.whole or not job.target.flags.c_contiguous
                 or job.target.ctypes.data != start + count * size or _owner(job.target) is not owner):
