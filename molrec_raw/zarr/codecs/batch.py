@@ -357,21 +357,27 @@ def _shuffle_run(jobs: Sequence[DecodeJob], at: int) -> int:
     """How many jobs from ``at`` on :func:`_decode_run` can take together (0: not the first)."""
     first = jobs[at]
     pipeline = first.pipeline
+    size = pipeline.nbytes or 0
+    if 2 * size > RUN_BYTES or at + 1 == len(jobs):  # a chunk this large goes alone
+        return 0
     shuffle = pipeline.bytes_codecs[0] if pipeline.bytes_codecs else None
     target = first.target
-    size = target.nbytes
     if not (isinstance(shuffle, ShuffleCodec) and shuffle.elementsize > 1 and size % shuffle.elementsize == 0
             and pipeline.direct and first.whole and target.flags.c_contiguous):
         return 0
-    start, owner = target.ctypes.data, _owner(target)
+    start, owner = _address(target), _owner(target)
     count = 1
     while (count + 1) * size <= RUN_BYTES and at + count < len(jobs):
         job = jobs[at + count]
         if (job.pipeline is not pipeline or not job.whole or not job.target.flags.c_contiguous
-                or job.target.ctypes.data != start + count * size or _owner(job.target) is not owner):
+                or _address(job.target) != start + count * size or _owner(job.target) is not owner):
             break
         count += 1
     return count
+
+
+def _address(array: np.ndarray) -> int:
+    return int(array.__array_interface__["data"][0])
 
 
 def _decode_run(run: Sequence[DecodeJob]) -> None:
