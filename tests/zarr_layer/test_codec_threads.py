@@ -201,7 +201,7 @@ def test_zarr_5_plain_chains_stay_on_the_callers_thread():
 def test_zarr_5_6_runs_of_chunks_unshuffled_together_give_the_bytes_of_one_by_one(elementsize, dtype, zstd, shape,
                                                                                    data):
     monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(batch, "RUN_BYTES", data.draw(st.sampled_from([64, 512, 1 << 20])))  # runs of a few chunks
+    monkeypatch.setattr(batch, "RUN_BYTES", data.draw(st.sampled_from([16, 64, 512])))  # runs of a few chunks
     """decode_each unshuffles consecutive chunks into adjacent targets as one run (batch.py
     ``_decode_run``): every target receives the bytes that decoding chunk by chunk gives, for
     any element size of the shuffle, whole reads and partial ones, reads longer than a run."""

@@ -334,7 +334,13 @@ def decode_each(jobs: Sequence[DecodeJob]) -> None:
     the byte shuffle are unshuffled together: one strided copy per byte plane for the
     run instead of per chunk, so a thread takes the GIL once per plane of a run — per chunk,
     the copies on two threads ran at 1.1-1.3x of one, the runs at 1.5-1.7x (bench/README.md,
-    "Unmet targets of issue 37").  The same bytes land in each target (zarr-v3-subset#5.6)."""
+    "Unmet targets of issue 37").  A thread's share of one run or less (a 1-2 MiB read)
+    goes chunk by chunk, as before: there the runs gained nothing the benchmark could show.
+    The same bytes land in each target (zarr-v3-subset#5.6)."""
+    if sum(job.pipeline.nbytes or 0 for job in jobs) <= RUN_BYTES:
+        for job in jobs:
+            _decode_one(job)
+        return
     at = 0
     while at < len(jobs):
         count = _shuffle_run(jobs, at)
