@@ -20,6 +20,7 @@ core (CPU / (2 x wall): 100 % = both cores busy all along).  The data: bench/zar
 ``bulk_data`` (seed fixed).
 
     python bench/w3_write.py --rounds 3
+    python bench/w3_write.py --stages      # each encode stage of the 256 MiB alone, one thread, both sides
 """
 from __future__ import annotations
 
@@ -84,13 +85,61 @@ def fused(path: str, data: Any) -> None:
     Z.zpf_bulk_write(path, data)
 
 
+def stages(data: Any, repeats: int = 3) -> None:
+    """Each encode stage of the whole array on one thread (CPU ms, best of ``repeats``): ours
+    (the library's shuffle into a fresh and into a reused buffer, zstandard's batch call as
+    the library makes it, crc32c) and zarr-python's (numcodecs' Shuffle and Zstd, per chunk),
+    with a plain copy of the same bytes as the floor of a byte transpose."""
+    import crc32c
+    import numpy as np
+    import zstandard
+    from numcodecs import Shuffle, Zstd
+
+    from molrec_raw.zarr.codecs.shuffle import ShuffleCodec
+
+    chunks = np.ascontiguousarray(data).reshape(-1, Z.INNER).view(np.uint8)
+    reused = np.empty_like(chunks)
+
+    def best(fn: Callable[[], Any]) -> Tuple[float, Any]:
+        times, out = [], None
+        for _ in range(repeats):
+            c0 = time.process_time()
+            out = fn()
+            times.append(time.process_time() - c0)
+        return min(times) * 1e3, out
+
+    codec = ShuffleCodec(8)
+    fresh_ms, shuffled = best(lambda: codec.encode_many(chunks))
+    reused_ms, _ = best(lambda: codec.encode_many(chunks, reused))
+    rows = list(np.asarray(shuffled).reshape(len(chunks), -1))
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=False, write_content_size=True)
+    zstd_ms, frames = best(lambda: compressor.multi_compress_to_buffer(rows, threads=1))
+    blobs = [bytes(f) for f in frames]
+    crc_ms, _ = best(lambda: [crc32c.crc32c(b) for b in blobs])
+    copy_ms, _ = best(lambda: np.copyto(reused, chunks))
+    nc_shuffle_ms, _ = best(lambda: [Shuffle(elementsize=8).encode(c) for c in chunks])
+    nc_zstd_ms, nc_frames = best(lambda: [Zstd(level=3).encode(r) for r in rows])
+    mib = chunks.nbytes / 2 ** 20
+    print(f"encode stages of {mib:.0f} MiB ({len(chunks)} chunks), one thread, CPU ms (best of {repeats}):")
+    print(f"| stage | molrec_raw | zarr-python (numcodecs) |\n|---|---:|---:|")
+    print(f"| byte shuffle | {fresh_ms:.0f} (into a reused buffer: {reused_ms:.0f}) | {nc_shuffle_ms:.0f} |")
+    print(f"| zstd level 3 | {zstd_ms:.0f} ({sum(len(b) for b in blobs) / 2 ** 20:.1f} MiB out) | {nc_zstd_ms:.0f} "
+          f"({sum(len(f) for f in nc_frames) / 2 ** 20:.1f} MiB out) |")
+    print(f"| crc32c of the frames | {crc_ms:.1f} | |")
+    print(f"| floor: a plain copy of the same bytes | {copy_ms:.0f} | |")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--elements", type=int, default=2 ** 25)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--stages", action="store_true", help="only time each encode stage on one thread")
     args = parser.parse_args(argv)
     data = Z.bulk_data(args.elements)
+    if args.stages:
+        stages(data)
+        return 0
     root = tempfile.mkdtemp(prefix="w3-write-", dir=args.dir)
     cases: Dict[str, Callable[[str], None]] = {"molrec_raw": lambda p: ours(p, data, None),
                                                 "zp-fused": lambda p: fused(p, data)}
