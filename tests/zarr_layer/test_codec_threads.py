@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from molrec_raw.errors import CorruptDataError
@@ -193,3 +193,54 @@ def test_zarr_5_plain_chains_stay_on_the_callers_thread():
             assert np.array_equal(arr[...], np.arange(64.0))
             assert (arr.codec_threads.handed > 0) == split, chain
             arr.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([2, 3, 4, 8, 16]), st.sampled_from(["float64", "int16", "uint8"]), st.booleans(),
+       st.lists(st.integers(1, 60), min_size=1, max_size=2), st.data())
+def test_zarr_5_6_runs_of_chunks_unshuffled_together_give_the_bytes_of_one_by_one(elementsize, dtype, zstd, shape,
+                                                                                   data):
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(batch, "RUN_BYTES", data.draw(st.sampled_from([16, 64, 512])))  # runs of a few chunks
+    """decode_each unshuffles consecutive chunks into adjacent targets as one run (batch.py
+    ``_decode_run``): every target receives the bytes that decoding chunk by chunk gives, for
+    any element size of the shuffle, whole reads and partial ones, reads longer than a run."""
+    shape = tuple(shape)
+    chunks = tuple(data.draw(st.integers(1, s)) for s in shape)
+    assume(int(np.prod(chunks)) * np.dtype(dtype).itemsize % elementsize == 0)  # what the shuffle can encode
+    chain = [{"name": "bytes", "configuration": {"endian": "little"}},
+             {"name": "numcodecs.shuffle", "configuration": {"elementsize": elementsize}}]
+    if zstd:
+        chain.append({"name": "zstd", "configuration": {"level": 1, "checksum": False}})
+    chain.append({"name": "crc32c"})
+    arr = open_array(MemoryStore(), mode="w", shape=shape, dtype=dtype, chunks=chunks, codecs=chain, fill_value=0,
+                     threads=1)
+    values = (np.random.default_rng(sum(shape) * 31 + elementsize).normal(size=shape) * 100).astype(dtype)
+    arr[...] = values
+    selection = tuple(slice(data.draw(st.integers(0, s - 1)), None, data.draw(st.integers(1, 2))) for s in shape)
+    for sel in (Ellipsis, selection):
+        ones, runs = np.zeros_like(values[sel]), np.zeros_like(values[sel])
+        batch.decode_batch(arr._read_jobs(sel, ones)[1], 1)
+        batch.decode_each(arr._read_jobs(sel, runs)[1])
+        assert ones.tobytes() == runs.tobytes()
+        assert np.array_equal(runs, values[sel])
+    monkeypatch.undo()
+
+
+def test_zarr_5_6_a_corrupt_chunk_inside_a_run_is_named(monkeypatch):
+    """A damaged chunk in the middle of a run unshuffled together refuses with its own key."""
+    monkeypatch.setattr(batch, "RUN_BYTES", 4 * 64)  # runs of 4 chunks of 8 float64
+    arr = open_array(MemoryStore(), mode="w", shape=(80,), dtype="float64", chunks=(8,), codecs=CHAINS[2],
+                     fill_value=0.0, threads=1)
+    arr[...] = np.arange(80.0)
+    raw = bytearray(arr.store.get("c/5"))
+    raw[-6] ^= 0x10
+    arr.store.set("c/5", bytes(raw))
+    runs = []
+    monkeypatch.setattr(batch, "_decode_run", lambda run, original=batch._decode_run: (runs.append(len(run)),
+                                                                                      original(run))[1])
+    out = np.zeros(80)
+    with pytest.raises(CorruptDataError) as info:
+        batch.decode_each(arr._read_jobs(Ellipsis, out)[1])
+    assert "c/5" in str(info.value) and runs[:2] == [4, 4]
+    assert np.array_equal(out[:32], np.arange(32.0))

@@ -190,8 +190,22 @@ class CodecPipeline:
     def decode_into(self, data: Buffer, out: np.ndarray) -> None:
         """Decode a whole chunk into ``out`` (C-contiguous, chunk shape, native dtype);
         intermediate steps reuse one per-thread scratch buffer instead of allocating."""
-        target = memoryview(out.reshape(-1).view(np.uint8))
-        steps = self._steps
+        self._decode_steps(data, memoryview(out.reshape(-1).view(np.uint8)), self._steps)
+
+    def decode_shuffled_into(self, data: Buffer, row: memoryview) -> None:
+        """Every step of :meth:`decode_into` but the last (a byte shuffle, which the caller
+        applies to a run of chunks at once: batch.py ``decode_each``): the still-shuffled
+        bytes into ``row``, of the chunk's size (zarr-v3-subset#5, #5.6)."""
+        self._decode_steps(data, row, self._steps[:-1])
+
+    def run_buffer(self, nbytes: int) -> np.ndarray:
+        """This thread's reused ``uint8`` buffer of at least ``nbytes`` (batch.py's runs)."""
+        buffer: Optional[np.ndarray] = getattr(self._scratch, "run", None)
+        if buffer is None or buffer.size < nbytes:
+            buffer = self._scratch.run = np.empty(nbytes, np.uint8)
+        return buffer[:nbytes]
+
+    def _decode_steps(self, data: Buffer, target: memoryview, steps: List[Tuple[Any, Optional[int]]]) -> None:
         last = len(steps) - 1
         for position, (codec, size) in enumerate(steps):
             if position == last:
