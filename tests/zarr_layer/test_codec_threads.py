@@ -200,11 +200,15 @@ def test_zarr_5_plain_chains_stay_on_the_callers_thread():
        st.lists(st.integers(1, 60), min_size=1, max_size=2), st.data())
 def test_zarr_5_6_runs_of_chunks_unshuffled_together_give_the_bytes_of_one_by_one(elementsize, dtype, zstd, shape,
                                                                                    data):
-    monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(batch, "RUN_BYTES", data.draw(st.sampled_from([16, 64, 512])))  # runs of a few chunks
     """decode_each unshuffles consecutive chunks into adjacent targets as one run (batch.py
     ``_decode_run``): every target receives the bytes that decoding chunk by chunk gives, for
     any element size of the shuffle, whole reads and partial ones, reads longer than a run."""
+    with pytest.MonkeyPatch.context() as monkeypatch:  # runs of a few chunks; undone whatever happens
+        monkeypatch.setattr(batch, "RUN_BYTES", data.draw(st.sampled_from([16, 64, 512])))
+        _runs_give_the_bytes_of_one_by_one(elementsize, dtype, zstd, shape, data)
+
+
+def _runs_give_the_bytes_of_one_by_one(elementsize, dtype, zstd, shape, data):
     shape = tuple(shape)
     chunks = tuple(data.draw(st.integers(1, s)) for s in shape)
     assume(int(np.prod(chunks)) * np.dtype(dtype).itemsize % elementsize == 0)  # what the shuffle can encode
@@ -224,7 +228,6 @@ def test_zarr_5_6_runs_of_chunks_unshuffled_together_give_the_bytes_of_one_by_on
         batch.decode_each(arr._read_jobs(sel, runs)[1])
         assert ones.tobytes() == runs.tobytes()
         assert np.array_equal(runs, values[sel])
-    monkeypatch.undo()
 
 
 def test_zarr_5_6_a_corrupt_chunk_inside_a_run_is_named(monkeypatch):
