@@ -215,3 +215,23 @@ def test_zarr_7_a_large_write_on_a_pool_of_runs_writes_the_bytes_of_the_batch_pa
     assert stores[1] == stores[2] and len(stores[1]) > 3
     for threads in (1, 2):
         assert np.array_equal(open_array(str(tmp_path / f"t{3 - threads}"), threads=threads)[...], values)
+
+
+def test_zarr_5_one_thread_decodes_chunk_by_chunk_without_the_batch_call(monkeypatch):
+    """On one thread a large batch is decoded job by job through the per-thread scratch
+    buffers (no zstd batch call, whose fresh output buffer cost more than the call saved);
+    on two the batch call still runs.  The values are the same either way."""
+    from molrec_raw.zarr.codecs import batch
+
+    pipe = _zstd_pipeline()
+    chunks = np.random.default_rng(3).normal(size=(40, 4096))  # 1.3 MB: above the small-wave cut
+    encoded = [bytes(pipe.encode(c)) for c in chunks]
+    calls = []
+    real = batch.decompress_many
+    monkeypatch.setattr(batch, "decompress_many", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    for threads, batched in ((1, False), (2, True)):
+        calls.clear()
+        out = np.zeros_like(chunks)
+        decode_batch([DecodeJob(pipe, d, out[k], key=f"c/{k}") for k, d in enumerate(encoded)], threads)
+        assert np.array_equal(out, chunks)
+        assert bool(calls) == batched, threads
