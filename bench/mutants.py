@@ -135,6 +135,13 @@ MUTANTS: List[Mutant] = [
       "if not writable and check_structure:", "if False:",
       "tests/collection/test_structure.py::test_lmdb_L18_a_copy_cut_short_is_refused_not_a_sigbus",
       "tests/fuzz/test_fuzz.py::test_fixed_seed_fuzz_run_raises_only_molrec_errors[suite-lmdb_file]"),
+    # -- the codec threads' runs of chunks unshuffled together (zarr-v3-subset#5.6) ------------------------
+    M("runs: a target not checked to follow the one before it", "molrec_raw/zarr/codecs/batch.py",
+      "\n                or _address(job.target) != start + count * size):", "):",
+      "tests/zarr_layer/test_codec_threads.py::test_zarr_5_6_chunks_into_targets_that_do_not_follow_one_another_are_not_run_together"),
+    M("runs: a part of a chunk taken as the first of a run", "molrec_raw/zarr/codecs/batch.py",
+      "and pipeline.direct and first.whole and", "and pipeline.direct and",
+      "tests/zarr_layer/test_codec_threads.py::test_zarr_5_6_chunks_into_targets_that_do_not_follow_one_another_are_not_run_together"),
     # -- the drop-in's values -----------------------------------------------------------------------------
     M("drop-in: an f64 MetaValue rounded to 6 places", "molrec_raw/molrs/core.py",
       "self._value = _normalized(dtype, _thaw(value))",

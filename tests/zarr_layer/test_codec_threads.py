@@ -247,3 +247,37 @@ def test_zarr_5_6_a_corrupt_chunk_inside_a_run_is_named(monkeypatch):
         batch.decode_each(arr._read_jobs(Ellipsis, out)[1])
     assert "c/5" in str(info.value) and runs[:2] == [4, 4]
     assert np.array_equal(out[:32], np.arange(32.0))
+
+
+def test_zarr_5_6_chunks_into_targets_that_do_not_follow_one_another_are_not_run_together(monkeypatch):
+    """A run of chunks is unshuffled together only when each target starts where the one
+    before it ends: targets with gaps between them, targets each in an array of its own,
+    and adjacent targets visited downwards each receive exactly their own chunk's values."""
+    monkeypatch.setattr(batch, "RUN_BYTES", 4 * 64)  # runs of up to 4 chunks of 8 float64
+    arr = open_array(MemoryStore(), mode="w", shape=(80,), dtype="float64", chunks=(8,), codecs=CHAINS[2],
+                     fill_value=0.0, threads=1)
+    arr[...] = np.arange(80.0)
+    out = np.zeros(80)
+    jobs = arr._read_jobs(Ellipsis, out)[1]
+    expected = [np.arange(8.0 * k, 8.0 * k + 8) for k in range(len(jobs))]
+
+    def into(targets):
+        batch.decode_each([batch.DecodeJob(job.pipeline, job.data, target, job.local, job.key)
+                           for job, target in zip(jobs, targets)])
+        return all(np.array_equal(t, e) for t, e in zip(targets, expected))
+
+    slab = np.zeros(9 * len(jobs))  # one array, a gap of one element after each target
+    assert into([slab[9 * k:9 * k + 8] for k in range(len(jobs))])
+    assert into([np.zeros(8) for _ in jobs])  # one array each, wherever the allocator put them
+    batch.decode_each(jobs[::-1])  # adjacent targets, visited downwards
+    assert np.array_equal(out, np.arange(80.0))
+    # a part of the first chunk, then whole chunks exactly one chunk further on each: the part
+    # is decoded alone, the whole ones as a run
+    slab = np.zeros(len(jobs) * 8)
+    first = jobs[0]
+    part = batch.DecodeJob(first.pipeline, first.data, slab[:4], (slice(0, 4, 1),), first.key)
+    rest = [batch.DecodeJob(job.pipeline, job.data, slab[8 * k:8 * k + 8], job.local, job.key)
+            for k, job in enumerate(jobs) if k]
+    batch.decode_each([part] + rest)
+    assert np.array_equal(slab[:4], np.arange(4.0)) and not slab[4:8].any()
+    assert np.array_equal(slab[8:], np.arange(8.0, 80.0))

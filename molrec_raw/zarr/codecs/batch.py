@@ -358,13 +358,6 @@ def decode_each(jobs: Sequence[DecodeJob]) -> None:
             at += 1
 
 
-def _owner(array: np.ndarray) -> Any:
-    """The array whose memory ``array`` views (itself when it owns it)."""
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array.base if array.base is not None else array
-
-
 def _shuffle_run(jobs: Sequence[DecodeJob], at: int) -> int:
     """How many jobs from ``at`` on :func:`_decode_run` can take together (0: not the first)."""
     first = jobs[at]
@@ -377,12 +370,12 @@ def _shuffle_run(jobs: Sequence[DecodeJob], at: int) -> int:
     if not (isinstance(shuffle, ShuffleCodec) and shuffle.elementsize > 1 and size % shuffle.elementsize == 0
             and pipeline.direct and first.whole and target.flags.c_contiguous):
         return 0
-    start, owner = _address(target), _owner(target)
+    start = _address(target)
     count = 1
     while (count + 1) * size <= RUN_BYTES and at + count < len(jobs):
         job = jobs[at + count]
         if (job.pipeline is not pipeline or not job.whole or not job.target.flags.c_contiguous
-                or _address(job.target) != start + count * size or _owner(job.target) is not owner):
+                or _address(job.target) != start + count * size):  # each starts where the last ends
             break
         count += 1
     return count
@@ -397,18 +390,15 @@ def _decode_run(run: Sequence[DecodeJob]) -> None:
     chunk into this thread's run buffer, then the shuffle of them all, plane by plane."""
     pipeline = run[0].pipeline
     shuffle = pipeline.bytes_codecs[0]
-    size, e = run[0].target.nbytes, shuffle.elementsize
+    size = run[0].target.nbytes
     rows = pipeline.run_buffer(len(run) * size).reshape(len(run), size)
     for row, job in zip(rows, run):
         try:
             pipeline.decode_shuffled_into(job.data, memoryview(row))
         except _DECODE_ERRORS as exc:
             raise _failed(job, exc) from None
-    first = run[0].target.reshape(-1).view(np.uint8)
-    region = np.lib.stride_tricks.as_strided(first, shape=(len(run), size // e, e), strides=(size, e, 1))
-    planes = rows.reshape(len(run), e, size // e)
-    for j in range(e):
-        region[:, :, j] = planes[:, j, :]
+    first = run[0].target.reshape(-1).view(np.uint8)  # the others follow it in memory (_shuffle_run)
+    shuffle.unshuffle_rows(rows, np.lib.stride_tricks.as_strided(first, shape=(len(run) * size,), strides=(1,)))
 
 
 def _decode_one(job: DecodeJob) -> None:

@@ -97,6 +97,17 @@ class ShuffleCodec(BytesBytesCodec):
         if self.elementsize == 1:
             out[:] = raw
             return
-        # one strided copy per byte plane: about twice as fast as a transposed copy
-        for j, plane in enumerate(raw.reshape(self.elementsize, -1)):
-            out[j::self.elementsize] = plane
+        self.unshuffle_rows(raw.reshape(1, -1), out)
+
+    def unshuffle_rows(self, rows: np.ndarray, out: np.ndarray) -> None:
+        """Undo the shuffle of each row of ``rows`` (``uint8``, one shuffled chunk a row, all
+        of one size) into ``out`` (``uint8``, contiguous, the chunks' bytes one after another):
+        one strided copy per byte plane for all the rows — about twice as fast as a transposed
+        copy, and a thread takes the GIL once per plane, not once per plane of every chunk
+        (batch.py ``decode_each``)."""
+        e = self.elementsize
+        n, size = rows.shape
+        dest = out.reshape(n, size // e, e)
+        planes = rows.reshape(n, e, size // e)
+        for j in range(e):
+            dest[:, :, j] = planes[:, j, :]
